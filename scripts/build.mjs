@@ -1,0 +1,129 @@
+#!/usr/bin/env node
+// Builds dist/agui-state.cjs (a self-contained CJS bundle, runnable with
+// `node`) and dist/agui-state (a Node Single Executable Application), offline:
+// the SEA base is the running node binary, nothing is downloaded.
+//   node scripts/build.mjs [--entry path/to/entry.ts]
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
+import { performance } from "node:perf_hooks";
+import { fileURLToPath } from "node:url";
+import * as esbuild from "esbuild";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const dist = path.join(root, "dist");
+const bundle = path.join(dist, "agui-state.cjs");
+const seaConfig = path.join(dist, "sea-config.json");
+const blob = path.join(dist, "sea-prep.blob");
+const binary = path.join(dist, "agui-state");
+// Fixed by Node: the string postject flips so node knows a blob is injected.
+const SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
+
+const args = process.argv.slice(2);
+const entryAt = args.findIndex((a) => a === "--entry" || a.startsWith("--entry="));
+const entry = entryAt < 0 ? path.join(root, "src/main.ts")
+  : path.resolve(args[entryAt].includes("=") ? args[entryAt].slice(8) : args[entryAt + 1] ?? "");
+
+const t0 = performance.now();
+async function step(name, fn) {
+  const t = performance.now();
+  try {
+    await fn();
+  } catch (err) {
+    // esbuild has already printed its diagnostics; a stack adds nothing.
+    console.error(`[build] FAILED: ${name}${err.errors ? "" : `\n${err.stderr ?? ""}${err.message}`}`);
+    process.exit(1);
+  }
+  console.error(`[build] ${name} (${Math.round(performance.now() - t)} ms)`);
+}
+
+// Drop old outputs first so a failed build never leaves a stale binary
+// behind that looks usable (ensure-built.mjs goes by existence + mtime).
+for (const f of [bundle, seaConfig, blob, binary]) fs.rmSync(f, { force: true });
+fs.mkdirSync(dist, { recursive: true });
+
+await step(`esbuild ${path.relative(root, entry)} -> dist/agui-state.cjs`, () =>
+  esbuild.build({
+    entryPoints: [entry],
+    outfile: bundle,
+    bundle: true, // no externals: the SEA's require() only knows builtins
+    format: "cjs", // SEA main scripts must be CommonJS in Node 20
+    platform: "node",
+    target: "node20",
+    minify: false,
+    sourcemap: false,
+    legalComments: "none",
+    logLevel: "warning",
+    // CJS has no import.meta; esbuild would silently turn it into `{}`.
+    // Map import.meta.url to a file URL of the running file (in the SEA,
+    // __filename is process.execPath) and make any other import.meta use
+    // (dirname, resolve, ...) a hard error rather than `undefined` at runtime.
+    define: { "import.meta.url": "__importMetaUrl" },
+    logOverride: { "empty-import-meta": "error" },
+    // The shebang makes the .cjs runnable on its own; Node's SEA loader
+    // strips it like the CJS loader does (verified on v20.20.2).
+    banner: {
+      js: '#!/usr/bin/env node\nvar __importMetaUrl = require("node:url").pathToFileURL(__filename).href;',
+    },
+  }),
+);
+fs.chmodSync(bundle, 0o755);
+
+await step("node --experimental-sea-config -> dist/sea-prep.blob", () => {
+  // Paths in the config are resolved against cwd, hence cwd: root below.
+  const config = {
+    main: "dist/agui-state.cjs",
+    output: "dist/sea-prep.blob",
+    disableExperimentalSEAWarning: true,
+    // V8 code cache of the bundle's top level, made by this same node so V8
+    // accepts it; measured ~5-7 ms off startup (SEA flags=5 when injected).
+    useCodeCache: true,
+  };
+  fs.writeFileSync(seaConfig, JSON.stringify(config, null, 2) + "\n");
+  // node says "Wrote single executable..." on stderr; keep it only on error.
+  execFileSync(process.execPath, ["--experimental-sea-config", seaConfig], {
+    cwd: root,
+    stdio: "pipe",
+    // A --require/--import hook from the caller's NODE_OPTIONS (tsx, vitest)
+    // must not run in, or shape the code cache of, the blob generator.
+    env: { ...process.env, NODE_OPTIONS: "" },
+  });
+});
+
+await step(`copy ${process.execPath} -> dist/agui-state`, () => {
+  fs.copyFileSync(process.execPath, binary);
+  fs.chmodSync(binary, 0o755);
+});
+
+// Full `strip` is safe for node: addons link against .dynsym, which strip
+// keeps; only .symtab and the debug sections go (this machine's v20.20.2:
+// 98.9 MB -> 86.3 MB; --strip-debug only gets to 96.4 MB). The stripped SEA
+// was verified to run, same startup time. It runs before postject so the
+// injected note is never touched. No strip on the machine: skip it.
+await step("strip dist/agui-state", () => {
+  try {
+    execFileSync("strip", [binary], { stdio: ["ignore", "ignore", "pipe"] });
+  } catch (err) {
+    if (err.code !== "ENOENT") throw err;
+    console.error("[build] strip not found, binary left unstripped");
+  }
+});
+
+await step("postject NODE_SEA_BLOB -> dist/agui-state", async () => {
+  // The JS API rather than the CLI: no extra process, no colored stdout.
+  const { inject } = createRequire(import.meta.url)("postject");
+  // postject's LIEF (wasm) warns via console.warn once per ELF note it can't
+  // name; this node has 256+ notes, so ~12 harmless lines, stripped or not.
+  const warn = console.warn;
+  console.warn = (...a) => /Can't find string offset for section name/.test(String(a[0])) || warn(...a);
+  try {
+    await inject(binary, "NODE_SEA_BLOB", fs.readFileSync(blob), { sentinelFuse: SEA_FUSE });
+  } finally {
+    console.warn = warn;
+  }
+  fs.chmodSync(binary, 0o755);
+});
+
+const mb = (fs.statSync(binary).size / 1024 / 1024).toFixed(1);
+console.error(`[build] done in ${Math.round(performance.now() - t0)} ms: dist/agui-state is ${mb} MB`);

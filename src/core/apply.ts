@@ -1,0 +1,427 @@
+import { jsonEqual } from "./equal.js";
+import { limitError, opError, type OpError, type Skip } from "./errors.js";
+import { hasMember, isObject, setMember, type Json, type JsonObject } from "./json.js";
+import { cloneJson, ELEMENT_OVERHEAD, measure, memberOverhead } from "./measure.js";
+import type { Op } from "./ops.js";
+import { clip, formatPointer, isForbiddenStep, parseIndex, type Path } from "./pointer.js";
+
+/** A document being patched in place, with its approximate JSON size kept current. */
+export interface Doc {
+  root: Json;
+  bytes: number;
+}
+
+export interface ApplyLimits {
+  /** Nesting of containers along any path, pointers included (PROTOCOL §7 --max-depth). */
+  maxDepth: number;
+  /** Approximate JSON bytes of the whole document (PROTOCOL §7 --max-state-bytes). */
+  maxStateBytes: number;
+}
+
+export const NO_LIMITS: ApplyLimits = { maxDepth: Infinity, maxStateBytes: Infinity };
+
+export interface ApplyOptions {
+  limits?: ApplyLimits;
+  /** PROTOCOL §5 rules 2 and 3 (missing array before an append, replace that sets). Default true. */
+  normalize?: boolean;
+}
+
+/** Restores one mutation. Kept in a log so atomic calls and multi-step ops can roll back. */
+type Undo = () => void;
+
+export function newDoc(root: Json): Doc {
+  return { root, bytes: measure(root).bytes };
+}
+
+// ---------------------------------------------------------------- lookups
+
+type Container = Json[] | JsonObject;
+
+const where = (path: Path, upto: number): string => clip(formatPointer(path.slice(0, upto)));
+
+function forbidden(path: Path): OpError | undefined {
+  for (let i = 0; i < path.length; i++) {
+    if (isForbiddenStep(path[i - 1], path[i] as string)) {
+      return opError("FORBIDDEN_KEY", `${where(path, i + 1)} goes through a forbidden key`);
+    }
+  }
+  return undefined;
+}
+
+/** The value at path[0..upto). Every step must exist; "-" names no element here. */
+function walkTo(root: Json, path: Path, upto: number): { ok: true; value: Json } | { ok: false; error: OpError } {
+  let cur = root;
+  for (let i = 0; i < upto; i++) {
+    const token = path[i] as string;
+    if (Array.isArray(cur)) {
+      const idx = parseIndex(token);
+      if (idx === undefined || idx === "-") {
+        return { ok: false, error: opError("INVALID_INDEX", `${where(path, i + 1)}: ${JSON.stringify(clip(token))} is not an array index`) };
+      }
+      if (idx >= cur.length) return { ok: false, error: opError("PATH_NOT_FOUND", `${where(path, i + 1)} does not exist`) };
+      cur = cur[idx] as Json;
+    } else if (isObject(cur)) {
+      if (!hasMember(cur, token)) return { ok: false, error: opError("PATH_NOT_FOUND", `${where(path, i + 1)} does not exist`) };
+      cur = cur[token] as Json;
+    } else {
+      return { ok: false, error: opError("PATH_NOT_FOUND", `${where(path, i + 1)} does not exist: ${where(path, i)} is not a container`) };
+    }
+  }
+  return { ok: true, value: cur };
+}
+
+interface Slot {
+  parent: Container | undefined; // undefined: the root
+  /** Member name, or array index ("-" resolved to the length for add). */
+  key: string | number;
+  /** Present when the slot holds a value. */
+  exists: boolean;
+}
+
+/**
+ * Locates the slot a path names. `forAdd` allows "-" and index == length
+ * (RFC 6902 §4.1); otherwise the slot must exist.
+ */
+function locate(root: Json, path: Path, forAdd: boolean): { ok: true; slot: Slot } | { ok: false; error: OpError } {
+  if (path.length === 0) return { ok: true, slot: { parent: undefined, key: "", exists: true } };
+  const p = walkTo(root, path, path.length - 1);
+  if (!p.ok) return p;
+  const parent = p.value;
+  const token = path[path.length - 1] as string;
+  if (Array.isArray(parent)) {
+    const idx = parseIndex(token);
+    if (idx === undefined || (idx === "-" && !forAdd)) {
+      const why = idx === "-" ? '"-" names no element here' : `${JSON.stringify(clip(token))} is not an array index`;
+      return { ok: false, error: opError("INVALID_INDEX", `${where(path, path.length)}: ${why}`) };
+    }
+    const i = idx === "-" ? parent.length : idx;
+    if (forAdd ? i > parent.length : i >= parent.length) {
+      return { ok: false, error: opError("INDEX_OUT_OF_BOUNDS", `${where(path, path.length)}: index ${i} is past the end (length ${parent.length})`) };
+    }
+    return { ok: true, slot: { parent, key: i, exists: !forAdd } };
+  }
+  if (isObject(parent)) {
+    const exists = hasMember(parent, token);
+    if (!exists && !forAdd) return { ok: false, error: opError("PATH_NOT_FOUND", `${where(path, path.length)} does not exist`) };
+    return { ok: true, slot: { parent, key: token, exists } };
+  }
+  return { ok: false, error: opError("PATH_NOT_FOUND", `${where(path, path.length)} does not exist: ${where(path, path.length - 1)} is not a container`) };
+}
+
+function read(doc: Doc, slot: Slot): Json {
+  if (slot.parent === undefined) return doc.root;
+  return (slot.parent as Record<string | number, Json>)[slot.key] as Json;
+}
+
+/** Bytes the slot's container spends on the member itself, beside its value. */
+const overhead = (slot: Slot): number => (slot.parent === undefined ? 0 : typeof slot.key === "number" ? ELEMENT_OVERHEAD : memberOverhead(slot.key));
+
+// ---------------------------------------------------------------- mutations
+
+/**
+ * Puts an owned value in a slot, logging the undo: an existing slot (the root,
+ * a member, or an element being replaced) is overwritten in place, keeping
+ * member order; a new one is inserted (array) or defined (object).
+ */
+function attach(doc: Doc, slot: Slot, value: Json, undo: Undo[]): void {
+  const { parent, key } = slot;
+  if (parent === undefined) {
+    const old = doc.root;
+    doc.root = value;
+    undo.push(() => (doc.root = old));
+  } else if (slot.exists) {
+    // An own data property is found before any inherited setter, so this stays plain data.
+    const p = parent as Record<string | number, Json>;
+    const old = p[key] as Json;
+    p[key] = value;
+    undo.push(() => (p[key] = old));
+  } else if (Array.isArray(parent)) {
+    const i = key as number;
+    parent.splice(i, 0, value);
+    undo.push(() => parent.splice(i, 1));
+  } else {
+    const k = key as string;
+    setMember(parent, k, value);
+    undo.push(() => delete parent[k]);
+  }
+}
+
+/** Takes the value out of an existing, non-root slot, logging the undo. */
+function detach(slot: Slot, undo: Undo[]): Json {
+  const parent = slot.parent as Container;
+  if (Array.isArray(parent)) {
+    const i = slot.key as number;
+    const [old] = parent.splice(i, 1);
+    undo.push(() => parent.splice(i, 0, old as Json));
+    return old as Json;
+  }
+  const k = slot.key as string;
+  const old = parent[k] as Json;
+  delete parent[k];
+  undo.push(() => setMember(parent, k, old));
+  return old;
+}
+
+/** Bytes of what a write to this slot would overwrite. */
+function replacedBytes(doc: Doc, slot: Slot): number {
+  return slot.exists ? measure(read(doc, slot)).bytes + overhead(slot) : 0;
+}
+
+/**
+ * Checks the limits for writing `value` at `path`, before any memory is spent:
+ * the walk stops as soon as a limit is passed (the copy bomb, a 5,000-deep value).
+ */
+function admit(doc: Doc, path: Path, slot: Slot, value: Json, limits: ApplyLimits): { ok: true; delta: number } | { ok: false; error: OpError } {
+  const replaced = replacedBytes(doc, slot);
+  const m = measure(value, limits.maxDepth - path.length, limits.maxStateBytes - doc.bytes + replaced);
+  if (path.length + m.depth > limits.maxDepth) {
+    return { ok: false, error: limitError("maxDepth", limits.maxDepth, path.length + m.depth, `${where(path, path.length)}: the value would nest too deep`) };
+  }
+  const grows = m.bytes + overhead(slot) - replaced;
+  if (doc.bytes + grows > limits.maxStateBytes) {
+    return { ok: false, error: limitError("maxStateBytes", limits.maxStateBytes, doc.bytes + grows, `${where(path, path.length)}: the state would grow too large`) };
+  }
+  return { ok: true, delta: grows };
+}
+
+// ---------------------------------------------------------------- one op
+
+function isPrefix(a: Path, b: Path): boolean {
+  if (a.length > b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/**
+ * Applies one op in place. On failure nothing has changed and the error is
+ * returned; on success the undo log holds what reverses it.
+ */
+export function applyOp(doc: Doc, op: Op, limits: ApplyLimits, undo: Undo[]): OpError | undefined {
+  const bad = forbidden(op.path) ?? (op.op === "move" || op.op === "copy" ? forbidden(op.from) : undefined);
+  if (bad) return bad;
+  if (op.path.length > limits.maxDepth) {
+    return limitError("maxDepth", limits.maxDepth, op.path.length, "the pointer is too deep");
+  }
+  switch (op.op) {
+    case "add":
+    case "replace": {
+      const at = locate(doc.root, op.path, op.op === "add");
+      if (!at.ok) return at.error;
+      const room = admit(doc, op.path, at.slot, op.value, limits);
+      if (!room.ok) return room.error;
+      // PROTOCOL §5.5: the mirror never aliases a request.
+      attach(doc, at.slot, cloneJson(op.value), undo);
+      doc.bytes += room.delta;
+      return undefined;
+    }
+    case "remove": {
+      // RFC 6902 leaves removing the whole document undefined; strict implementations refuse it.
+      if (op.path.length === 0) return opError("INVALID_OP", "remove of the whole document is not allowed");
+      const at = locate(doc.root, op.path, false);
+      if (!at.ok) return at.error;
+      const size = measure(read(doc, at.slot)).bytes + overhead(at.slot);
+      detach(at.slot, undo);
+      doc.bytes -= size;
+      return undefined;
+    }
+    case "test": {
+      const at = locate(doc.root, op.path, false);
+      if (!at.ok) return at.error;
+      return jsonEqual(read(doc, at.slot), op.value) ? undefined : opError("TEST_FAILED", `${clip(formatPointer(op.path))} does not equal the tested value`);
+    }
+    case "copy":
+    case "move":
+      return op.op === "copy" ? copy(doc, op.from, op.path, limits, undo) : move(doc, op.from, op.path, limits, undo);
+  }
+}
+
+function fromError(e: OpError): OpError {
+  // The from location is read, never created: its absence is FROM_NOT_FOUND.
+  return e.code === "PATH_NOT_FOUND" || e.code === "INDEX_OUT_OF_BOUNDS" ? opError("FROM_NOT_FOUND", `from: ${e.message}`) : { ...e, message: `from: ${e.message}` };
+}
+
+function copy(doc: Doc, from: Path, path: Path, limits: ApplyLimits, undo: Undo[]): OpError | undefined {
+  const src = locate(doc.root, from, false);
+  if (!src.ok) return fromError(src.error);
+  const at = locate(doc.root, path, true);
+  if (!at.ok) return at.error;
+  const value = read(doc, src.slot);
+  // Measured against the room left before it is cloned: a doubling copy is refused up front.
+  const room = admit(doc, path, at.slot, value, limits);
+  if (!room.ok) return room.error;
+  attach(doc, at.slot, cloneJson(value), undo);
+  doc.bytes += room.delta;
+  return undefined;
+}
+
+function move(doc: Doc, from: Path, path: Path, limits: ApplyLimits, undo: Undo[]): OpError | undefined {
+  const src = locate(doc.root, from, false);
+  if (!src.ok) return fromError(src.error);
+  if (from.length < path.length && isPrefix(from, path)) {
+    return opError("MOVE_INTO_ITSELF", `cannot move ${clip(formatPointer(from))} into its own child ${clip(formatPointer(path))}`);
+  }
+  if (from.length === path.length && isPrefix(from, path)) {
+    // Moving a value onto itself changes nothing (RFC 6902 §4.4 is remove then add at the same place).
+    return undefined;
+  }
+  if (from.length === 0) return opError("MOVE_INTO_ITSELF", "cannot move the whole document");
+  const value = read(doc, src.slot);
+  // Removing an object member shifts nothing, so the target can be checked
+  // first and a refused move never has to put the member back (which would
+  // change member order). Array elements are put back in place by splice.
+  if (!Array.isArray(src.slot.parent)) {
+    const target = locate(doc.root, path, true);
+    if (!target.ok) return target.error;
+  }
+  // Only a move to a deeper path can deepen the state.
+  if (path.length > from.length) {
+    const m = measure(value, limits.maxDepth - path.length);
+    if (path.length + m.depth > limits.maxDepth) {
+      return limitError("maxDepth", limits.maxDepth, path.length + m.depth, `${where(path, path.length)}: the value would nest too deep`);
+    }
+  }
+  // RFC 6902 §4.4: remove from "from", then add at "path", evaluated after the removal.
+  const mark = undo.length;
+  const before = doc.bytes;
+  detach(src.slot, undo);
+  doc.bytes -= overhead(src.slot);
+  const at = locate(doc.root, path, true);
+  if (!at.ok) {
+    rollback(doc, undo, mark, before);
+    return at.error;
+  }
+  doc.bytes += overhead(at.slot) - replacedBytes(doc, at.slot);
+  attach(doc, at.slot, value, undo);
+  return undefined;
+}
+
+function rollback(doc: Doc, undo: Undo[], mark: number, bytes: number): void {
+  while (undo.length > mark) (undo.pop() as Undo)();
+  doc.bytes = bytes;
+}
+
+// ---------------------------------------------------------------- normalization
+
+/**
+ * PROTOCOL §5.2: `add X/-` where X is missing but X's container exists. Returns
+ * the op that creates X as an empty array, or undefined when the rule does not apply.
+ */
+function missingArray(doc: Doc, op: Op): Op | undefined {
+  if (op.op !== "add" || op.path.length < 2 || op.path[op.path.length - 1] !== "-") return undefined;
+  const x = op.path.slice(0, -1);
+  if (locate(doc.root, x, false).ok) return undefined;
+  const at = locate(doc.root, x, true);
+  if (!at.ok) return undefined;
+  // Only a member name or index == length creates X; an appended "-" would leave X/- unreachable.
+  if (Array.isArray(at.slot.parent) && x[x.length - 1] === "-") return undefined;
+  return { op: "add", path: x, value: [] };
+}
+
+/** PROTOCOL §5.3: `replace` of a missing member of an existing object becomes `add`. */
+function replaceThatSets(doc: Doc, op: Op): Op {
+  if (op.op !== "replace" || op.path.length === 0) return op;
+  const parent = walkTo(doc.root, op.path, op.path.length - 1);
+  if (!parent.ok || !isObject(parent.value) || hasMember(parent.value, op.path[op.path.length - 1] as string)) return op;
+  return { op: "add", path: op.path, value: op.value };
+}
+
+/**
+ * RFC 6902 §4.4 evaluates a move's target after the removal. fast-json-patch
+ * walks the target's intermediate steps before it, so a target that passes
+ * through a later element of the array that `from` is taken out of (whose
+ * indexes shift) can fail on the client while it applies here.
+ */
+function shiftsTarget(from: Path, path: Path): boolean {
+  const n = from.length;
+  if (n === 0 || path.length <= n || !isPrefix(from.slice(0, -1), path)) return false;
+  const a = parseIndex(from[n - 1] as string);
+  const b = parseIndex(path[n - 1] as string);
+  return typeof a === "number" && typeof b === "number" && b > a;
+}
+
+/**
+ * Applies one op with the normalization rules. Appends what was applied
+ * (inserted ops included, `test` and no-op moves left out) to `applied`.
+ */
+function applyNormalized(doc: Doc, op: Op, opts: Required<ApplyOptions>, undo: Undo[], applied: Op[]): OpError | undefined {
+  if (opts.normalize) {
+    const create = missingArray(doc, op);
+    if (create) {
+      const mark = undo.length;
+      const before = doc.bytes;
+      const e = applyOp(doc, create, opts.limits, undo) ?? applyOp(doc, op, opts.limits, undo);
+      if (e) {
+        rollback(doc, undo, mark, before);
+        return e;
+      }
+      applied.push(create, op);
+      return undefined;
+    }
+    op = replaceThatSets(doc, op);
+  }
+  if (op.op === "move" && shiftsTarget(op.from, op.path)) {
+    const src = locate(doc.root, op.from, false);
+    const moved = src.ok ? read(doc, src.slot) : null;
+    const e = applyOp(doc, op, opts.limits, undo);
+    // Sent as remove + add: both libraries evaluate those the same way.
+    if (!e) applied.push({ op: "remove", path: op.from }, { op: "add", path: op.path, value: cloneJson(moved) });
+    return e;
+  }
+  const e = applyOp(doc, op, opts.limits, undo);
+  // Tests are checked, not replayed (PROTOCOL §3); a move onto itself changes
+  // nothing here, but fast-json-patch would move the member to the end.
+  const noop = op.op === "test" || (op.op === "move" && op.from.length === op.path.length && isPrefix(op.from, op.path));
+  if (!e && !noop) applied.push(op);
+  return e;
+}
+
+// ---------------------------------------------------------------- whole patches
+
+/** An op as received: decoded into an Op, or refused by the decoder. */
+export type Decoded = { ok: true; value: Op } | { ok: false; error: OpError };
+
+export interface LenientOutcome {
+  /** What was applied, in order, inserted ops included and `test` ops left out. */
+  applied: Op[];
+  skipped: Skip[];
+}
+
+const withDefaults = (opts: ApplyOptions): Required<ApplyOptions> => ({ limits: opts.limits ?? NO_LIMITS, normalize: opts.normalize ?? true });
+
+/**
+ * PROTOCOL §5.4: each op applies or is skipped and reported; a skipped op
+ * leaves the document as it was, and later ops apply to the state as it stands.
+ */
+export function applyLenient(doc: Doc, ops: readonly Decoded[], raw: readonly unknown[], options: ApplyOptions = {}): LenientOutcome {
+  const opts = withDefaults(options);
+  const applied: Op[] = [];
+  const skipped: Skip[] = [];
+  for (let i = 0; i < ops.length; i++) {
+    const d = ops[i] as Decoded;
+    const e = d.ok ? applyNormalized(doc, d.value, opts, [], applied) : d.error;
+    if (e) skipped.push({ index: i, op: raw[i], code: e.code, message: e.message });
+  }
+  return { applied, skipped };
+}
+
+export type AtomicOutcome = { ok: true; applied: Op[] } | { ok: false; index: number; error: OpError };
+
+/**
+ * RFC 6902 §5: all ops apply or none. The undo log reverses what was done, so
+ * the cost is that of the ops, not a copy of the document.
+ */
+export function applyAtomic(doc: Doc, ops: readonly Decoded[], options: ApplyOptions = {}): AtomicOutcome {
+  const opts = withDefaults(options);
+  const applied: Op[] = [];
+  const undo: Undo[] = [];
+  const before = doc.bytes;
+  for (let i = 0; i < ops.length; i++) {
+    const d = ops[i] as Decoded;
+    const e = d.ok ? applyNormalized(doc, d.value, opts, undo, applied) : d.error;
+    if (e) {
+      rollback(doc, undo, 0, before);
+      return { ok: false, index: i, error: e };
+    }
+  }
+  return { ok: true, applied };
+}

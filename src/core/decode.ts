@@ -1,0 +1,59 @@
+import { opError, type OpError } from "./errors.js";
+import { err, isObject, ok, type Json, type Result } from "./json.js";
+import type { Op } from "./ops.js";
+import { clip, parsePointer } from "./pointer.js";
+
+/**
+ * Decodes one op as received into an Op with parsed paths. This is the only
+ * place raw op objects are read; a malformed op is an error value here, so a
+ * lenient call can skip it and go on (PROTOCOL §4: INVALID_OP, INVALID_POINTER).
+ *
+ * A path may be an RFC 6901 string or an array of raw segments (PROTOCOL §3);
+ * integers in an array path are array indexes and become their decimal token.
+ */
+export function decodeOp(raw: unknown): Result<Op, OpError> {
+  if (!isObject(raw)) return err(opError("INVALID_OP", "an op must be an object"));
+  const name = raw["op"];
+  if (typeof name !== "string") return err(opError("INVALID_OP", 'an op needs an "op" member that is a string'));
+  if (!("path" in raw) || raw["path"] === undefined) return err(opError("INVALID_OP", `${clip(name)}: missing "path"`));
+  const path = decodePath(raw["path"]);
+  if (!path.ok) return path;
+  switch (name) {
+    case "add":
+    case "replace":
+    case "test": {
+      // RFC 6902 §4.1: "value" is required; null is a value.
+      if (!("value" in raw) || raw["value"] === undefined) return err(opError("INVALID_OP", `${name}: missing "value"`));
+      return ok({ op: name, path: path.value, value: raw["value"] as Json });
+    }
+    case "remove":
+      return ok({ op: "remove", path: path.value });
+    case "move":
+    case "copy": {
+      if (!("from" in raw) || raw["from"] === undefined) return err(opError("INVALID_OP", `${name}: missing "from"`));
+      const from = decodePath(raw["from"]);
+      if (!from.ok) return from;
+      return ok({ op: name, from: from.value, path: path.value });
+    }
+    default:
+      return err(opError("INVALID_OP", `unknown op ${JSON.stringify(clip(name))}`));
+  }
+}
+
+export function decodePath(raw: unknown): Result<string[], OpError> {
+  if (typeof raw === "string") {
+    const parsed = parsePointer(raw);
+    return parsed.ok ? parsed : err(opError("INVALID_POINTER", parsed.error.message));
+  }
+  if (Array.isArray(raw)) {
+    const out = new Array<string>(raw.length);
+    for (let i = 0; i < raw.length; i++) {
+      const s = raw[i] as unknown;
+      if (typeof s === "string") out[i] = s;
+      else if (typeof s === "number" && Number.isSafeInteger(s) && s >= 0) out[i] = String(s);
+      else return err(opError("INVALID_POINTER", `path segment ${i} must be a string or a non-negative integer`));
+    }
+    return ok(out);
+  }
+  return err(opError("INVALID_POINTER", "a path must be a pointer string or an array of segments"));
+}

@@ -1,0 +1,11 @@
+/** The pure RFC 6901/6902 core: no I/O, no transport, no logger. */
+export * from "./apply.js";
+export * from "./decode.js";
+export * from "./diff.js";
+export * from "./equal.js";
+export * from "./errors.js";
+export * from "./json.js";
+export * from "./measure.js";
+export * from "./normalize.js";
+export * from "./ops.js";
+export * from "./pointer.js";

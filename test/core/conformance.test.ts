@@ -1,0 +1,54 @@
+import { describe, expect, it } from "vitest";
+import { applyAtomic, applyLenient, cloneJson, decodeOps, newDoc, type Json } from "../../src/core/index.js";
+import { readShared } from "../helpers/shared.js";
+
+interface Case {
+  comment?: string;
+  doc?: Json;
+  patch?: unknown[];
+  expected?: Json;
+  error?: string;
+  disabled?: boolean;
+}
+
+const files = ["conformance/json-patch-tests/tests.json", "conformance/json-patch-tests/spec_tests.json"];
+const cases = files.flatMap((f) => readShared<Case[]>(f).map((c, i) => ({ ...c, name: `${f.split("/").pop()}#${i} ${c.comment ?? ""}`.trim() })));
+const runnable = cases.filter((c) => c.patch !== undefined);
+
+describe("JSON Patch conformance suite (json-patch/json-patch-tests), atomic mode", () => {
+  it("has 108 enabled cases and 4 disabled ones", () => {
+    expect(runnable.filter((c) => !c.disabled)).toHaveLength(108);
+    expect(runnable.filter((c) => c.disabled)).toHaveLength(4);
+  });
+  for (const c of runnable) {
+    for (const normalize of [false, true]) {
+      // Disabled upstream (duplicate members, scalar documents): reported as skipped, never as passed.
+      const run = c.disabled ? it.skip : it;
+      run(`${c.name} [${normalize ? "with §5 rules" : "plain RFC 6902"}]`, () => {
+        const doc = newDoc(cloneJson(c.doc as Json));
+        const before = cloneJson(doc.root);
+        const out = applyAtomic(doc, decodeOps(c.patch as unknown[]), { normalize });
+        if (c.error !== undefined) {
+          expect(out.ok, c.error).toBe(false);
+          // All or nothing: a failed patch leaves the document as it was.
+          expect(doc.root).toEqual(before);
+        } else {
+          expect(out.ok, out.ok ? "" : out.error.message).toBe(true);
+          if ("expected" in c) expect(doc.root).toEqual(c.expected);
+        }
+      });
+    }
+  }
+});
+
+describe("JSON Patch conformance suite, lenient mode", () => {
+  for (const c of runnable.filter((x) => !x.disabled && x.error !== undefined)) {
+    it(`${c.name}: reports a skip where atomic fails`, () => {
+      const patch = c.patch as unknown[];
+      const atomic = applyAtomic(newDoc(cloneJson(c.doc as Json)), decodeOps(patch));
+      expect(atomic.ok).toBe(false);
+      const lenient = applyLenient(newDoc(cloneJson(c.doc as Json)), decodeOps(patch), patch);
+      expect(lenient.skipped.map((s) => s.index)).toContain(atomic.ok ? -1 : atomic.index);
+    });
+  }
+});

@@ -1,0 +1,93 @@
+import { describe, expect, it } from "vitest";
+import fc from "fast-check";
+import jsonpatch from "fast-json-patch";
+import { applyAtomic, cloneJson, decodeOps, diffValue, jsonEqual, newDoc, normalize, toWireOp, type Json, type Op } from "../../src/core/index.js";
+import { json, jsonObject, opsFor } from "../helpers/arbitraries.js";
+
+// fast-check prints the seed and the counterexample path of any failure, so a case can be replayed.
+const params = { numRuns: Number(process.env["FC_RUNS"] ?? 400) };
+
+/** What @ag-ui/client does with a STATE_DELTA: applyPatch(state, delta, true, false). */
+function clientApply(state: Json, delta: unknown[]): Json {
+  return jsonpatch.applyPatch(state, delta as jsonpatch.Operation[], true, false).newDocument as Json;
+}
+
+describe("properties", () => {
+  it("(a) the normalize delta applies with fast-json-patch as @ag-ui/client runs it and lands on the reported state", () => {
+    fc.assert(
+      fc.property(
+        jsonObject.chain((s) => fc.tuple(fc.constant(s), opsFor(s))),
+        ([state, ops]) => {
+          const out = normalize(ops, state);
+          const client = clientApply(cloneJson(state), out.delta);
+          expect(jsonEqual(client, out.state)).toBe(true);
+          expect(JSON.stringify(client)).toBe(JSON.stringify(out.state));
+        },
+      ),
+      params,
+    );
+  });
+
+  it("(b) applying diffValue(a, b) to a gives b, with our engine and with fast-json-patch, and diffValue(b, b) is []", () => {
+    fc.assert(
+      fc.property(json, json, (a, b) => {
+        const delta = diffValue(a, b);
+        const doc = newDoc(cloneJson(a));
+        const out = applyAtomic(doc, delta.map((op: Op) => ({ ok: true as const, value: op })));
+        expect(out.ok).toBe(true);
+        expect(jsonEqual(doc.root, b)).toBe(true);
+        expect(jsonEqual(clientApply(cloneJson(a), delta.map(toWireOp)), b)).toBe(true);
+        expect(diffValue(b, b)).toEqual([]);
+      }),
+      params,
+    );
+  });
+
+  it("(b') diffValue's delta is never larger in JSON bytes than one replace of the changed value", () => {
+    fc.assert(
+      fc.property(json, json, fc.array(fc.constantFrom("a", "0"), { minLength: 1, maxLength: 3 }), (a, b, base) => {
+        const wire = JSON.stringify(diffValue(a, b, base).map(toWireOp));
+        const single = JSON.stringify([toWireOp({ op: "replace", path: base, value: b })]);
+        expect(wire.length).toBeLessThanOrEqual(single.length);
+      }),
+      params,
+    );
+  });
+
+  it("(c) normalize is idempotent: a normalized delta normalizes to itself with no skips", () => {
+    fc.assert(
+      fc.property(
+        jsonObject.chain((s) => fc.tuple(fc.constant(s), opsFor(s))),
+        ([state, ops]) => {
+          const once = normalize(ops, state);
+          const twice = normalize(once.delta, state);
+          expect(twice.skipped).toEqual([]);
+          expect(twice.delta).toEqual(once.delta);
+          expect(jsonEqual(twice.state, once.state)).toBe(true);
+        },
+      ),
+      params,
+    );
+  });
+
+  it("atomic mode either applies everything the lenient pass applied, or leaves the document untouched", () => {
+    fc.assert(
+      fc.property(
+        jsonObject.chain((s) => fc.tuple(fc.constant(s), opsFor(s))),
+        ([state, ops]) => {
+          const lenient = normalize(ops, state);
+          const doc = newDoc(cloneJson(state));
+          const out = applyAtomic(doc, decodeOps(ops));
+          if (out.ok) {
+            expect(lenient.skipped).toEqual([]);
+            expect(jsonEqual(doc.root, lenient.state)).toBe(true);
+          } else {
+            expect(out.index).toBe(lenient.skipped[0]?.index);
+            expect(jsonEqual(doc.root, state)).toBe(true);
+          }
+        },
+      ),
+      params,
+    );
+  });
+});
