@@ -116,6 +116,17 @@ function read(doc: Doc, slot: Slot): Json {
 /** Bytes the slot's container spends on the member itself, beside its value. */
 const overhead = (slot: Slot): number => (slot.parent === undefined ? 0 : typeof slot.key === "number" ? ELEMENT_OVERHEAD : memberOverhead(slot.key));
 
+/**
+ * Reads the value at a path: an own member or an element that exists. The
+ * value is the document's own, not a copy.
+ */
+export function valueAt(root: Json, path: Path): { ok: true; value: Json } | { ok: false; error: OpError } {
+  const bad = forbidden(path);
+  if (bad) return { ok: false, error: bad };
+  const at = locate(root, path, false);
+  return at.ok ? { ok: true, value: at.slot.parent === undefined ? root : (at.slot.parent as Record<string | number, Json>)[at.slot.key] as Json } : at;
+}
+
 // ---------------------------------------------------------------- mutations
 
 /**
@@ -399,7 +410,8 @@ export function applyLenient(doc: Doc, ops: readonly Decoded[], raw: readonly un
   for (let i = 0; i < ops.length; i++) {
     const d = ops[i] as Decoded;
     const e = d.ok ? applyNormalized(doc, d.value, opts, [], applied) : d.error;
-    if (e) skipped.push({ index: i, op: raw[i], code: e.code, message: e.message });
+    // A LIMIT_EXCEEDED op is not echoed: its value may be what was too large.
+    if (e) skipped.push(e.code === "LIMIT_EXCEEDED" ? { index: i, code: e.code, message: e.message } : { index: i, op: raw[i], code: e.code, message: e.message });
   }
   return { applied, skipped };
 }

@@ -40,8 +40,8 @@ export interface OpError {
 /** An op that was left out, with its position in the request. */
 export interface Skip {
   index: number;
-  /** The op as it was given. */
-  op: unknown;
+  /** The op as it was given; left out for LIMIT_EXCEEDED, whose value may be what was too large. */
+  op?: unknown;
   code: SkipCode;
   message: string;
 }

@@ -1,0 +1,95 @@
+import { newDoc, type Doc } from "../core/index.js";
+
+/** Why an id names no thread. */
+export type UnknownThreadReason = "never opened" | "closed" | "evicted";
+
+/** One thread's mirror of what the client holds. */
+export interface Thread {
+  readonly id: string;
+  doc: Doc;
+  /** Starts at 0; +1 on every call that changed the state. */
+  version: number;
+  /** The root member that holds the tool state, once the thread is in namespace mode. */
+  namespace?: string;
+}
+
+export type Lookup = { ok: true; thread: Thread } | { ok: false; reason: UnknownThreadReason };
+
+/**
+ * The per-thread mirrors, most recently used last. Opening a thread past
+ * `maxThreads` evicts the least recently used one. Forgotten ids are remembered
+ * (up to `maxTombstones`, oldest dropped first) so a later call can say whether
+ * the thread was closed or evicted rather than never opened.
+ */
+export class ThreadStore {
+  private readonly threads = new Map<string, Thread>();
+  private readonly tombstones = new Map<string, "closed" | "evicted">();
+  private evictions = 0;
+
+  constructor(
+    private readonly maxThreads: number,
+    private readonly maxTombstones = Math.max(1024, maxThreads * 4),
+  ) {}
+
+  get size(): number {
+    return this.threads.size;
+  }
+
+  get evicted(): number {
+    return this.evictions;
+  }
+
+  /** Finds a thread and marks it most recently used. */
+  get(id: string): Lookup {
+    const thread = this.threads.get(id);
+    if (thread) {
+      this.touch(thread);
+      return { ok: true, thread };
+    }
+    return { ok: false, reason: this.tombstones.get(id) ?? "never opened" };
+  }
+
+  /** Finds or creates a thread; creating one may evict the least recently used. */
+  open(id: string): Thread {
+    const found = this.threads.get(id);
+    if (found) {
+      this.touch(found);
+      return found;
+    }
+    while (this.threads.size >= this.maxThreads) {
+      const oldest = this.threads.keys().next().value as string;
+      this.threads.delete(oldest);
+      this.bury(oldest, "evicted");
+      this.evictions++;
+    }
+    this.tombstones.delete(id);
+    const thread: Thread = { id, doc: newDoc({}), version: 0 };
+    this.threads.set(id, thread);
+    return thread;
+  }
+
+  close(id: string): boolean {
+    if (!this.threads.delete(id)) return false;
+    this.bury(id, "closed");
+    return true;
+  }
+
+  /** Sum of the threads' approximate state sizes. */
+  stateBytes(): number {
+    let total = 0;
+    for (const t of this.threads.values()) total += t.doc.bytes;
+    return total;
+  }
+
+  private touch(thread: Thread): void {
+    // Map keeps insertion order: re-inserting moves the thread to the young end.
+    this.threads.delete(thread.id);
+    this.threads.set(thread.id, thread);
+  }
+
+  private bury(id: string, reason: "closed" | "evicted"): void {
+    this.tombstones.delete(id);
+    this.tombstones.set(id, reason);
+    if (this.tombstones.size > this.maxTombstones) this.tombstones.delete(this.tombstones.keys().next().value as string);
+  }
+}

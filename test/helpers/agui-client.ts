@@ -1,0 +1,29 @@
+import { defaultApplyEvents, type AbstractAgent } from "@ag-ui/client";
+import { from, lastValueFrom, toArray } from "rxjs";
+import { vi } from "vitest";
+import type { Json } from "../../src/core/index.js";
+
+/**
+ * Feeds events through @ag-ui/client's own defaultApplyEvents, exactly as the
+ * browser does, and returns the state the client ends up holding. The library
+ * swallows a failed patch with console.warn; here any warning is a failure.
+ */
+export async function clientApply(state: Json, events: readonly unknown[]): Promise<Json> {
+  const warnings: unknown[][] = [];
+  const warn = vi.spyOn(console, "warn").mockImplementation((...args: unknown[]) => {
+    warnings.push(args);
+  });
+  try {
+    const input = { threadId: "t", runId: "r", state, messages: [], tools: [], context: [], forwardedProps: {} };
+    const agent = { messages: [], state } as unknown as AbstractAgent;
+    const mutations = await lastValueFrom(
+      defaultApplyEvents(input as never, from(events as never[]), agent, []).pipe(toArray()),
+    );
+    if (warnings.length) throw new Error(`@ag-ui/client dropped a delta: ${String(warnings[0]?.[0]).slice(0, 2000)}`);
+    let out = state;
+    for (const m of mutations) if (m.state !== undefined) out = m.state as Json;
+    return out;
+  } finally {
+    warn.mockRestore();
+  }
+}

@@ -1,0 +1,124 @@
+import { describe, expect, it } from "vitest";
+import { StateService } from "../../src/service/state-service.js";
+import { fail, ok } from "../helpers/outcome.js";
+
+describe("threads", () => {
+  it("evicts the least recently used thread past maxThreads; use counts as recent", () => {
+    const svc = new StateService({ limits: { maxThreads: 2 } });
+    ok(svc.openRun({ threadId: "a" }));
+    ok(svc.openRun({ threadId: "b" }));
+    ok(svc.getState({ threadId: "a" })); // a is now the most recently used
+    ok(svc.openRun({ threadId: "c" })); // evicts b
+    expect(fail(svc.getState({ threadId: "b" })).data).toEqual({ code: "UNKNOWN_THREAD", threadId: "b", reason: "evicted" });
+    expect(ok(svc.getState({ threadId: "a" })).version).toBe(0);
+    expect(svc.store.evicted).toBe(1);
+  });
+
+  it("tells closed, evicted and never-opened threads apart", () => {
+    const svc = new StateService({ limits: { maxThreads: 1 } });
+    ok(svc.openRun({ threadId: "x" }));
+    expect(ok(svc.closeThread({ threadId: "x" }))).toEqual({ closed: true });
+    expect(ok(svc.closeThread({ threadId: "x" }))).toEqual({ closed: false });
+    expect(fail(svc.applyOps({ threadId: "x", ops: [] })).data["reason"]).toBe("closed");
+    ok(svc.openRun({ threadId: "y" }));
+    ok(svc.openRun({ threadId: "z" }));
+    expect(fail(svc.diffState({ threadId: "y", value: 1 })).data["reason"]).toBe("evicted");
+    const e = fail(svc.diffToolState({ threadId: "never", set: {} }));
+    expect(e).toMatchObject({ code: -32001, data: { reason: "never opened", threadId: "never" } });
+  });
+
+  it("reopens a closed id as a new thread at version 0", () => {
+    const svc = new StateService();
+    ok(svc.openRun({ threadId: "x", state: { a: 1 } }));
+    ok(svc.closeThread({ threadId: "x" }));
+    expect(ok(svc.openRun({ threadId: "x" })).version).toBe(0);
+    expect(ok(svc.getState({ threadId: "x" })).state).toEqual({});
+  });
+
+  it("counts versions: +1 per call that changed the state, none for silent calls", () => {
+    const svc = new StateService();
+    expect(ok(svc.openRun({ threadId: "t" })).version).toBe(0);
+    expect(ok(svc.openRun({ threadId: "t", toolState: { a: 1 } })).version).toBe(1);
+    expect(ok(svc.openRun({ threadId: "t", toolState: { a: 1 } })).version).toBe(1);
+    expect(ok(svc.diffToolState({ threadId: "t", set: { a: 2, b: 1 } })).version).toBe(2);
+    expect(ok(svc.diffToolState({ threadId: "t", set: { a: 2 } })).version).toBe(2);
+  });
+
+  it("refuses a call whose ifVersion differs with VERSION_CONFLICT and changes nothing", () => {
+    const svc = new StateService();
+    ok(svc.openRun({ threadId: "t", toolState: {} }));
+    const e = fail(svc.diffToolState({ threadId: "t", set: { a: 1 }, ifVersion: 0 }));
+    expect(e).toMatchObject({ code: -32004, data: { code: "VERSION_CONFLICT", expected: 0, actual: 1 } });
+    expect(ok(svc.getState({ threadId: "t" }))).toEqual({ version: 1, state: { toolState: {} } });
+    expect(fail(svc.applyOps({ threadId: "t", ops: [{ op: "add", path: "/x", value: 1 }], ifVersion: 7 })).code).toBe(-32004);
+    expect(fail(svc.diffState({ threadId: "t", value: {}, ifVersion: 2 })).code).toBe(-32004);
+    expect(fail(svc.openRun({ threadId: "t", state: {}, ifVersion: 3 })).code).toBe(-32004);
+    expect(ok(svc.diffToolState({ threadId: "t", set: { a: 1 }, ifVersion: 1 })).version).toBe(2);
+  });
+
+  it("refuses a call past maxStateBytes with LIMIT_EXCEEDED; the thread and its neighbours are unchanged", () => {
+    const svc = new StateService({ limits: { maxStateBytes: 10_000 } });
+    ok(svc.openRun({ threadId: "big", toolState: { a: "x".repeat(5000) } }));
+    ok(svc.openRun({ threadId: "other", toolState: { k: 1 } }));
+    const before = ok(svc.getState({ threadId: "big" }));
+    const e = fail(svc.diffToolState({ threadId: "big", set: { b: "y".repeat(6000) } }));
+    expect(e).toMatchObject({ code: -32003, data: { code: "LIMIT_EXCEEDED", limit: "maxStateBytes", max: 10_000 } });
+    expect(ok(svc.getState({ threadId: "big" }))).toEqual(before);
+    expect(ok(svc.getState({ threadId: "other" }))).toEqual({ version: 1, state: { toolState: { k: 1 } } });
+    const skip = ok(svc.applyOps({ threadId: "big", ops: [{ op: "add", path: "/c", value: "z".repeat(6000) }] }));
+    expect(skip.skipped.map((s) => s.code)).toEqual(["LIMIT_EXCEEDED"]);
+    expect(fail(svc.openRun({ threadId: "big", state: { s: "q".repeat(20_000) } })).code).toBe(-32003);
+    expect(ok(svc.getState({ threadId: "big" }))).toEqual(before);
+    // A refused openRun of a new thread neither creates it nor evicts anyone.
+    expect(fail(svc.openRun({ threadId: "new", state: { s: "q".repeat(20_000) } })).code).toBe(-32003);
+    expect(fail(svc.getState({ threadId: "new" })).data["reason"]).toBe("never opened");
+    expect(svc.store.size).toBe(2);
+  });
+
+  it("reports stats: threads, approximate state bytes, requests, uptime, limits and version", () => {
+    let clock = 1000;
+    const svc = new StateService({ version: "9.9.9", now: () => clock, limits: { maxThreads: 5 } });
+    ok(svc.openRun({ threadId: "a", state: { s: "abc" } }));
+    ok(svc.openRun({ threadId: "b", state: [1, 2] }));
+    clock += 250;
+    svc.requests = 3;
+    const s = ok(svc.stats());
+    expect(s).toEqual({ threads: 2, stateBytes: JSON.stringify({ s: "abc" }).length + 1 + JSON.stringify([1, 2]).length + 1, requests: 3, uptimeMs: 250, limits: { ...svc.limits }, version: "9.9.9" });
+    expect(s.limits.maxThreads).toBe(5);
+  });
+});
+
+describe("namespace mode errors", () => {
+  it("refuses diffToolState on a thread not in namespace mode", () => {
+    const svc = new StateService();
+    ok(svc.openRun({ threadId: "t", state: {} }));
+    expect(fail(svc.diffToolState({ threadId: "t", set: { a: 1 } })).data).toMatchObject({ reason: "NOT_NAMESPACE_MODE" });
+  });
+  it("refuses namespace mode on a root that is not an object", () => {
+    const svc = new StateService();
+    expect(fail(svc.openRun({ threadId: "t", state: [1], toolState: {} })).data).toMatchObject({ field: "/state", reason: "ROOT_NOT_OBJECT" });
+  });
+  it("refuses mixing toolState with set/remove, and a key in both set and remove", () => {
+    const svc = new StateService();
+    ok(svc.openRun({ threadId: "t", toolState: {} }));
+    expect(fail(svc.diffToolState({ threadId: "t", toolState: {}, set: {} })).data).toMatchObject({ reason: "CONFLICTING_PARAMS" });
+    expect(fail(svc.diffToolState({ threadId: "t", set: { k: 1 }, remove: ["k"] })).data).toMatchObject({ reason: "CONFLICTING_PARAMS", field: "/remove/0" });
+  });
+  it("refuses diffToolState once applyOps has replaced the namespace with a non-object, until openRun", () => {
+    const svc = new StateService();
+    ok(svc.openRun({ threadId: "t", toolState: { a: 1 } }));
+    ok(svc.applyOps({ threadId: "t", ops: [{ op: "replace", path: "/toolState", value: 5 }] }));
+    expect(fail(svc.diffToolState({ threadId: "t", set: { b: 1 } })).data).toMatchObject({ reason: "NAMESPACE_NOT_OBJECT" });
+    ok(svc.openRun({ threadId: "t", toolState: { a: 1 } }));
+    expect(ok(svc.diffToolState({ threadId: "t", set: { b: 1 } })).delta).toHaveLength(1);
+  });
+});
+
+describe("pointer helpers", () => {
+  it("escapes a path and parses a pointer, refusing a malformed one", () => {
+    const svc = new StateService();
+    expect(ok(svc.escapePointer({ path: ["toolState", "raster-ops/dataset", 0] }))).toEqual({ pointer: "/toolState/raster-ops~1dataset/0" });
+    expect(ok(svc.parsePointer({ pointer: "/a~1b/~01" }))).toEqual({ path: ["a/b", "~1"] });
+    expect(fail(svc.parsePointer({ pointer: "/~2" })).data).toMatchObject({ code: "INVALID_PARAMS", field: "/pointer", reason: "INVALID_POINTER" });
+  });
+});
