@@ -17,6 +17,9 @@ const bundle = path.join(dist, "agui-state.cjs");
 const seaConfig = path.join(dist, "sea-config.json");
 const blob = path.join(dist, "sea-prep.blob");
 const binary = path.join(dist, "agui-state");
+// Built under a temporary name and renamed at the end: a process spawning
+// dist/agui-state meanwhile never meets a half-written file (ETXTBSY).
+const binaryTmp = `${binary}.${process.pid}.tmp`;
 // Fixed by Node: the string postject flips so node knows a blob is injected.
 const SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
 
@@ -92,8 +95,8 @@ await step("node --experimental-sea-config -> dist/sea-prep.blob", () => {
 });
 
 await step(`copy ${process.execPath} -> dist/agui-state`, () => {
-  fs.copyFileSync(process.execPath, binary);
-  fs.chmodSync(binary, 0o755);
+  fs.copyFileSync(process.execPath, binaryTmp);
+  fs.chmodSync(binaryTmp, 0o755);
 });
 
 // Full `strip` is safe for node: addons link against .dynsym, which strip
@@ -103,7 +106,7 @@ await step(`copy ${process.execPath} -> dist/agui-state`, () => {
 // injected note is never touched. No strip on the machine: skip it.
 await step("strip dist/agui-state", () => {
   try {
-    execFileSync("strip", [binary], { stdio: ["ignore", "ignore", "pipe"] });
+    execFileSync("strip", [binaryTmp], { stdio: ["ignore", "ignore", "pipe"] });
   } catch (err) {
     if (err.code !== "ENOENT") throw err;
     console.error("[build] strip not found, binary left unstripped");
@@ -118,11 +121,12 @@ await step("postject NODE_SEA_BLOB -> dist/agui-state", async () => {
   const warn = console.warn;
   console.warn = (...a) => /Can't find string offset for section name/.test(String(a[0])) || warn(...a);
   try {
-    await inject(binary, "NODE_SEA_BLOB", fs.readFileSync(blob), { sentinelFuse: SEA_FUSE });
+    await inject(binaryTmp, "NODE_SEA_BLOB", fs.readFileSync(blob), { sentinelFuse: SEA_FUSE });
   } finally {
     console.warn = warn;
   }
-  fs.chmodSync(binary, 0o755);
+  fs.chmodSync(binaryTmp, 0o755);
+  fs.renameSync(binaryTmp, binary);
 });
 
 const mb = (fs.statSync(binary).size / 1024 / 1024).toFixed(1);

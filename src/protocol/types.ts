@@ -108,7 +108,7 @@ export interface ParsePointerResult {
   path: string[];
 }
 
-export type StatsParams = Record<string, never>;
+export type StatsParams = Record<never, never>;
 export interface StatsResult {
   threads: number;
   stateBytes: number;

@@ -199,7 +199,8 @@ export class StateService {
     const at = valueAt(thread.doc.root, path.value);
     let ops: Op[];
     if (at.ok) ops = diffValue(at.value, p.value, path.value);
-    else if (at.error.code === "PATH_NOT_FOUND" && valueAt(thread.doc.root, path.value.slice(0, -1)).ok) ops = [{ op: "add", path: path.value, value: p.value }];
+    // A missing member or the element just past the end: set it with one add.
+    else if ((at.error.code === "PATH_NOT_FOUND" || at.error.code === "INDEX_OUT_OF_BOUNDS") && valueAt(thread.doc.root, path.value.slice(0, -1)).ok) ops = [{ op: "add", path: path.value, value: p.value }];
     else return failure(invalidParams("/path", at.error.code, at.error.message));
     return this.commit(thread, ops, "/path");
   }

@@ -26,6 +26,13 @@ describe("diffState", () => {
     expect(ok(svc.diffState({ threadId: "t", path: ["a", "x/y"], value: 1 })).delta).toEqual([{ op: "add", path: "/a/x~1y", value: 1 }]);
   });
 
+  it("appends with one add when the path is the index just past the end of an array, and refuses one further", () => {
+    const svc = new StateService();
+    ok(svc.openRun({ threadId: "t", state: { todos: ["a"] } }));
+    expect(ok(svc.diffState({ threadId: "t", path: "/todos/1", value: "b" })).delta).toEqual([{ op: "add", path: "/todos/1", value: "b" }]);
+    expect(fail(svc.diffState({ threadId: "t", path: "/todos/5", value: "c" })).data).toMatchObject({ field: "/path", reason: "INDEX_OUT_OF_BOUNDS" });
+  });
+
   it("refuses a path whose parent does not exist with -32602 and reason PATH_NOT_FOUND", () => {
     const svc = new StateService();
     ok(svc.openRun({ threadId: "t", state: {} }));

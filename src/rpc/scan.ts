@@ -1,0 +1,48 @@
+import { escapeSegment } from "../core/index.js";
+
+export type ScanProblem = { kind: "unsafe-integer"; field: string; value: number } | { kind: "too-deep"; depth: number };
+
+/**
+ * One bounded walk over a request's params, before anything else reads them:
+ * - PROTOCOL §3: an integer beyond ±(2^53 - 1) has already lost digits in
+ *   JSON.parse (12345678901234567890 reads back as 12345678901234567000). It is
+ *   refused, naming its place, rather than stored changed.
+ * - Nesting past `maxDepth` (plus the few levels of the params envelope) is
+ *   refused here, so no later recursive walk can run out of stack.
+ */
+export function scanParams(params: unknown, maxDepth: number): ScanProblem | undefined {
+  const limit = maxDepth + ENVELOPE;
+  const path: string[] = [];
+  let found: ScanProblem | undefined;
+  const walk = (v: unknown, depth: number): void => {
+    if (found) return;
+    if (typeof v === "number") {
+      if (Number.isInteger(v) && !Number.isSafeInteger(v)) found = { kind: "unsafe-integer", field: path.map((s) => "/" + escapeSegment(s)).join(""), value: v };
+      return;
+    }
+    if (typeof v !== "object" || v === null) return;
+    if (depth >= limit) {
+      found = { kind: "too-deep", depth: depth + 1 };
+      return;
+    }
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length && !found; i++) {
+        path.push(String(i));
+        walk(v[i], depth + 1);
+        path.pop();
+      }
+      return;
+    }
+    for (const k in v) {
+      path.push(k);
+      walk((v as Record<string, unknown>)[k], depth + 1);
+      path.pop();
+      if (found) return;
+    }
+  };
+  walk(params, 0);
+  return found;
+}
+
+/** Levels a value sits below params: params → ops → [i] → value. */
+const ENVELOPE = 3;

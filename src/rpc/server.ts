@@ -1,0 +1,71 @@
+import type { Readable, Writable } from "node:stream";
+import type { Logger } from "pino";
+import type { StateService } from "../service/state-service.js";
+import { Dispatcher } from "./dispatch.js";
+import type { Frame } from "./framing.js";
+import { FramedReader, FramedWriter, type Framing } from "./stdio.js";
+
+export interface ServeOptions {
+  input: Readable;
+  output: Writable;
+  framing: Framing;
+  service: StateService;
+  log: Logger;
+}
+
+export interface Server {
+  /** Resolves once input has ended or stop() was called, every reply written, or output closed. */
+  readonly done: Promise<"end" | "stopped" | "output-closed">;
+  /** Stops reading; what was read has already been answered. */
+  stop(): void;
+}
+
+/**
+ * Wires a byte stream to the dispatcher. Each frame is handled as it arrives
+ * and its reply written before the next frame is read, so "answered" and
+ * "read" never drift apart: when input ends or stop() is called, nothing is
+ * left in flight.
+ */
+export function serve(opts: ServeOptions): Server {
+  const dispatcher = new Dispatcher(opts.service, opts.log);
+  const reader = new FramedReader(opts.input, opts.framing, opts.service.limits.maxMessageBytes);
+  const writer = new FramedWriter(opts.output, () => reader.framing ?? "ndjson");
+  let finish: (why: "end" | "stopped" | "output-closed") => void = () => undefined;
+  const done = new Promise<"end" | "stopped" | "output-closed">((resolve) => (finish = resolve));
+
+  const subscription = reader.listen(((frame: Frame) => {
+    const reply = dispatcher.handle(frame);
+    if (reply !== undefined) writer.writeText(reply);
+  }) as never);
+
+  const settle = (why: "end" | "stopped" | "output-closed"): void => {
+    subscription.dispose();
+    if (why === "output-closed") {
+      finish(why);
+      return;
+    }
+    // Resolve once everything written so far has been handed to the OS.
+    if (opts.output.writableLength === 0 || writer.isClosed) finish(why);
+    else opts.output.once("drain", () => finish(why));
+  };
+
+  reader.onClose(() => {
+    if (reader.partial) opts.log.warn("input ended in the middle of a message; it was dropped");
+    settle("end");
+  });
+  reader.onError((e) => opts.log.error({ err: e }, "input error"));
+  writer.onError(([e]) => {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code !== "EPIPE") opts.log.error({ err: e }, "output error");
+    settle("output-closed");
+  });
+  writer.onClose(() => settle("output-closed"));
+
+  return {
+    done,
+    stop: () => {
+      opts.input.pause();
+      settle("stopped");
+    },
+  };
+}

@@ -1,0 +1,35 @@
+import pkg from "../package.json" with { type: "json" };
+import type { ServeOptions } from "./cli/options.js";
+import { createLogger, divertConsole } from "./log.js";
+import { serve } from "./rpc/server.js";
+import { StateService } from "./service/state-service.js";
+
+/**
+ * Runs the sidecar on stdin/stdout until stdin ends, a signal arrives, or the
+ * parent closes stdout; then exits 0. Each reply is written as its message is
+ * handled, so when `done` resolves nothing is left to answer.
+ */
+export function runServer(options: ServeOptions): void {
+  const log = createLogger(options.logLevel);
+  divertConsole(log);
+  const service = new StateService({ limits: options.limits, version: pkg.version });
+  const server = serve({ input: process.stdin, output: process.stdout, framing: options.framing, service, log });
+  // Handlers first, then the "serving" line: a parent may take that line as
+  // its cue, and a signal must never find the process without its handler.
+  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    process.once(signal, () => {
+      log.info({ signal }, "stopping: answering what was read, then exiting");
+      server.stop();
+    });
+  }
+  log.debug({ limits: options.limits, framing: options.framing }, "serving");
+  void server.done.then((why) => {
+    log.debug({ why, requests: service.requests }, "exiting");
+    process.stdin.destroy();
+    // No process.exit(): the event loop empties once the log writer has
+    // written everything, in order, and the process then exits 0 on its own.
+    // The unref'd timer only fires if something unexpected holds the loop.
+    process.exitCode = 0;
+    setTimeout(() => process.exit(0), 5000).unref();
+  });
+}
