@@ -1,10 +1,3 @@
-import { parseServeArgs, UsageError } from "./cli/options.js";
-import { runServer } from "./serve.js";
+import { runCli } from "./cli/run.js";
 
-try {
-  runServer(parseServeArgs(process.argv.slice(2), process.env));
-} catch (e) {
-  if (!(e instanceof UsageError)) throw e;
-  process.stderr.write(`agui-state: ${e.message}\n`);
-  process.exit(2);
-}
+runCli(process.argv.slice(2));

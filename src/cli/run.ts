@@ -1,0 +1,62 @@
+import { readFileSync } from "node:fs";
+import pkg from "../../package.json" with { type: "json" };
+import { runServer } from "../serve.js";
+import { runDemo } from "./demo.js";
+import { help } from "./help.js";
+import { diffCommand, escapeCommand, InputError, normalizeCommand, parseCommand, type Io } from "./oneshot.js";
+import { parseServeArgs, UsageError } from "./options.js";
+
+const io: Io = {
+  readStdin: () => readFileSync(0, "utf8"),
+  out: (text) => process.stdout.write(text),
+};
+
+const ONESHOT: Record<string, (argv: string[], io: Io) => number> = {
+  normalize: normalizeCommand,
+  diff: diffCommand,
+  escape: escapeCommand,
+  parse: parseCommand,
+};
+
+const wantsHelp = (argv: string[]) => argv[0] === "--help" || argv[0] === "-h";
+
+/**
+ * The command line: `agui-state [serve] [flags]` runs the sidecar; the other
+ * subcommands are one-shot tools for shell pipelines. Usage errors exit 2,
+ * bad input exits 1, each with one line on stderr.
+ */
+export function runCli(argv: string[]): void {
+  const [first, ...rest] = argv;
+  try {
+    if (first === "--version" || first === "-v") return void process.stdout.write(`${pkg.version}\n`);
+    if (first === "help" || wantsHelp(argv)) return void process.stdout.write(help(rest[0]));
+    if (first === "demo") {
+      if (wantsHelp(rest)) return void process.stdout.write(help("demo"));
+      void runDemo((line) => process.stdout.write(line + "\n")).then((code) => (process.exitCode = code));
+      return;
+    }
+    const oneshot = first !== undefined ? ONESHOT[first] : undefined;
+    if (oneshot) {
+      if (wantsHelp(rest)) return void process.stdout.write(help(first));
+      // escape takes "--" to mean: every argument after it is a segment.
+      process.exitCode = oneshot(first === "escape" && rest[0] === "--" ? rest.slice(1) : rest, io);
+      return;
+    }
+    const serveArgs = first === "serve" ? rest : argv;
+    if (wantsHelp(serveArgs)) return void process.stdout.write(help("serve"));
+    if (first !== undefined && first !== "serve" && !first.startsWith("-")) throw new UsageError(`unknown command ${JSON.stringify(first)}; see agui-state --help`);
+    const options = parseServeArgs(serveArgs, process.env);
+    if (process.stdin.isTTY) {
+      process.stderr.write(`agui-state ${pkg.version}: reading JSON-RPC 2.0 from stdin, one message per line. Try:\n  {"jsonrpc":"2.0","id":1,"method":"escapePointer","params":{"path":["toolState","raster-ops/dataset"]}}\n(Ctrl-D to end; agui-state --help for more)\n`);
+    }
+    runServer(options);
+  } catch (e) {
+    if (e instanceof UsageError) {
+      process.stderr.write(`agui-state: ${e.message}\n`);
+      process.exitCode = 2;
+    } else if (e instanceof InputError) {
+      process.stderr.write(`agui-state: ${e.message}\n`);
+      process.exitCode = 1;
+    } else throw e;
+  }
+}
