@@ -41,9 +41,10 @@ async function step(name, fn) {
   console.error(`[build] ${name} (${Math.round(performance.now() - t)} ms)`);
 }
 
-// Drop old outputs first so a failed build never leaves a stale binary
-// behind that looks usable (ensure-built.mjs goes by existence + mtime).
-for (const f of [bundle, seaConfig, blob, binary]) fs.rmSync(f, { force: true });
+// The old binary stays in place until the new one is renamed over it, so a
+// process spawned during a build always finds a whole file. A failed build
+// leaves it older than the sources, and ensure-built.mjs rebuilds next time.
+for (const f of [seaConfig, blob]) fs.rmSync(f, { force: true });
 fs.mkdirSync(dist, { recursive: true });
 
 await step(`esbuild ${path.relative(root, entry)} -> dist/agui-state.cjs`, () =>

@@ -12,7 +12,7 @@ import { StateService } from "./service/state-service.js";
 export function runServer(options: ServeOptions): void {
   const log = createLogger(options.logLevel);
   divertConsole(log);
-  const service = new StateService({ limits: options.limits, version: pkg.version });
+  const service = new StateService({ limits: options.limits, version: pkg.version, ownsInput: true });
   const server = serve({ input: process.stdin, output: process.stdout, framing: options.framing, service, log });
   // Handlers first, then the "serving" line: a parent may take that line as
   // its cue, and a signal must never find the process without its handler.

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { diffValue, formatPointer, normalize, parsePointer, toWireOp, type Json } from "../core/index.js";
+import { parseJson } from "../rpc/json-text.js";
 import { scanParams } from "../rpc/scan.js";
 import { DEFAULT_LIMITS } from "../service/state-service.js";
 import { UsageError } from "./options.js";
@@ -22,7 +23,7 @@ function readJson(file: string, io: Io, what: string): Json {
   }
   let value: Json;
   try {
-    value = JSON.parse(text) as Json;
+    value = parseJson(text) as Json;
   } catch (e) {
     throw new InputError(`${what}: ${file === "-" ? "stdin" : file} is not JSON: ${(e as Error).message}`);
   }

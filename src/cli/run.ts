@@ -1,7 +1,6 @@
 import { readFileSync } from "node:fs";
 import pkg from "../../package.json" with { type: "json" };
 import { runServer } from "../serve.js";
-import { runDemo } from "./demo.js";
 import { help } from "./help.js";
 import { diffCommand, escapeCommand, InputError, normalizeCommand, parseCommand, type Io } from "./oneshot.js";
 import { parseServeArgs, UsageError } from "./options.js";
@@ -20,6 +19,20 @@ const ONESHOT: Record<string, (argv: string[], io: Io) => number> = {
 
 const wantsHelp = (argv: string[]) => argv[0] === "--help" || argv[0] === "-h";
 
+function guarded(fn: () => void): void {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof UsageError) {
+      process.stderr.write(`agui-state: ${e.message}\n`);
+      process.exitCode = 2;
+    } else if (e instanceof InputError) {
+      process.stderr.write(`agui-state: ${e.message}\n`);
+      process.exitCode = 1;
+    } else throw e;
+  }
+}
+
 /**
  * The command line: `agui-state [serve] [flags]` runs the sidecar; the other
  * subcommands are one-shot tools for shell pipelines. Usage errors exit 2,
@@ -27,12 +40,13 @@ const wantsHelp = (argv: string[]) => argv[0] === "--help" || argv[0] === "-h";
  */
 export function runCli(argv: string[]): void {
   const [first, ...rest] = argv;
-  try {
+  guarded(() => {
     if (first === "--version" || first === "-v") return void process.stdout.write(`${pkg.version}\n`);
     if (first === "help" || wantsHelp(argv)) return void process.stdout.write(help(rest[0]));
     if (first === "demo") {
       if (wantsHelp(rest)) return void process.stdout.write(help("demo"));
-      void runDemo((line) => process.stdout.write(line + "\n")).then((code) => (process.exitCode = code));
+      // Loaded on demand (child processes, fast-json-patch): the sidecar's start-up never pays for it.
+      void import("./demo.js").then(({ runDemo }) => runDemo((line) => process.stdout.write(line + "\n"))).then((code) => (process.exitCode = code));
       return;
     }
     const oneshot = first !== undefined ? ONESHOT[first] : undefined;
@@ -50,13 +64,5 @@ export function runCli(argv: string[]): void {
       process.stderr.write(`agui-state ${pkg.version}: reading JSON-RPC 2.0 from stdin, one message per line. Try:\n  {"jsonrpc":"2.0","id":1,"method":"escapePointer","params":{"path":["toolState","raster-ops/dataset"]}}\n(Ctrl-D to end; agui-state --help for more)\n`);
     }
     runServer(options);
-  } catch (e) {
-    if (e instanceof UsageError) {
-      process.stderr.write(`agui-state: ${e.message}\n`);
-      process.exitCode = 2;
-    } else if (e instanceof InputError) {
-      process.stderr.write(`agui-state: ${e.message}\n`);
-      process.exitCode = 1;
-    } else throw e;
-  }
+  });
 }

@@ -24,6 +24,12 @@ export interface ApplyOptions {
   limits?: ApplyLimits;
   /** PROTOCOL §5 rules 2 and 3 (missing array before an append, replace that sets). Default true. */
   normalize?: boolean;
+  /**
+   * Take ownership of the ops' values instead of copying them into the
+   * document. Only for callers that hand over values nothing else will read
+   * or change afterwards, such as freshly parsed request params. Default false.
+   */
+  adopt?: boolean;
 }
 
 /** Restores one mutation. Kept in a log so atomic calls and multi-step ops can roll back. */
@@ -207,7 +213,7 @@ function isPrefix(a: Path, b: Path): boolean {
  * Applies one op in place. On failure nothing has changed and the error is
  * returned; on success the undo log holds what reverses it.
  */
-export function applyOp(doc: Doc, op: Op, limits: ApplyLimits, undo: Undo[]): OpError | undefined {
+export function applyOp(doc: Doc, op: Op, limits: ApplyLimits, undo: Undo[], adopt = false): OpError | undefined {
   const bad = forbidden(op.path) ?? (op.op === "move" || op.op === "copy" ? forbidden(op.from) : undefined);
   if (bad) return bad;
   if (op.path.length > limits.maxDepth) {
@@ -220,8 +226,8 @@ export function applyOp(doc: Doc, op: Op, limits: ApplyLimits, undo: Undo[]): Op
       if (!at.ok) return at.error;
       const room = admit(doc, op.path, at.slot, op.value, limits);
       if (!room.ok) return room.error;
-      // PROTOCOL §5.5: the mirror never aliases a request.
-      attach(doc, at.slot, cloneJson(op.value), undo);
+      // PROTOCOL §5.5: the mirror never aliases a request (unless the caller hands the value over).
+      attach(doc, at.slot, adopt ? op.value : cloneJson(op.value), undo);
       doc.bytes += room.delta;
       return undefined;
     }
@@ -360,7 +366,7 @@ function applyNormalized(doc: Doc, op: Op, opts: Required<ApplyOptions>, undo: U
     if (create) {
       const mark = undo.length;
       const before = doc.bytes;
-      const e = applyOp(doc, create, opts.limits, undo) ?? applyOp(doc, op, opts.limits, undo);
+      const e = applyOp(doc, create, opts.limits, undo) ?? applyOp(doc, op, opts.limits, undo, opts.adopt);
       if (e) {
         rollback(doc, undo, mark, before);
         return e;
@@ -373,12 +379,12 @@ function applyNormalized(doc: Doc, op: Op, opts: Required<ApplyOptions>, undo: U
   if (op.op === "move" && shiftsTarget(op.from, op.path)) {
     const src = locate(doc.root, op.from, false);
     const moved = src.ok ? read(doc, src.slot) : null;
-    const e = applyOp(doc, op, opts.limits, undo);
+    const e = applyOp(doc, op, opts.limits, undo, opts.adopt);
     // Sent as remove + add: both libraries evaluate those the same way.
     if (!e) applied.push({ op: "remove", path: op.from }, { op: "add", path: op.path, value: cloneJson(moved) });
     return e;
   }
-  const e = applyOp(doc, op, opts.limits, undo);
+  const e = applyOp(doc, op, opts.limits, undo, opts.adopt);
   // Tests are checked, not replayed (PROTOCOL §3); a move onto itself changes
   // nothing here, but fast-json-patch would move the member to the end.
   const noop = op.op === "test" || (op.op === "move" && op.from.length === op.path.length && isPrefix(op.from, op.path));
@@ -397,7 +403,7 @@ export interface LenientOutcome {
   skipped: Skip[];
 }
 
-const withDefaults = (opts: ApplyOptions): Required<ApplyOptions> => ({ limits: opts.limits ?? NO_LIMITS, normalize: opts.normalize ?? true });
+const withDefaults = (opts: ApplyOptions): Required<ApplyOptions> => ({ limits: opts.limits ?? NO_LIMITS, normalize: opts.normalize ?? true, adopt: opts.adopt ?? false });
 
 /**
  * PROTOCOL §5.4: each op applies or is skipped and reported; a skipped op

@@ -116,4 +116,6 @@ export interface StatsResult {
   uptimeMs: number;
   limits: Limits;
   version: string;
+  /** Threads evicted by maxThreads since start. */
+  evicted: number;
 }

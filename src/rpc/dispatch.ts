@@ -3,6 +3,7 @@ import { ErrorCode, invalidParams, limitExceeded } from "../service/errors.js";
 import type { StateService } from "../service/state-service.js";
 import type { Frame } from "./framing.js";
 import { METHODS } from "./methods.js";
+import { parseJson } from "./json-text.js";
 import { scanParams } from "./scan.js";
 import { ParamsValidator } from "./validate.js";
 
@@ -64,7 +65,7 @@ export class Dispatcher {
   handleText(text: string): string | undefined {
     let msg: unknown;
     try {
-      msg = JSON.parse(text);
+      msg = parseJson(text);
     } catch (e) {
       return JSON.stringify(errorResponse(null, standard(ErrorCode.ParseError, "PARSE_ERROR", `parse error: ${(e as Error).message}`)));
     }
@@ -112,7 +113,7 @@ export class Dispatcher {
     }
     const scan = scanParams(raw, this.service.limits.maxDepth);
     if (scan?.kind === "unsafe-integer") {
-      return { error: invalidParams(scan.field, "UNSAFE_INTEGER", `${scan.field} is an integer beyond ±2^53, which a double cannot hold exactly (it reads as ${scan.value}); send it as a string`) };
+      return { error: invalidParams(scan.field, "UNSAFE_INTEGER", `${scan.field} is the integer ${scan.source.slice(0, 40)}, beyond ±(2^53 - 1), which a JSON number (a double) cannot hold exactly; send it as a string`) };
     }
     if (scan?.kind === "too-deep") return { error: limitExceeded("maxDepth", this.service.limits.maxDepth, scan.depth) };
     const problem = this.validator.check(method, raw);

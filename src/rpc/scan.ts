@@ -1,12 +1,14 @@
 import { escapeSegment } from "../core/index.js";
+import { UnsafeInteger } from "./json-text.js";
 
-export type ScanProblem = { kind: "unsafe-integer"; field: string; value: number } | { kind: "too-deep"; depth: number };
+export type ScanProblem = { kind: "unsafe-integer"; field: string; source: string } | { kind: "too-deep"; depth: number };
 
 /**
  * One bounded walk over a request's params, before anything else reads them:
- * - PROTOCOL §3: an integer beyond ±(2^53 - 1) has already lost digits in
- *   JSON.parse (12345678901234567890 reads back as 12345678901234567000). It is
- *   refused, naming its place, rather than stored changed.
+ * - PROTOCOL §3: an integer literal beyond ±(2^53 - 1) loses digits as a
+ *   double (12345678901234567890 reads back as 12345678901234567000).
+ *   parseJson leaves an UnsafeInteger marker in its place; it is refused here,
+ *   naming its place, rather than stored changed.
  * - Nesting past `maxDepth` (plus the few levels of the params envelope) is
  *   refused here, so no later recursive walk can run out of stack.
  */
@@ -16,11 +18,11 @@ export function scanParams(params: unknown, maxDepth: number): ScanProblem | und
   let found: ScanProblem | undefined;
   const walk = (v: unknown, depth: number): void => {
     if (found) return;
-    if (typeof v === "number") {
-      if (Number.isInteger(v) && !Number.isSafeInteger(v)) found = { kind: "unsafe-integer", field: path.map((s) => "/" + escapeSegment(s)).join(""), value: v };
+    if (typeof v !== "object" || v === null) return;
+    if (v instanceof UnsafeInteger) {
+      found = { kind: "unsafe-integer", field: path.map((s) => "/" + escapeSegment(s)).join(""), source: v.source };
       return;
     }
-    if (typeof v !== "object" || v === null) return;
     if (depth >= limit) {
       found = { kind: "too-deep", depth: depth + 1 };
       return;

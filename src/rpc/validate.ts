@@ -1,6 +1,8 @@
-import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
+import type { ErrorObject } from "ajv";
 import { escapeSegment } from "../core/index.js";
 import document from "../../protocol/openrpc.json" with { type: "json" };
+import * as validators from "./validators.generated.js";
+import type { CompiledValidator } from "./validators.generated.js";
 
 interface MethodDoc {
   name: string;
@@ -16,54 +18,22 @@ export interface ParamsProblem {
 /** The OpenRPC document: the single source of truth for params and results. */
 export const openrpc = document as unknown as { methods: MethodDoc[]; components: { schemas: Record<string, unknown> } };
 
-const DOC_ID = "openrpc";
-
-/** Points the document's local refs at the registered document. */
-function rebase(schema: unknown): unknown {
-  if (Array.isArray(schema)) return schema.map(rebase);
-  if (typeof schema !== "object" || schema === null) return schema;
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(schema)) out[k] = k === "$ref" && typeof v === "string" && v.startsWith("#/") ? DOC_ID + v : rebase(v);
-  return out;
-}
-
-/** The closed params object of a method, as one JSON Schema. */
-export function paramsSchema(method: MethodDoc): Record<string, unknown> {
-  return {
-    type: "object",
-    properties: Object.fromEntries(method.params.map((p) => [p.name, rebase(p.schema)])),
-    required: method.params.filter((p) => p.required).map((p) => p.name),
-    additionalProperties: false,
-  };
-}
-
 /**
- * Compiled params validators, one per method, built on first use: compiling
- * all of them at start-up would cost every process its first milliseconds.
- * `validateSchema: false` skips compiling Ajv's meta-schema; the document is
- * checked against its schemas by the protocol tests instead.
+ * Compiled params validators, one per method, generated from the document at
+ * build time (scripts/gen-validators.mjs): no schema compiler runs in the
+ * sidecar, so its first response is not held up compiling one. A test
+ * regenerates them and fails if they have drifted from the document.
  */
 export class ParamsValidator {
-  private readonly ajv = new Ajv({ strict: false, validateSchema: false, allErrors: false });
-  private readonly compiled = new Map<string, ValidateFunction>();
-  private readonly methods = new Map(openrpc.methods.map((m) => [m.name, m]));
-
-  constructor() {
-    this.ajv.addSchema({ $id: DOC_ID, components: openrpc.components }, DOC_ID);
-  }
+  private readonly methods = new Set(openrpc.methods.map((m) => m.name));
 
   has(method: string): boolean {
     return this.methods.has(method);
   }
 
   check(method: string, params: unknown): ParamsProblem | undefined {
-    let validate = this.compiled.get(method);
-    if (!validate) {
-      const doc = this.methods.get(method);
-      if (!doc) throw new Error(`no such method in the protocol document: ${method}`);
-      validate = this.ajv.compile(paramsSchema(doc));
-      this.compiled.set(method, validate);
-    }
+    const validate = (validators as Record<string, CompiledValidator | undefined>)[method.replace(/\W/g, "_")];
+    if (!validate) throw new Error(`no compiled validator for ${method}`);
     if (validate(params)) return undefined;
     return describe((validate.errors ?? [])[0]);
   }

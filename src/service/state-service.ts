@@ -53,6 +53,15 @@ export interface ServiceOptions {
   version?: string;
   /** Milliseconds since an arbitrary origin; injectable for tests. */
   now?: () => number;
+  /**
+   * The caller hands params over: it will neither read nor change them after
+   * the call (the RPC layer parses fresh objects for every request and drops
+   * them once the reply is written). openRun and diffToolState then keep the
+   * values they are given instead of copying them, which halves the memory a
+   * large state costs on its way in. Default false: in-process callers keep
+   * their objects, and nothing in the mirror aliases them.
+   */
+  ownsInput?: boolean;
 }
 
 const deltaEvents = (delta: WireOp[]): P.AguiEvent[] => (delta.length ? [{ type: "STATE_DELTA", delta }] : []);
@@ -77,8 +86,10 @@ export class StateService {
   private readonly version: string;
   private readonly now: () => number;
   private readonly started: number;
+  private readonly adopt: boolean;
 
   constructor(options: ServiceOptions = {}) {
+    this.adopt = options.ownsInput ?? false;
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.applyLimits = { maxDepth: this.limits.maxDepth, maxStateBytes: this.limits.maxStateBytes };
     this.store = new ThreadStore(this.limits.maxThreads);
@@ -88,12 +99,13 @@ export class StateService {
   }
 
   openRun(p: P.OpenRunParams): Outcome<P.OpenRunResult> {
-    const ns = p.namespace ?? (p.toolState !== undefined ? "toolState" : undefined);
     const existing = this.store.get(p.threadId);
     const current = existing.ok ? existing.thread : undefined;
     const conflict = this.checkVersion(current?.version ?? 0, p.ifVersion);
     if (conflict) return failure(conflict);
-    const namespace = ns ?? current?.namespace;
+    // The namespace named, else the one remembered, else "toolState" when a map is given.
+    const namespace = p.namespace ?? current?.namespace ?? (p.toolState !== undefined ? "toolState" : undefined);
+    const ns = p.namespace;
     if (ns !== undefined && isForbiddenStep(undefined, ns)) return failure(invalidParams("/namespace", "FORBIDDEN_KEY", `namespace ${JSON.stringify(ns)} is a forbidden key`));
 
     // Build the new mirror first, on the side, so a refused call changes nothing.
@@ -117,7 +129,7 @@ export class StateService {
     // references still hold the old root and the old namespace map afterwards.
     const before = doc.root;
     const nsBefore = namespace !== undefined && isObject(before) && hasMember(before, namespace) ? before[namespace] : undefined;
-    const out = applyAtomic(doc, ops, { limits: this.applyLimits, normalize: false });
+    const out = applyAtomic(doc, ops, { limits: this.applyLimits, normalize: false, adopt: this.adopt });
     if (!out.ok) return failure(callError(out.error, out.index === 0 && p.state !== undefined ? "/state" : "/toolState"));
     const thread = current ?? this.store.open(p.threadId);
     thread.doc = doc;
@@ -162,7 +174,8 @@ export class StateService {
     }
     const base = [thread.namespace];
     const ops = p.toolState !== undefined ? diffNamespace(old, p.toolState, base) : diffMembers(old, set, p.remove ?? [], base);
-    return this.commit(thread, ops, "/toolState");
+    // Each key is written once, so a value kept here is never changed later in this call.
+    return this.commit(thread, ops, "/toolState", this.adopt);
   }
 
   applyOps(p: P.ApplyOpsParams): Outcome<P.ApplyOpsResult> {
@@ -239,6 +252,7 @@ export class StateService {
       uptimeMs: Math.round(this.now() - this.started),
       limits: { ...this.limits },
       version: this.version,
+      evicted: this.store.evicted,
     });
   }
 
@@ -266,8 +280,8 @@ export class StateService {
   }
 
   /** Applies generated ops all or nothing; bumps the version when something moved. */
-  private commit(thread: Thread, ops: Op[], field: string): Outcome<P.ChangeResult> {
-    const out = applyAtomic(thread.doc, ops.map((value) => ({ ok: true as const, value })), { limits: this.applyLimits, normalize: false });
+  private commit(thread: Thread, ops: Op[], field: string, adopt = false): Outcome<P.ChangeResult> {
+    const out = applyAtomic(thread.doc, ops.map((value) => ({ ok: true as const, value })), { limits: this.applyLimits, normalize: false, adopt });
     if (!out.ok) return failure(callError(out.error, field));
     if (ops.length) thread.version++;
     const delta = ops.map(toWireOp);

@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -81,7 +82,7 @@ const RESULTS = {
   closeThread: ["closed"],
   escapePointer: ["pointer"],
   parsePointer: ["path"],
-  stats: ["threads", "stateBytes", "requests", "uptimeMs", "limits", "version"],
+  stats: ["threads", "stateBytes", "requests", "uptimeMs", "limits", "version", "evicted"],
 } as const satisfies { [M in keyof ResultTypes]: readonly Keys<ResultTypes[M]>[] };
 const exhaustiveResults: { [M in keyof ResultTypes]: [Exclude<Keys<ResultTypes[M]>, (typeof RESULTS)[M][number]>] extends [never] ? true : false } = {
   openRun: true,
@@ -121,6 +122,12 @@ describe("protocol/openrpc.json, the code and the types agree", () => {
       expect(Object.keys(resultSchema(m)?.properties ?? {}).sort()).toEqual([...RESULTS[name as keyof typeof RESULTS]].sort());
     });
   }
+
+  it("has params validators generated from the current document (scripts/gen-validators.mjs --check)", () => {
+    const r = spawnSync(process.execPath, [path.join(ROOT, "scripts/gen-validators.mjs"), "--check"], { encoding: "utf8" });
+    expect(r.stderr).toBe("");
+    expect(r.status).toBe(0);
+  });
 
   it("has no object member named __proto__, which a bundled JSON import could turn into a prototype", () => {
     const text = readFileSync(path.join(ROOT, "protocol/openrpc.json"), "utf8");

@@ -67,6 +67,15 @@ describe("the server over paired streams, newline-delimited JSON", () => {
     expect(c?.id).toBe(3);
   });
 
+  it("keeps floats of any size, which are doubles on both ends, and refuses only integer literals beyond 2^53", async () => {
+    const p = paired();
+    p.input.write('{"jsonrpc":"2.0","id":1,"method":"normalize","params":{"ops":[{"op":"add","path":"/a","value":[6.02e23,1e300,-1.7976931348623157e308,9007199254740991,"12345678901234567890"]}]}}\n');
+    p.input.write('{"jsonrpc":"2.0","id":2,"method":"normalize","params":{"ops":[{"op":"add","path":"/a","value":[1,-9007199254740993]}]}}\n');
+    const [a, b] = (await p.lines(2)) as { result?: { state: unknown }; error?: { data: unknown } }[];
+    expect(a?.result?.state).toEqual({ a: [6.02e23, 1e300, -1.7976931348623157e308, 9007199254740991, "12345678901234567890"] });
+    expect(b?.error?.data).toEqual({ code: "INVALID_PARAMS", field: "/ops/0/value/1", reason: "UNSAFE_INTEGER" });
+  });
+
   it("validates params against the protocol document: missing, unknown and mistyped params name the field", async () => {
     const p = paired();
     p.input.write(request(1, "getState", {}));

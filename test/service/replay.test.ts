@@ -82,6 +82,14 @@ describe("the namespace scenario, as the client sees it (@ag-ui/client defaultAp
     expect(await clientApply({}, out.events)).toEqual({ mine: 1, toolState: { k: "v" } });
   });
 
+  it("keeps the remembered namespace when a later openRun gives only toolState", () => {
+    const svc = new StateService();
+    ok(svc.openRun({ threadId: "t", state: { x: {} }, namespace: "x" }));
+    const again = ok(svc.openRun({ threadId: "t", toolState: { k: 1 } }));
+    expect(again.delta).toEqual([{ op: "add", path: "/x", value: { k: 1 } }]);
+    expect(ok(svc.getState({ threadId: "t" })).state).toEqual({ x: { k: 1 } });
+  });
+
   it("names the namespace with escaping, and keeps a named namespace across runs", async () => {
     const svc = new StateService();
     const out = ok(svc.openRun({ threadId: "t", namespace: "tools/v1", toolState: { x: 1 } }));

@@ -12,6 +12,7 @@ describe("threads", () => {
     expect(fail(svc.getState({ threadId: "b" })).data).toEqual({ code: "UNKNOWN_THREAD", threadId: "b", reason: "evicted" });
     expect(ok(svc.getState({ threadId: "a" })).version).toBe(0);
     expect(svc.store.evicted).toBe(1);
+    expect(ok(svc.stats()).evicted).toBe(1);
   });
 
   it("tells closed, evicted and never-opened threads apart", () => {
@@ -83,7 +84,7 @@ describe("threads", () => {
     clock += 250;
     svc.requests = 3;
     const s = ok(svc.stats());
-    expect(s).toEqual({ threads: 2, stateBytes: JSON.stringify({ s: "abc" }).length + 1 + JSON.stringify([1, 2]).length + 1, requests: 3, uptimeMs: 250, limits: { ...svc.limits }, version: "9.9.9" });
+    expect(s).toEqual({ threads: 2, stateBytes: JSON.stringify({ s: "abc" }).length + 1 + JSON.stringify([1, 2]).length + 1, requests: 3, uptimeMs: 250, limits: { ...svc.limits }, version: "9.9.9", evicted: 0 });
     expect(s.limits.maxThreads).toBe(5);
   });
 });
@@ -120,5 +121,25 @@ describe("pointer helpers", () => {
     expect(ok(svc.escapePointer({ path: ["toolState", "raster-ops/dataset", 0] }))).toEqual({ pointer: "/toolState/raster-ops~1dataset/0" });
     expect(ok(svc.parsePointer({ pointer: "/a~1b/~01" }))).toEqual({ path: ["a/b", "~1"] });
     expect(fail(svc.parsePointer({ pointer: "/~2" })).data).toMatchObject({ code: "INVALID_PARAMS", field: "/pointer", reason: "INVALID_POINTER" });
+  });
+});
+
+describe("ownsInput", () => {
+  it("keeps the given state and map values without copying them when the caller hands them over", () => {
+    const svc = new StateService({ ownsInput: true });
+    const state = { big: { rows: [1, 2, 3] } };
+    const value = { deep: [1] };
+    ok(svc.openRun({ threadId: "t", state, toolState: {} }));
+    ok(svc.diffToolState({ threadId: "t", set: { k: value } }));
+    const mirror = (svc.store.get("t") as { ok: true; thread: { doc: { root: Record<string, Record<string, unknown>> } } }).thread.doc.root;
+    expect(mirror["big"]).toBe(state.big);
+    expect(mirror["toolState"]?.["k"]).toBe(value);
+  });
+  it("copies by default, so an in-process caller's later changes never reach the mirror", () => {
+    const svc = new StateService();
+    const state = { big: { rows: [1, 2, 3] } };
+    ok(svc.openRun({ threadId: "t", state }));
+    state.big.rows.push(4);
+    expect(ok(svc.getState({ threadId: "t", path: "/big/rows" })).state).toEqual([1, 2, 3]);
   });
 });

@@ -1,0 +1,235 @@
+/**
+ * npm run bench: every figure as a ratio measured side by side in one run
+ * (alternating A, B, A, B; medians, with min and max), printed as one table
+ * and written to bench/results.md.
+ */
+import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { cpus } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import jsonpatch from "fast-json-patch";
+import { StateService } from "../src/service/state-service.js";
+import { applyAtomic, cloneJson, decodeOps, diffValue, newDoc, toWireOp, type Json } from "../src/core/index.js";
+import { alternate, cleanEnv, Peer, stat, type Stat } from "./lib.js";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const BINARY = path.join(ROOT, "dist/agui-state");
+const ECHO: [string, string[]] = [process.execPath, [path.join(ROOT, "bench/echo.mjs")]];
+const QUICK = process.argv.includes("--quick");
+const ROUNDS = QUICK ? 3 : 5;
+
+interface Row {
+  id: string;
+  what: string;
+  ours: string;
+  reference: string;
+  ratio: string;
+  target: string;
+  met: boolean;
+}
+const rows: Row[] = [];
+const f = (n: number, d = 1) => n.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: d });
+const range = (s: Stat, d = 1) => `${f(s.median, d)} (${f(s.min, d)}–${f(s.max, d)})`;
+function row(r: Row): void {
+  rows.push(r);
+  process.stderr.write(`${r.id} ${r.what}: ${r.ours} vs ${r.reference} → ${r.ratio} (target ${r.target}) ${r.met ? "met" : "MISSED"}\n`);
+}
+
+/** About `bytes` of JSON with the shape of a tool-using agent's state. */
+function makeState(bytes: number): Record<string, Json> {
+  const items: Json[] = [];
+  const state: Record<string, Json> = { meta: { counter: 0, tags: ["x"], title: "bench" }, toolState: {}, items };
+  let size = JSON.stringify(state).length;
+  for (let i = 0; size < bytes; i++) {
+    const item = { id: i, name: `item ${i}`, tags: ["alpha", "beta"], score: i * 1.5, done: i % 2 === 0 };
+    items.push(item);
+    size += JSON.stringify(item).length + 1;
+  }
+  return state;
+}
+
+const fiveOps = (i: number) => [
+  { op: "replace", path: "/meta/counter", value: i },
+  { op: "add", path: "/meta/tags/-", value: `t${i}` },
+  { op: "remove", path: "/meta/tags/1" },
+  { op: "test", path: "/meta/counter", value: i },
+  { op: "add", path: ["toolState", `k/${i % 10}`], value: { at: i } },
+];
+
+async function throughput(window: number, n: number): Promise<void> {
+  const state = makeState(10 * 1024);
+  const lines = Array.from({ length: n }, (_, i) => JSON.stringify({ jsonrpc: "2.0", id: i, method: "applyOps", params: { threadId: "t", ops: fiveOps(i) } }) + "\n");
+  const ours = new Peer(BINARY, []);
+  await ours.call("openRun", { threadId: "t", state });
+  const echo = new Peer(...ECHO);
+  await echo.call("warm", {});
+  await ours.pump(lines.slice(0, 500), window);
+  await echo.pump(lines.slice(0, 500), window);
+  const [a, b] = await alternate(ROUNDS, () => ours.pump(lines, window), () => echo.pump(lines, window));
+  await ours.close();
+  await echo.close();
+  const target = window === 1 ? 0.8 : 0.5;
+  row({
+    id: window === 1 ? "B1" : "B2",
+    what: `applyOps, 5 ops on a 10 KB thread, round trips/s, ${window === 1 ? "one at a time" : `${window} in flight`}`,
+    ours: range(a, 0),
+    reference: `echo loop ${range(b, 0)}`,
+    ratio: f(a.median / b.median, 2),
+    target: `≥ ${target} of echo`,
+    met: a.median / b.median >= target,
+  });
+}
+
+function timePerCall(fn: (i: number) => void, n: number): number {
+  const t = performance.now();
+  for (let i = 0; i < n; i++) fn(i);
+  return ((performance.now() - t) * 1000) / n;
+}
+
+async function sizeIndependence(): Promise<void> {
+  const twoOps = (i: number) => [
+    { op: "replace", path: "/meta/counter", value: i },
+    { op: "add", path: "/meta/last", value: { at: i } },
+  ];
+  const small = new StateService();
+  const big = new StateService({ limits: { maxStateBytes: 64 * 1024 * 1024 } });
+  const bigState = makeState(10 * 1024 * 1024);
+  small.openRun({ threadId: "t", state: makeState(10 * 1024) });
+  big.openRun({ threadId: "t", state: bigState });
+  const n = 20_000;
+  const [a, b] = await alternate(
+    ROUNDS,
+    async () => timePerCall((i) => big.applyOps({ threadId: "t", ops: twoOps(i) }), n),
+    async () => timePerCall((i) => small.applyOps({ threadId: "t", ops: twoOps(i) }), n),
+  );
+  row({ id: "B3", what: "applyOps, 2 ops, µs per call in process: 10 MB thread vs 10 KB thread", ours: `10 MB: ${range(a, 2)}`, reference: `10 KB: ${range(b, 2)}`, ratio: f(a.median / b.median, 2), target: "≤ 2.0", met: a.median / b.median <= 2 });
+
+  // B4: the same 2 ops on the same 10 MB state: our mirror vs a naive one (fast-json-patch, copying).
+  const doc = newDoc(cloneJson(bigState));
+  const naiveState = cloneJson(bigState);
+  const ours: number[] = [];
+  const naive: number[] = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    ours.push(timePerCall((i) => applyAtomic(doc, decodeOps(twoOps(i)), {}), 2000));
+    naive.push(timePerCall((i) => jsonpatch.applyPatch(naiveState, twoOps(i) as jsonpatch.Operation[], true, false), 3));
+  }
+  const o = stat(ours);
+  const nv = stat(naive);
+  row({ id: "B4", what: "the same 2 ops on the same 10 MB state, µs per call in process", ours: range(o, 2), reference: `fast-json-patch applyPatch(s, ops, true, false): ${range(nv, 0)}`, ratio: `${f(nv.median / o.median, 0)}× faster`, target: "≥ 100× faster", met: nv.median / o.median >= 100 });
+}
+
+async function namespaceDiff(): Promise<void> {
+  const map: Record<string, Json> = {};
+  for (let i = 0; i < 1000; i++) map[`tool-${i}/result`] = { rows: Array.from({ length: 20 }, (_, j) => ({ j, v: `value ${i}.${j}` })), ok: true };
+  const bytes = JSON.stringify(map).length;
+  const next = (i: number) => ({ rows: [{ j: 0, v: `changed ${i}` }], ok: i % 2 === 0 });
+  const peer = new Peer(BINARY, []);
+  await peer.call("openRun", { threadId: "ns", toolState: map });
+  let i = 0;
+  const n = QUICK ? 200 : 1000;
+  const roundTrip = async () => {
+    const t = performance.now();
+    for (let k = 0; k < n; k++) await peer.call("diffToolState", { threadId: "ns", set: { "tool-500/result": next(i++) } });
+    return ((performance.now() - t) * 1000) / n;
+  };
+  const fullMap = async () => {
+    const t = performance.now();
+    const m = 20;
+    for (let k = 0; k < m; k++) await peer.call("diffToolState", { threadId: "ns", toolState: { ...map, "tool-500/result": next(i++) } });
+    return ((performance.now() - t) * 1000) / m;
+  };
+  const py = spawnSync("/usr/bin/python3", ["-c", "import jsonpatch"]);
+  let pyStat: Stat | undefined;
+  if (py.status === 0) {
+    const spec = JSON.stringify({ old: map, new: { ...map, "tool-500/result": next(0) }, rounds: QUICK ? 20 : 60 });
+    const out = JSON.parse(execFileSync("/usr/bin/python3", [path.join(ROOT, "bench/python_diff.py")], { input: spec, env: cleanEnv() }).toString()) as { us: number; min: number; max: number };
+    pyStat = { median: out.us, min: out.min, max: out.max };
+  }
+  const set: number[] = [];
+  const full: number[] = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    set.push(await roundTrip());
+    full.push(await fullMap());
+  }
+  await peer.close();
+  const a = stat(set);
+  const b = stat(full);
+  const ref = pyStat ? `python3-jsonpatch make_patch + apply: ${range(pyStat, 0)}` : "python3-jsonpatch not installed: no reference";
+  const ratio = pyStat ? pyStat.median / a.median : NaN;
+  row({ id: "B5", what: `diffToolState, 1 key changed of 1,000 (${f(bytes / 1e6, 2)} MB), µs per round trip, set form`, ours: range(a, 0), reference: ref, ratio: pyStat ? `${f(ratio, 1)}× faster` : "n/a", target: "≥ 2× faster", met: pyStat !== undefined && ratio >= 2 });
+  const r2 = pyStat ? pyStat.median / b.median : NaN;
+  row({ id: "B5b", what: "the same, sending the full 1 MB map every call (toolState form)", ours: range(b, 0), reference: ref, ratio: pyStat ? `${f(r2, 1)}× faster` : "n/a", target: "(reported)", met: true });
+}
+
+function prependDiff(): void {
+  const a = Array.from({ length: 10_000 }, (_, i) => ({ id: i, name: `row ${i}` }));
+  const b = [{ id: -1, name: "new" }, ...a];
+  const ours = diffValue({ rows: a }, { rows: b }).map(toWireOp);
+  const theirs = jsonpatch.compare({ rows: a }, { rows: b });
+  row({ id: "B6", what: "diffState delta for one item prepended to a 10,000-element array: ops (bytes)", ours: `${ours.length} (${JSON.stringify(ours).length} B)`, reference: `fast-json-patch compare: ${f(theirs.length, 0)} (${f(JSON.stringify(theirs).length, 0)} B)`, ratio: `${f(theirs.length / ours.length, 0)}× fewer ops`, target: "≤ 2 ops", met: ours.length <= 2 });
+}
+
+async function memory(): Promise<void> {
+  const threads = QUICK ? 2000 : 10_000;
+  const empty = new Peer(BINARY, []);
+  await empty.call("stats", {});
+  const baseline = empty.rssKiB();
+  await empty.close();
+  const peer = new Peer(BINARY, []);
+  let raw = 0;
+  const lines: string[] = [];
+  for (let t = 0; t < threads; t++) {
+    const state = makeState(10 * 1024);
+    (state["meta"] as Record<string, Json>)["thread"] = t;
+    raw += JSON.stringify(state).length;
+    lines.push(JSON.stringify({ jsonrpc: "2.0", id: t, method: "openRun", params: { threadId: `thread-${t}`, state } }) + "\n");
+  }
+  await peer.pump(lines, 64);
+  const stats = (await peer.call("stats", {}, -1)) as { threads: number };
+  // Let the collector settle, then read the resident set.
+  await new Promise((r) => setTimeout(r, 1500));
+  const rss = peer.rssKiB();
+  await peer.close();
+  const rawKiB = raw / 1024;
+  const ratio = (rss - baseline) / rawKiB;
+  row({ id: "B7", what: `resident memory holding ${f(stats.threads, 0)} threads of ~10 KB`, ours: `${f(rss / 1024, 0)} MiB (empty process ${f(baseline / 1024, 0)} MiB)`, reference: `raw JSON ${f(rawKiB / 1024, 0)} MiB`, ratio: `${f(ratio, 2)}× raw above baseline`, target: "≤ 3× raw + baseline", met: ratio <= 3 });
+}
+
+async function startup(): Promise<void> {
+  const firstResponse = () =>
+    new Promise<number>((resolve) => {
+      const t = performance.now();
+      const c = spawn(BINARY, [], { env: cleanEnv(), stdio: ["pipe", "pipe", "ignore"] });
+      c.stdout.once("data", () => {
+        resolve(performance.now() - t);
+        c.stdin.end();
+      });
+      c.stdin.write('{"jsonrpc":"2.0","id":1,"method":"getState","params":{"threadId":"t"}}\n');
+    });
+  const nodeStart = () =>
+    new Promise<number>((resolve) => {
+      const t = performance.now();
+      spawn(process.execPath, ["-e", "0"], { env: cleanEnv(), stdio: "ignore" }).on("exit", () => resolve(performance.now() - t));
+    });
+  await firstResponse();
+  await nodeStart();
+  const [a, b] = await alternate(QUICK ? 7 : 21, firstResponse, nodeStart);
+  row({ id: "B8", what: "time to the first response from the binary, ms", ours: range(a), reference: `node -e 0: ${range(b)}`, ratio: f(a.median / b.median, 2), target: "≤ 1.5×", met: a.median / b.median <= 1.5 });
+}
+
+const started = performance.now();
+await throughput(1, QUICK ? 1000 : 3000);
+await throughput(64, QUICK ? 5000 : 20_000);
+await sizeIndependence();
+await namespaceDiff();
+prependDiff();
+await memory();
+await startup();
+
+const header = "| # | figure | ours | reference (same run) | ratio | target | |\n|---|---|---|---|---|---|---|\n";
+const table = header + rows.map((r) => `| ${r.id} | ${r.what} | ${r.ours} | ${r.reference} | ${r.ratio} | ${r.target} | ${r.met ? "met" : "**missed**"} |`).join("\n") + "\n";
+const machine = `${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}`;
+const seconds = (performance.now() - started) / 1000;
+process.stdout.write(`\n${table}\n${machine}; ${f(seconds, 0)} s${QUICK ? " (--quick)" : ""}\n`);
+if (!QUICK) writeFileSync(path.join(ROOT, "bench/results.md"), `# Benchmark results\n\n${machine}. Medians of alternating rounds, with (min–max). Whole run: ${f(seconds, 0)} s.\n\n${table}`);

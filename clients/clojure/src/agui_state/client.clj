@@ -1,0 +1,212 @@
+(ns agui-state.client
+  "Client for the agui-state sidecar: JSON-RPC 2.0 over the child's stdin/stdout,
+  one JSON message per line.
+
+  Keys. Params are Clojure maps; their top-level keys may be kebab-case keywords
+  (:thread-id -> \"threadId\", :tool-state -> \"toolState\", :if-version ->
+  \"ifVersion\") or strings, which are sent as they are. Nil-valued params are left
+  out. Everything below the top level (state, tool-state maps, ops, values) is
+  sent as data: string keys as they are, keyword keys by their full text
+  (:raster-ops/dataset -> \"raster-ops/dataset\", never just \"dataset\").
+  Results: only the result map's own keys become kebab-case keywords
+  (:version :delta :events :skipped :state :thread-id :run-id ...). Everything
+  inside them keeps the JSON's string keys exactly, so state keys such as
+  \"raster-ops/dataset\", \"a~b\" or \"key with spaces\" round-trip unchanged and the
+  events can be forwarded as they are. Error :data keeps string keys too.
+
+  Thread safety: one client may be shared by any number of threads. Writes are
+  serialized by a lock; a reader thread hands each response to the caller waiting
+  on its id, so replies may arrive in any order."
+  (:require [clojure.data.json :as json]
+            [clojure.string :as str])
+  (:import (java.io BufferedReader BufferedWriter Closeable InputStreamReader
+                    IOException OutputStreamWriter)
+           (java.nio.charset StandardCharsets)
+           (java.util.concurrent TimeUnit)
+           (java.util.concurrent.atomic AtomicLong)))
+
+(set! *warn-on-reflection* true)
+
+;;; Keys
+
+(defn- camel [k]
+  (if (keyword? k)
+    (let [[head & more] (str/split (name k) #"-")]
+      (apply str head (map str/capitalize more)))
+    k))
+
+(defn- kebab-keyword [^String s]
+  (keyword (str/lower-case (str/replace s #"([a-z0-9])([A-Z])" "$1-$2"))))
+
+(defn- json-key [k]
+  (cond (keyword? k) (subs (str k) 1)   ; full text: :a/b -> "a/b"
+        (nil? k) (throw (IllegalArgumentException. "JSON object keys may not be nil"))
+        :else (str k)))
+
+(defn- wire-params [params]
+  (into {} (for [[k v] params :when (some? v)] [(camel k) v])))
+
+(defn- result-keys [r]
+  (if (map? r) (into {} (for [[k v] r] [(kebab-keyword k) v])) r))
+
+;;; Errors
+
+(def ^:private kinds
+  {-32001 :unknown-thread, -32002 :patch-failed, -32003 :limit-exceeded,
+   -32004 :version-conflict, -32602 :invalid-params})
+
+(defn- rpc-error [method {:strs [code message data]}]
+  (ex-info (str "agui-state " method ": " message " (" code ")")
+           {:type :agui-state/error, :code code, :message message, :data data,
+            :kind (get kinds code :rpc-error), :method method}))
+
+(defn- exited-error [method status]
+  (ex-info (str "agui-state sidecar exited with exit status " status
+                (when method (str " (during " method ")"))
+                "; call (restart client), then openRun each thread with its state")
+           {:type :agui-state/error, :kind :sidecar-exited, :exit-status status,
+            :method method}))
+
+;;; One process: the connection
+
+(defn- resolve-path [{:keys [path]}]
+  (or path (System/getenv "AGUI_STATE_BIN") "agui-state"))
+
+(defn- reader-loop [conn]
+  (let [{:keys [^Process process ^BufferedReader reader status]} conn]
+    (try
+      (loop []
+        (when-let [line (.readLine reader)]
+          (when-not (str/blank? line)
+            (let [msg (try (json/read-str line)
+                           (catch Exception e
+                             (binding [*out* *err*]
+                               (println "agui-state client: unreadable line:" (.getMessage e)))
+                             nil))
+                  id (when (map? msg) (get msg "id"))]
+              (when-let [p (and id (get (:pending @status) id))]
+                (swap! status update :pending dissoc id)
+                (deliver p msg))))
+          (recur)))
+      (catch IOException _ nil))
+    ;; stdout ended: the process is gone or going. Record its exit status and
+    ;; fail every pending call, atomically with respect to new registrations.
+    (when-not (.waitFor process 5 TimeUnit/SECONDS)
+      (.destroyForcibly process)
+      (.waitFor process))
+    (let [exit (.exitValue process)
+          [old _] (swap-vals! status assoc :exit exit :pending {})]
+      (doseq [p (vals (:pending old))] (deliver p {::exited exit})))))
+
+(defn- connect [opts]
+  (let [cmd (into [(resolve-path opts)] (map str (:args opts)))
+        pb (doto (ProcessBuilder. ^java.util.List cmd)
+             (.redirectError java.lang.ProcessBuilder$Redirect/INHERIT))
+        _ (doseq [[k v] (:env opts)] (.put (.environment pb) (json-key k) (str v)))
+        process (.start pb)
+        conn {:process process
+              :writer (BufferedWriter. (OutputStreamWriter. (.getOutputStream process)
+                                                            StandardCharsets/UTF_8))
+              :reader (BufferedReader. (InputStreamReader. (.getInputStream process)
+                                                           StandardCharsets/UTF_8))
+              :status (atom {:pending {} :exit nil})}
+        t (doto (Thread. ^Runnable #(reader-loop conn) "agui-state-reader")
+            (.setDaemon true)
+            (.start))]
+    (assoc conn :thread t)))
+
+(defn- disconnect [conn timeout-ms]
+  (let [{:keys [^Process process ^BufferedWriter writer ^Thread thread]} conn]
+    (locking writer (try (.close writer) (catch IOException _ nil)))
+    (when-not (.waitFor process timeout-ms TimeUnit/MILLISECONDS)
+      (.destroy process)
+      (when-not (.waitFor process 2 TimeUnit/SECONDS)
+        (.destroyForcibly process)
+        (.waitFor process)))
+    (.join thread 10000)
+    (.exitValue process)))
+
+;;; The client
+
+(defrecord Client [conn opts ^AtomicLong ids]
+  Closeable
+  (close [_] (disconnect @conn (:close-timeout-ms opts 5000))))
+
+(defn start
+  "Spawns the sidecar and returns a client (java.io.Closeable: use with-open).
+  Options: :path (else env AGUI_STATE_BIN, else agui-state on PATH), :args (extra
+  command-line args), :env (extra environment), :timeout-ms (per call; default
+  none), :close-timeout-ms (how long close waits before destroying; 5000)."
+  ([] (start {}))
+  ([opts] (->Client (atom (connect opts)) opts (AtomicLong.))))
+
+(defn process
+  "The java.lang.Process currently behind the client."
+  ^Process [client] (:process @(:conn client)))
+
+(defn restart
+  "Ends the current process (if it still runs) and starts a fresh one. Threads
+  live in the process: openRun each thread again with its state afterwards."
+  [client]
+  (locking (:conn client)               ; two restarts at once start one process each, in turn
+    (disconnect @(:conn client) 1000)
+    (reset! (:conn client) (connect (:opts client))))
+  client)
+
+(defn call
+  "Sends one request and waits for its response. Returns the result with its
+  top-level keys as kebab-case keywords; throws ex-info (see the namespace doc)."
+  [client method params]
+  (let [conn @(:conn client)
+        {:keys [^BufferedWriter writer status]} conn
+        id (.incrementAndGet ^AtomicLong (:ids client))
+        line (json/write-str {"jsonrpc" "2.0" "id" id "method" method
+                              "params" (wire-params params)}
+                             :key-fn json-key :escape-slash false)
+        p (promise)
+        st (swap! status (fn [s] (if (:exit s) s (assoc-in s [:pending id] p))))]
+    (when-let [exit (:exit st)] (throw (exited-error method exit)))
+    (try
+      (locking writer (.write writer ^String line) (.write writer "\n") (.flush writer))
+      (catch IOException _ nil))          ; the reader reports the exit to p
+    (let [timeout (:timeout-ms (:opts client))
+          msg (if timeout (deref p timeout ::timeout) @p)]
+      (cond
+        (= msg ::timeout)
+        (do (swap! status update :pending dissoc id)
+            (throw (ex-info (str "agui-state " method ": no response in " timeout " ms")
+                            {:type :agui-state/error, :kind :timeout, :method method})))
+        (contains? msg ::exited) (throw (exited-error method (::exited msg)))
+        (contains? msg "error") (throw (rpc-error method (get msg "error")))
+        :else (result-keys (get msg "result"))))))
+
+(defn- thread-params [p] (if (string? p) {:thread-id p} p))
+
+(defn open-run
+  "{:thread-id :run-id :state :namespace :tool-state :snapshot :if-version}"
+  [client params] (call client "openRun" params))
+
+(defn diff-tool-state
+  "{:thread-id, :tool-state (whole map) | :set (map) and/or :remove (keys), :if-version}"
+  [client params] (call client "diffToolState" params))
+
+(defn apply-ops
+  "{:thread-id :ops :atomic :if-version}; ops are maps such as
+  {:op \"add\" :path \"/todos/-\" :value \"milk\"}, :path a pointer or a vector of raw segments."
+  [client params] (call client "applyOps" params))
+
+(defn normalize
+  "{:ops :state}: pure, touches no thread."
+  [client params] (call client "normalize" params))
+
+(defn diff-state
+  "{:thread-id :value :path :if-version}"
+  [client params] (call client "diffState" params))
+
+(defn get-state
+  "{:thread-id :path}, or just the thread id. Returns {:version :state}."
+  [client params] (call client "getState" (thread-params params)))
+
+(defn close-thread
+  "{:thread-id}, or just the thread id. Returns {:closed bool}."
+  [client params] (call client "closeThread" (thread-params params)))
