@@ -26,10 +26,11 @@ export function runServer(options: ServeOptions): void {
   void server.done.then((why) => {
     log.debug({ why, requests: service.requests }, "exiting");
     process.stdin.destroy();
-    // No process.exit(): the event loop empties once the log writer has
-    // written everything, in order, and the process then exits 0 on its own.
-    // The unref'd timer only fires if something unexpected holds the loop.
+    // No process.exit(): once the log has its last records, the event loop
+    // empties when the log writer has written them, in order, and the process
+    // exits 0 on its own. The unref'd timer only fires if something
+    // unexpected holds the loop.
     process.exitCode = 0;
-    setTimeout(() => process.exit(0), 5000).unref();
+    void log.settle().then(() => setTimeout(() => process.exit(0), 5000).unref());
   });
 }

@@ -28,6 +28,8 @@ export function parsePointer(pointer: string): Result<string[], PointerError> {
   if (pointer.charCodeAt(0) !== 0x2f /* "/" */) {
     return err({ code: "INVALID_POINTER", message: `pointer ${JSON.stringify(clip(pointer))} must be "" or start with "/"` });
   }
+  // Most pointers have no "~" at all: nothing to check or unescape.
+  if (pointer.indexOf("~") === -1) return ok(pointer.slice(1).split("/"));
   if (BAD_TILDE.test(pointer)) {
     return err({ code: "INVALID_POINTER", message: `pointer ${JSON.stringify(clip(pointer))} has "~" not followed by "0" or "1"` });
   }

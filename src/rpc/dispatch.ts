@@ -1,10 +1,10 @@
-import type { Logger } from "pino";
+import type { Log } from "../log.js";
 import { ErrorCode, invalidParams, limitExceeded } from "../service/errors.js";
 import type { StateService } from "../service/state-service.js";
 import type { Frame } from "./framing.js";
 import { METHODS } from "./methods.js";
-import { parseJson } from "./json-text.js";
-import { scanParams } from "./scan.js";
+import { mayHoldUnsafeInteger, parseJson } from "./json-text.js";
+import { ENVELOPE_DEPTH, scanParams } from "./scan.js";
 import { ParamsValidator } from "./validate.js";
 
 type Id = string | number | null;
@@ -37,10 +37,12 @@ const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "obj
  */
 export class Dispatcher {
   private readonly validator = new ParamsValidator();
+  /** Whether the message being handled needs the params scan. */
+  private scan = true;
 
   constructor(
     private readonly service: StateService,
-    private readonly log: Logger,
+    private readonly log: Log,
   ) {}
 
   /** Handles one frame; returns the response text to send, if any. */
@@ -64,8 +66,13 @@ export class Dispatcher {
 
   handleText(text: string): string | undefined {
     let msg: unknown;
+    // The params scan (unsafe integers, nesting) can only find something in
+    // a message with a long digit run, or one long enough to nest past the
+    // limit: each level costs at least two bytes. Small messages skip it.
+    const unsafe = mayHoldUnsafeInteger(text);
+    this.scan = unsafe || text.length >= 2 * (this.service.limits.maxDepth + ENVELOPE_DEPTH);
     try {
-      msg = parseJson(text);
+      msg = parseJson(text, unsafe);
     } catch (e) {
       return JSON.stringify(errorResponse(null, standard(ErrorCode.ParseError, "PARSE_ERROR", `parse error: ${(e as Error).message}`)));
     }
@@ -111,7 +118,7 @@ export class Dispatcher {
     if (!handler || !this.validator.has(method)) {
       return { error: standard(ErrorCode.MethodNotFound, "METHOD_NOT_FOUND", `method not found: ${JSON.stringify(method.slice(0, 100))}`, { method }) };
     }
-    const scan = scanParams(raw, this.service.limits.maxDepth);
+    const scan = this.scan ? scanParams(raw, this.service.limits.maxDepth) : undefined;
     if (scan?.kind === "unsafe-integer") {
       return { error: invalidParams(scan.field, "UNSAFE_INTEGER", `${scan.field} is the integer ${scan.source.slice(0, 40)}, beyond ±(2^53 - 1), which a JSON number (a double) cannot hold exactly; send it as a string`) };
     }

@@ -13,7 +13,7 @@ export type ScanProblem = { kind: "unsafe-integer"; field: string; source: strin
  *   refused here, so no later recursive walk can run out of stack.
  */
 export function scanParams(params: unknown, maxDepth: number): ScanProblem | undefined {
-  const limit = maxDepth + ENVELOPE;
+  const limit = maxDepth + ENVELOPE_DEPTH;
   const path: string[] = [];
   let found: ScanProblem | undefined;
   const walk = (v: unknown, depth: number): void => {
@@ -47,4 +47,4 @@ export function scanParams(params: unknown, maxDepth: number): ScanProblem | und
 }
 
 /** Levels a value sits below params: params → ops → [i] → value. */
-const ENVELOPE = 3;
+export const ENVELOPE_DEPTH = 3;

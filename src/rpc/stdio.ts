@@ -13,6 +13,8 @@ export class FramedReader extends AbstractMessageReader {
   private decoder: FrameDecoder | undefined;
   /** The framing in use, once known; replies use the same (PROTOCOL §2). */
   framing: "ndjson" | "lsp" | undefined;
+  /** Called around the frames of each chunk read, so their replies can leave in one write. */
+  batch: { begin(): void; end(): void } | undefined;
 
   constructor(
     private readonly input: Readable,
@@ -39,7 +41,12 @@ export class FramedReader extends AbstractMessageReader {
         if (!kind) return;
         this.choose(kind);
       }
-      (this.decoder as FrameDecoder).push(chunk, emit);
+      this.batch?.begin();
+      try {
+        (this.decoder as FrameDecoder).push(chunk, emit);
+      } finally {
+        this.batch?.end();
+      }
     };
     const onEnd = (): void => this.fireClose();
     const onError = (e: Error): void => this.fireError(e);
