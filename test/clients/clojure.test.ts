@@ -1,9 +1,8 @@
-import { spawnSync } from "node:child_process";
 import path from "node:path";
 import { expect } from "vitest";
 import { ROOT } from "../helpers/shared.js";
 import { childEnv } from "../helpers/spawn.js";
-import { toolchain } from "../helpers/toolchain.js";
+import { runProgram, toolchain } from "../helpers/toolchain.js";
 
 /**
  * clients/clojure/test/run_tests.clj drives the real binary through the Clojure
@@ -22,12 +21,11 @@ const { test } = toolchain("Clojure (clojure + libdata-json-clojure)", [
 test("the Clojure client plays its scenarios against the real binary, witnessed by getState", () => {
   const binary = path.join(ROOT, "dist/agui-state");
   // childEnv drops NODE_OPTIONS (vitest's loader hooks) and any AGUI_STATE_* settings of the caller.
-  const r = spawnSync(
-    "clojure",
-    ["-cp", "/usr/share/java/data.json.jar:clients/clojure/src", "clients/clojure/test/run_tests.clj"],
-    { cwd: ROOT, env: childEnv({ AGUI_STATE_BIN: binary }), timeout: 300_000, encoding: "utf8" },
-  );
-  const output = `${r.stdout}\n${r.stderr}${r.signal ? `\n(killed by ${r.signal})` : ""}${r.error ? `\n${String(r.error)}` : ""}`;
-  expect(r.status, output).toBe(0);
+  const r = runProgram("clojure", ["-cp", "/usr/share/java/data.json.jar:clients/clojure/src", "clients/clojure/test/run_tests.clj"], {
+    cwd: ROOT,
+    env: childEnv({ AGUI_STATE_BIN: binary }),
+    timeout: 300_000,
+  });
+  expect(r.status, r.output).toBe(0);
   expect(r.stdout).toMatch(/^clojure client: \d+ checks passed/m);
 }, 310_000);

@@ -1,11 +1,10 @@
-import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { expect } from "vitest";
 import { ROOT } from "../helpers/shared.js";
 import { childEnv } from "../helpers/spawn.js";
-import { toolchain } from "../helpers/toolchain.js";
+import { runProgram, toolchain } from "../helpers/toolchain.js";
 
 /**
  * clients/go/client_test.go drives the real binary through the Go client and
@@ -30,26 +29,14 @@ test("the Go client plays the scenario against the real binary, witnessed by eva
     AGUI_STATE_BIN: path.join(ROOT, "dist/agui-state"),
   });
   delete env["GOFLAGS"]; // e.g. -mod=... is refused in GOPATH mode
-  let status: number | null = 0;
-  let stdout: string;
-  let stderr = "";
+  let result: ReturnType<typeof runProgram>;
   try {
-    stdout = execFileSync("go", ["test", "-count=1", "-v", "."], {
-      cwd: path.join(ROOT, "clients/go"),
-      env,
-      timeout: 300_000,
-      encoding: "utf8",
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-  } catch (e) {
-    const err = e as { status?: number | null; signal?: string | null; stdout?: string; stderr?: string };
-    status = err.status ?? null;
-    stdout = err.stdout ?? "";
-    stderr = `${err.stderr ?? ""}${err.signal ? `\n(killed by ${err.signal})` : ""}`;
+    result = runProgram("go", ["test", "-count=1", "-v", "."], { cwd: path.join(ROOT, "clients/go"), env, timeout: 300_000 });
   } finally {
     rmSync(cache, { recursive: true, force: true });
   }
-  expect(status, `${stdout}\n${stderr}`).toBe(0);
+  const { status, stdout, output } = result;
+  expect(status, output).toBe(0);
   expect(stdout).toMatch(/^PASS$/m);
   expect(stdout).toMatch(/^--- PASS: TestCrashRecovery /m);
   expect(stdout, "a skipped Go test is not a passed one").not.toMatch(/SKIP/);

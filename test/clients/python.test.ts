@@ -1,9 +1,8 @@
-import { execFileSync } from "node:child_process";
 import path from "node:path";
 import { expect } from "vitest";
 import { ROOT } from "../helpers/shared.js";
 import { childEnv } from "../helpers/spawn.js";
-import { toolchain } from "../helpers/toolchain.js";
+import { runProgram, toolchain } from "../helpers/toolchain.js";
 
 /**
  * clients/python/test_client.py drives the real binary through the Python
@@ -17,24 +16,8 @@ const { test } = toolchain("Python (Debian python3-jsonpatch)", ["/usr/bin/pytho
 test("the Python client plays the namespace scenario against the real binary, witnessed by python3-jsonpatch", () => {
   const script = path.join(ROOT, "clients/python/test_client.py");
   const binary = path.join(ROOT, "dist/agui-state");
-  let status: number | null = 0;
-  let stdout: string;
-  let stderr = "";
-  try {
-    // childEnv drops NODE_OPTIONS (vitest's loader hooks) and any AGUI_STATE_* settings of the caller.
-    stdout = execFileSync("/usr/bin/python3", [script, binary], {
-      cwd: ROOT,
-      env: childEnv(),
-      timeout: 120_000,
-      encoding: "utf8",
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-  } catch (e) {
-    const err = e as { status?: number | null; signal?: string | null; stdout?: string; stderr?: string };
-    status = err.status ?? null;
-    stdout = err.stdout ?? "";
-    stderr = `${err.stderr ?? ""}${err.signal ? `\n(killed by ${err.signal})` : ""}`;
-  }
-  expect(status, `${stdout}\n${stderr}`).toBe(0);
+  // childEnv drops NODE_OPTIONS (vitest's loader hooks) and any AGUI_STATE_* settings of the caller.
+  const { status, stdout, output } = runProgram("/usr/bin/python3", [script, binary], { cwd: ROOT, env: childEnv(), timeout: 120_000 });
+  expect(status, output).toBe(0);
   expect(stdout).toMatch(/^python client: \d+ checks passed/m);
 }, 130_000);

@@ -19,3 +19,10 @@ export function toolchain(name: string, probe: string[]): { available: boolean; 
   process.stderr.write(`\n!!! ${name} toolchain not found (probe: ${probe.join(" ")}): its client tests are SKIPPED, not passed. Install it as .ci/run does.\n\n`);
   return { available, test: it.skip as unknown as typeof it };
 }
+
+/** Runs a client's test program to completion; `output` is everything it printed, for failure messages. */
+export function runProgram(cmd: string, args: string[], options: { cwd: string; env: NodeJS.ProcessEnv; timeout: number }): { status: number | null; stdout: string; output: string } {
+  const r = spawnSync(cmd, args, { ...options, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+  const output = `${r.stdout}\n${r.stderr}${r.signal ? `\n(killed by ${r.signal})` : ""}${r.error ? `\n${String(r.error)}` : ""}`;
+  return { status: r.status, stdout: r.stdout, output };
+}
