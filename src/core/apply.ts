@@ -1,9 +1,10 @@
 import { jsonEqual } from "./equal.js";
 import { limitError, opError, type OpError, type Skip } from "./errors.js";
-import { hasMember, isObject, setMember, type Json, type JsonObject } from "./json.js";
-import { cloneJson, ELEMENT_OVERHEAD, measure, memberOverhead } from "./measure.js";
+import { hasMember, isObject, setMember, type Json } from "./json.js";
+import { forbidden, isPrefix, locate, overhead, read, walkTo, where, type Container, type Slot } from "./locate.js";
+import { cloneJson, measure } from "./measure.js";
 import type { Op } from "./ops.js";
-import { clip, formatPointer, isForbiddenStep, parseIndex, type Path } from "./pointer.js";
+import { clip, formatPointer, parseIndex, type Path } from "./pointer.js";
 
 /** A document being patched in place, with its approximate JSON size kept current. */
 export interface Doc {
@@ -37,100 +38,6 @@ type Undo = () => void;
 
 export function newDoc(root: Json): Doc {
   return { root, bytes: measure(root).bytes };
-}
-
-// ---------------------------------------------------------------- lookups
-
-type Container = Json[] | JsonObject;
-
-const where = (path: Path, upto: number): string => clip(formatPointer(path.slice(0, upto)));
-
-function forbidden(path: Path): OpError | undefined {
-  for (let i = 0; i < path.length; i++) {
-    if (isForbiddenStep(path[i - 1], path[i] as string)) {
-      return opError("FORBIDDEN_KEY", `${where(path, i + 1)} goes through a forbidden key`);
-    }
-  }
-  return undefined;
-}
-
-/** The value at path[0..upto). Every step must exist; "-" names no element here. */
-function walkTo(root: Json, path: Path, upto: number): { ok: true; value: Json } | { ok: false; error: OpError } {
-  let cur = root;
-  for (let i = 0; i < upto; i++) {
-    const token = path[i] as string;
-    if (Array.isArray(cur)) {
-      const idx = parseIndex(token);
-      if (idx === undefined || idx === "-") {
-        return { ok: false, error: opError("INVALID_INDEX", `${where(path, i + 1)}: ${JSON.stringify(clip(token))} is not an array index`) };
-      }
-      if (idx >= cur.length) return { ok: false, error: opError("PATH_NOT_FOUND", `${where(path, i + 1)} does not exist`) };
-      cur = cur[idx] as Json;
-    } else if (isObject(cur)) {
-      if (!hasMember(cur, token)) return { ok: false, error: opError("PATH_NOT_FOUND", `${where(path, i + 1)} does not exist`) };
-      cur = cur[token] as Json;
-    } else {
-      return { ok: false, error: opError("PATH_NOT_FOUND", `${where(path, i + 1)} does not exist: ${where(path, i)} is not a container`) };
-    }
-  }
-  return { ok: true, value: cur };
-}
-
-interface Slot {
-  parent: Container | undefined; // undefined: the root
-  /** Member name, or array index ("-" resolved to the length for add). */
-  key: string | number;
-  /** Present when the slot holds a value. */
-  exists: boolean;
-}
-
-/**
- * Locates the slot a path names. `forAdd` allows "-" and index == length
- * (RFC 6902 §4.1); otherwise the slot must exist.
- */
-function locate(root: Json, path: Path, forAdd: boolean): { ok: true; slot: Slot } | { ok: false; error: OpError } {
-  if (path.length === 0) return { ok: true, slot: { parent: undefined, key: "", exists: true } };
-  const p = walkTo(root, path, path.length - 1);
-  if (!p.ok) return p;
-  const parent = p.value;
-  const token = path[path.length - 1] as string;
-  if (Array.isArray(parent)) {
-    const idx = parseIndex(token);
-    if (idx === undefined || (idx === "-" && !forAdd)) {
-      const why = idx === "-" ? '"-" names no element here' : `${JSON.stringify(clip(token))} is not an array index`;
-      return { ok: false, error: opError("INVALID_INDEX", `${where(path, path.length)}: ${why}`) };
-    }
-    const i = idx === "-" ? parent.length : idx;
-    if (forAdd ? i > parent.length : i >= parent.length) {
-      return { ok: false, error: opError("INDEX_OUT_OF_BOUNDS", `${where(path, path.length)}: index ${i} is past the end (length ${parent.length})`) };
-    }
-    return { ok: true, slot: { parent, key: i, exists: !forAdd } };
-  }
-  if (isObject(parent)) {
-    const exists = hasMember(parent, token);
-    if (!exists && !forAdd) return { ok: false, error: opError("PATH_NOT_FOUND", `${where(path, path.length)} does not exist`) };
-    return { ok: true, slot: { parent, key: token, exists } };
-  }
-  return { ok: false, error: opError("PATH_NOT_FOUND", `${where(path, path.length)} does not exist: ${where(path, path.length - 1)} is not a container`) };
-}
-
-function read(doc: Doc, slot: Slot): Json {
-  if (slot.parent === undefined) return doc.root;
-  return (slot.parent as Record<string | number, Json>)[slot.key] as Json;
-}
-
-/** Bytes the slot's container spends on the member itself, beside its value. */
-const overhead = (slot: Slot): number => (slot.parent === undefined ? 0 : typeof slot.key === "number" ? ELEMENT_OVERHEAD : memberOverhead(slot.key));
-
-/**
- * Reads the value at a path: an own member or an element that exists. The
- * value is the document's own, not a copy.
- */
-export function valueAt(root: Json, path: Path): { ok: true; value: Json } | { ok: false; error: OpError } {
-  const bad = forbidden(path);
-  if (bad) return { ok: false, error: bad };
-  const at = locate(root, path, false);
-  return at.ok ? { ok: true, value: at.slot.parent === undefined ? root : (at.slot.parent as Record<string | number, Json>)[at.slot.key] as Json } : at;
 }
 
 // ---------------------------------------------------------------- mutations
@@ -181,7 +88,7 @@ function detach(slot: Slot, undo: Undo[]): Json {
 
 /** Bytes of what a write to this slot would overwrite. */
 function replacedBytes(doc: Doc, slot: Slot): number {
-  return slot.exists ? measure(read(doc, slot)).bytes + overhead(slot) : 0;
+  return slot.exists ? measure(read(doc.root, slot)).bytes + overhead(slot) : 0;
 }
 
 /**
@@ -203,11 +110,6 @@ function admit(doc: Doc, path: Path, slot: Slot, value: Json, limits: ApplyLimit
 
 // ---------------------------------------------------------------- one op
 
-function isPrefix(a: Path, b: Path): boolean {
-  if (a.length > b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
 
 /**
  * Applies one op in place. On failure nothing has changed and the error is
@@ -236,7 +138,7 @@ export function applyOp(doc: Doc, op: Op, limits: ApplyLimits, undo: Undo[], ado
       if (op.path.length === 0) return opError("INVALID_OP", "remove of the whole document is not allowed");
       const at = locate(doc.root, op.path, false);
       if (!at.ok) return at.error;
-      const size = measure(read(doc, at.slot)).bytes + overhead(at.slot);
+      const size = measure(read(doc.root, at.slot)).bytes + overhead(at.slot);
       detach(at.slot, undo);
       doc.bytes -= size;
       return undefined;
@@ -244,7 +146,7 @@ export function applyOp(doc: Doc, op: Op, limits: ApplyLimits, undo: Undo[], ado
     case "test": {
       const at = locate(doc.root, op.path, false);
       if (!at.ok) return at.error;
-      return jsonEqual(read(doc, at.slot), op.value) ? undefined : opError("TEST_FAILED", `${clip(formatPointer(op.path))} does not equal the tested value`);
+      return jsonEqual(read(doc.root, at.slot), op.value) ? undefined : opError("TEST_FAILED", `${clip(formatPointer(op.path))} does not equal the tested value`);
     }
     case "copy":
     case "move":
@@ -262,7 +164,7 @@ function copy(doc: Doc, from: Path, path: Path, limits: ApplyLimits, undo: Undo[
   if (!src.ok) return fromError(src.error);
   const at = locate(doc.root, path, true);
   if (!at.ok) return at.error;
-  const value = read(doc, src.slot);
+  const value = read(doc.root, src.slot);
   // Measured against the room left before it is cloned: a doubling copy is refused up front.
   const room = admit(doc, path, at.slot, value, limits);
   if (!room.ok) return room.error;
@@ -282,7 +184,7 @@ function move(doc: Doc, from: Path, path: Path, limits: ApplyLimits, undo: Undo[
     return undefined;
   }
   if (from.length === 0) return opError("MOVE_INTO_ITSELF", "cannot move the whole document");
-  const value = read(doc, src.slot);
+  const value = read(doc.root, src.slot);
   // Removing an object member shifts nothing, so the target can be checked
   // first and a refused move never has to put the member back (which would
   // change member order). Array elements are put back in place by splice.
@@ -378,7 +280,7 @@ function applyNormalized(doc: Doc, op: Op, opts: Required<ApplyOptions>, undo: U
   }
   if (op.op === "move" && shiftsTarget(op.from, op.path)) {
     const src = locate(doc.root, op.from, false);
-    const moved = src.ok ? read(doc, src.slot) : null;
+    const moved = src.ok ? read(doc.root, src.slot) : null;
     const e = applyOp(doc, op, opts.limits, undo, opts.adopt);
     // Sent as remove + add: both libraries evaluate those the same way.
     if (!e) applied.push({ op: "remove", path: op.from }, { op: "add", path: op.path, value: cloneJson(moved) });

@@ -5,6 +5,7 @@ export * from "./diff.js";
 export * from "./equal.js";
 export * from "./errors.js";
 export * from "./json.js";
+export { valueAt } from "./locate.js";
 export * from "./measure.js";
 export * from "./normalize.js";
 export * from "./ops.js";
