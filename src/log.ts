@@ -1,5 +1,6 @@
 import { format } from "node:util";
 import type { Logger, LogFn } from "pino";
+import { StderrSink } from "./log-sink.js";
 
 export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -16,8 +17,9 @@ export interface LazyLog extends Log {
 
 /**
  * Logs go to fd 2 as pino JSON lines; stdout belongs to the protocol.
- * - The destination writes asynchronously and drops lines past 16 MiB of
- *   backlog, so a parent that never reads stderr cannot stall the sidecar.
+ * - StderrSink writes asynchronously and drops lines past 16 MiB of backlog,
+ *   so a parent that never reads stderr cannot stall the sidecar, nor keep it
+ *   from exiting.
  * - No pino transports: their worker threads cannot load inside a single binary.
  * - pino is loaded on the first record at or above the level, not at start:
  *   at the default level a healthy sidecar logs nothing, and loading pino
@@ -31,8 +33,7 @@ export function createLogger(level: LogLevel): LazyLog {
   const queue: [keyof Log, unknown[]][] = [];
   const load = (): Promise<void> =>
     (loading ??= import("pino").then(({ default: pino }) => {
-      const dest = pino.destination({ dest: 2, sync: false, maxLength: 16 * 1024 * 1024 });
-      real = pino({ level, base: { pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime }, dest);
+      real = pino({ level, base: { pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime }, new StderrSink());
       for (const [method, args] of queue.splice(0)) (real[method] as (...a: unknown[]) => void)(...args);
     }));
   const at = (method: "debug" | "info" | "warn" | "error") =>

@@ -26,11 +26,12 @@ export function runServer(options: ServeOptions): void {
   void server.done.then((why) => {
     log.debug({ why, requests: service.requests }, "exiting");
     process.stdin.destroy();
-    // No process.exit(): once the log has its last records, the event loop
-    // empties when the log writer has written them, in order, and the process
-    // exits 0 on its own. The unref'd timer only fires if something
-    // unexpected holds the loop.
+    // No process.exit() at once: the event loop empties when the log writer
+    // has written its last records, in order, and the process exits 0 on its
+    // own. If the parent is not reading stderr, the writer would wait for it
+    // forever: after 3 s the unref'd timer exits anyway, and the log records
+    // still queued are lost (the parent got a prefix of the log, no holes).
     process.exitCode = 0;
-    void log.settle().then(() => setTimeout(() => process.exit(0), 5000).unref());
+    void log.settle().then(() => setTimeout(() => process.exit(0), 3000).unref());
   });
 }

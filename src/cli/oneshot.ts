@@ -30,6 +30,7 @@ function readJson(file: string, io: Io, what: string): Json {
   // The same rules as the sidecar: no silently changed numbers, no unbounded nesting.
   const problem = scanParams(value, DEFAULT_LIMITS.maxDepth);
   if (problem?.kind === "unsafe-integer") throw new InputError(`${what}: ${problem.field || "the value"} is an integer beyond ±2^53 that JSON numbers cannot hold exactly`);
+  if (problem?.kind === "overflow") throw new InputError(`${what}: ${problem.field || "the value"} is a number beyond the range of a double`);
   if (problem?.kind === "too-deep") throw new InputError(`${what}: nested deeper than ${DEFAULT_LIMITS.maxDepth}`);
   return value;
 }

@@ -71,8 +71,10 @@ function diffInto(a: Json, b: Json, path: string[], out: Op[]): void {
 
 function diffObjects(a: JsonObject, b: JsonObject, path: string[], out: Op[]): void {
   const last = path[path.length - 1];
-  if (Object.keys(a).some((k) => isForbiddenStep(last, k)) || Object.keys(b).some((k) => isForbiddenStep(last, k))) {
-    // A member no op may name: replace the object that holds it (the root too, if need be).
+  // A member no op may name that is added, removed or changed: replace the
+  // object that holds it (the root too, if need be). One that stays the same needs no op.
+  const moves = (k: string) => isForbiddenStep(last, k) && (!hasMember(a, k) || !hasMember(b, k) || !jsonEqual(a[k] as Json, b[k] as Json));
+  if (Object.keys(a).some(moves) || Object.keys(b).some(moves)) {
     out.push({ op: "replace", path: [...path], value: b });
     return;
   }

@@ -63,8 +63,12 @@ function walk(v: Json, level: number, m: Measure, maxDepth: number, maxBytes: nu
 }
 
 function numberBytes(n: number): number {
-  // Small integers are by far the most common; skip the string conversion.
-  if (Number.isInteger(n) && n >= 0 && n < 1e9) return n < 10 ? 1 : n < 100 ? 2 : n < 1000 ? 3 : n < 1e6 ? 6 : 9;
+  // Small integers are by far the most common: count their digits without a string conversion.
+  if (Number.isInteger(n) && n >= 0 && n < 1e9) {
+    let digits = 1;
+    for (let bound = 10; n >= bound; bound *= 10) digits++;
+    return digits;
+  }
   return String(n).length;
 }
 

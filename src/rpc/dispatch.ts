@@ -3,7 +3,7 @@ import { ErrorCode, invalidParams, limitExceeded } from "../service/errors.js";
 import type { StateService } from "../service/state-service.js";
 import type { Frame } from "./framing.js";
 import { METHODS } from "./methods.js";
-import { mayHoldUnsafeInteger, parseJson } from "./json-text.js";
+import { mayHoldUnsafeNumber, parseJson } from "./json-text.js";
 import { ENVELOPE_DEPTH, scanParams } from "./scan.js";
 import { ParamsValidator } from "./validate.js";
 
@@ -69,7 +69,7 @@ export class Dispatcher {
     // The params scan (unsafe integers, nesting) can only find something in
     // a message with a long digit run, or one long enough to nest past the
     // limit: each level costs at least two bytes. Small messages skip it.
-    const unsafe = mayHoldUnsafeInteger(text);
+    const unsafe = mayHoldUnsafeNumber(text);
     this.scan = unsafe || text.length >= 2 * (this.service.limits.maxDepth + ENVELOPE_DEPTH);
     try {
       msg = parseJson(text, unsafe);
@@ -83,12 +83,14 @@ export class Dispatcher {
     // JSON-RPC 2.0 §6: an empty batch is one invalid request; a batch of
     // notifications gets nothing at all.
     if (msg.length === 0) return JSON.stringify(errorResponse(null, invalidRequest("empty batch")));
-    const out: Response[] = [];
+    // Each reply is serialized as soon as its member has run: a later member
+    // may change a value an earlier reply's delta still refers to.
+    const out: string[] = [];
     for (const m of msg) {
       const r = this.handleOne(m);
-      if (r !== undefined) out.push(r);
+      if (r !== undefined) out.push(JSON.stringify(r));
     }
-    return out.length ? JSON.stringify(out) : undefined;
+    return out.length ? `[${out.join(",")}]` : undefined;
   }
 
   private handleOne(msg: unknown): Response | undefined {
@@ -121,6 +123,9 @@ export class Dispatcher {
     const scan = this.scan ? scanParams(raw, this.service.limits.maxDepth) : undefined;
     if (scan?.kind === "unsafe-integer") {
       return { error: invalidParams(scan.field, "UNSAFE_INTEGER", `${scan.field} is the integer ${scan.source.slice(0, 40)}, beyond ±(2^53 - 1), which a JSON number (a double) cannot hold exactly; send it as a string`) };
+    }
+    if (scan?.kind === "overflow") {
+      return { error: invalidParams(scan.field, "NUMBER_OVERFLOW", `${scan.field} is the number ${scan.source.slice(0, 40)}, beyond the range of a double; it would arrive as null`) };
     }
     if (scan?.kind === "too-deep") return { error: limitExceeded("maxDepth", this.service.limits.maxDepth, scan.depth) };
     const problem = this.validator.check(method, raw);

@@ -1,46 +1,68 @@
 /**
- * JSON.parse that keeps integers a double cannot hold from being silently
- * changed (PROTOCOL §3). An integer literal beyond ±(2^53 - 1), such as a
- * Python id 12345678901234567890, is replaced by an UnsafeInteger marker that
- * carries its source text, so the params scan can refuse it and name its
- * path. Floats (with a fraction or an exponent, as Python writes 6.02e23) are
- * doubles on both ends and pass unchanged.
+ * JSON.parse that keeps numbers from being silently changed (PROTOCOL §3).
+ * - An integer literal beyond ±(2^53 - 1), such as a Python id
+ *   12345678901234567890, would lose digits as a double.
+ * - A literal beyond a double's range, such as 1e400, would parse to
+ *   Infinity and be sent on as null.
+ * Either is replaced by an UnsafeNumber marker that carries its source text,
+ * so the params scan can refuse it and name its path. Floats (with a fraction
+ * or an exponent, as Python writes 6.02e23) are doubles on both ends and pass
+ * unchanged.
  *
- * Only a message with a run of 16 or more digits is looked at again, by a
- * small tokenizer over the text. (JSON.parse's source-text access would do it,
+ * Only a message with a run of 16 or more digits, or an exponent of three
+ * digits, is looked at again, by a small tokenizer over the text. (JSON.parse's source-text access would do it,
  * but on Node 20 it needs a V8 flag that, set at run time, slowed every
  * JSON.parse in the process by a third in our measurements.)
  */
-export class UnsafeInteger {
-  constructor(readonly source: string) {}
+export class UnsafeNumber {
+  constructor(
+    readonly source: string,
+    /** Beyond a double's range, rather than an integer beyond 2^53. */
+    readonly overflow: boolean,
+  ) {}
 }
 
-const LONG_DIGITS = /\d{16}/;
+const SUSPECT = /\d{16}|[eE]\+?\d{3}/;
 const INTEGER_LITERAL = /^-?\d{16,}$/;
 
-/** Whether text has a digit run long enough to be an unsafe integer; parseJson checks only such text. */
-export const mayHoldUnsafeInteger = (text: string): boolean => LONG_DIGITS.test(text);
+/** Whether text may hold a number a double would change; parseJson looks again only at such text. */
+export const mayHoldUnsafeNumber = (text: string): boolean => SUSPECT.test(text);
+
+const own = Object.prototype.hasOwnProperty;
 
 /** Parses JSON text; throws SyntaxError like JSON.parse. */
-export function parseJson(text: string, check = mayHoldUnsafeInteger(text)): unknown {
+export function parseJson(text: string, check = mayHoldUnsafeNumber(text)): unknown {
   const value: unknown = JSON.parse(text);
   if (!check) return value;
-  let out = value;
-  for (const { path, source } of unsafeIntegers(text)) {
-    if (path.length === 0) return new UnsafeInteger(source);
-    let parent = out as Record<string, unknown>;
-    for (let i = 0; i < path.length - 1; i++) parent = parent[path[i] as string] as Record<string, unknown>;
-    parent[path[path.length - 1] as string] = new UnsafeInteger(source);
-    out = value;
+  let root = value;
+  for (const { path, source, overflow } of unsafeNumbers(text)) {
+    const marker = new UnsafeNumber(source, overflow);
+    if (path.length === 0) {
+      root = marker;
+      continue;
+    }
+    // Follow own members only, and mark only a number that is still there:
+    // with a repeated member name, JSON.parse kept the last value and the
+    // literal may sit in one it dropped (whose path can even name __proto__).
+    let parent: unknown = value;
+    for (let i = 0; i < path.length - 1 && parent !== undefined; i++) {
+      parent = typeof parent === "object" && parent !== null && own.call(parent, path[i] as string) ? (parent as Record<string, unknown>)[path[i] as string] : undefined;
+    }
+    const key = path[path.length - 1] as string;
+    if (typeof parent !== "object" || parent === null || !own.call(parent, key)) continue;
+    const current = (parent as Record<string, unknown>)[key];
+    if (typeof current === "number" && (current === Number(source) || Number.isNaN(current))) {
+      Object.defineProperty(parent, key, { value: marker, writable: true, enumerable: true, configurable: true });
+    }
   }
-  return out;
+  return root;
 }
 
 type Level = { array: true; index: number } | { array: false; key: string; expectKey: boolean };
 
-/** Integer literals beyond ±(2^53 - 1) in valid JSON text, with their paths. */
-export function unsafeIntegers(text: string): { path: string[]; source: string }[] {
-  const found: { path: string[]; source: string }[] = [];
+/** Number literals a double would change, in valid JSON text, with their paths. */
+export function unsafeNumbers(text: string): { path: string[]; source: string; overflow: boolean }[] {
+  const found: { path: string[]; source: string; overflow: boolean }[] = [];
   const stack: Level[] = [];
   const n = text.length;
   let i = 0;
@@ -78,8 +100,10 @@ export function unsafeIntegers(text: string): { path: string[]; source: string }
       let j = i + 1;
       while (j < n && isNumberChar(text.charCodeAt(j))) j++;
       const token = text.slice(i, j);
-      if (INTEGER_LITERAL.test(token) && !Number.isSafeInteger(Number(token))) {
-        found.push({ path: stack.map((l) => (l.array ? String(l.index) : l.key)), source: token });
+      const value = Number(token);
+      const overflow = !Number.isFinite(value);
+      if (overflow || (INTEGER_LITERAL.test(token) && !Number.isSafeInteger(value))) {
+        found.push({ path: stack.map((l) => (l.array ? String(l.index) : l.key)), source: token, overflow });
       }
       i = j;
     } else i++;

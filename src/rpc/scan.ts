@@ -1,13 +1,14 @@
 import { escapeSegment } from "../core/index.js";
-import { UnsafeInteger } from "./json-text.js";
+import { UnsafeNumber } from "./json-text.js";
 
-export type ScanProblem = { kind: "unsafe-integer"; field: string; source: string } | { kind: "too-deep"; depth: number };
+export type ScanProblem = { kind: "unsafe-integer" | "overflow"; field: string; source: string } | { kind: "too-deep"; depth: number };
 
 /**
  * One bounded walk over a request's params, before anything else reads them:
  * - PROTOCOL §3: an integer literal beyond ±(2^53 - 1) loses digits as a
  *   double (12345678901234567890 reads back as 12345678901234567000).
- *   parseJson leaves an UnsafeInteger marker in its place; it is refused here,
+ *   parseJson leaves an UnsafeNumber marker in its place (as it does for a
+ *   literal beyond a double's range, such as 1e400, which would become null); it is refused here,
  *   naming its place, rather than stored changed.
  * - Nesting past `maxDepth` (plus the few levels of the params envelope) is
  *   refused here, so no later recursive walk can run out of stack.
@@ -19,8 +20,8 @@ export function scanParams(params: unknown, maxDepth: number): ScanProblem | und
   const walk = (v: unknown, depth: number): void => {
     if (found) return;
     if (typeof v !== "object" || v === null) return;
-    if (v instanceof UnsafeInteger) {
-      found = { kind: "unsafe-integer", field: path.map((s) => "/" + escapeSegment(s)).join(""), source: v.source };
+    if (v instanceof UnsafeNumber) {
+      found = { kind: v.overflow ? "overflow" : "unsafe-integer", field: path.map((s) => "/" + escapeSegment(s)).join(""), source: v.source };
       return;
     }
     if (depth >= limit) {

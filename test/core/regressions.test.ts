@@ -231,3 +231,11 @@ describe("normalization (PROTOCOL §5)", () => {
     expect(out.skipped).toEqual([]);
   });
 });
+
+describe("byte accounting", () => {
+  it("counts numbers as JSON.stringify writes them, plus one separator per member or element", () => {
+    for (const n of [0, 7, 42, 999, 1000, 1234, 99_999, 100_000, 123_456_789, 999_999_999, 1e9, -5, 1.5, 1e21]) {
+      expect(measure({ n }).bytes, String(n)).toBe(JSON.stringify({ n }).length + 1);
+    }
+  });
+});
