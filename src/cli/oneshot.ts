@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { diffValue, formatPointer, normalize, parsePointer, toWireOp, type Json } from "../core/index.js";
+import { diffValue, formatPointer, normalize, parsePointer, stateOverLimit, toWireOp, type Json } from "../core/index.js";
 import { parseJson } from "../rpc/json-text.js";
 import { scanParams } from "../rpc/scan.js";
 import { DEFAULT_LIMITS } from "../service/state-service.js";
@@ -43,7 +43,10 @@ export function normalizeCommand(argv: string[], io: Io): number {
   const ops = readJson(positionals[0] ?? "-", io, "ops");
   if (!Array.isArray(ops)) throw new InputError("ops: expected a JSON array of RFC 6902 ops");
   const state = typeof values["state"] === "string" ? readJson(values["state"], io, "--state") : {};
-  const out = normalize(ops, state, { maxDepth: DEFAULT_LIMITS.maxDepth, maxStateBytes: DEFAULT_LIMITS.maxStateBytes });
+  const limits = { maxDepth: DEFAULT_LIMITS.maxDepth, maxStateBytes: DEFAULT_LIMITS.maxStateBytes };
+  const over = stateOverLimit(state, limits);
+  if (over) throw new InputError(`--state: past ${over.limit} ${over.max}`);
+  const out = normalize(ops, state, limits);
   print(io, out);
   return values["strict"] && out.skipped.length > 0 ? 1 : 0;
 }

@@ -10,6 +10,15 @@ import { clip, formatPointer, parseIndex, type Path } from "./pointer.js";
 export interface Doc {
   root: Json;
   bytes: number;
+  /**
+   * An upper bound on the nesting of containers in the document, kept so a
+   * move need not walk the value it moves to know it stays within maxDepth.
+   * Moves to deeper paths can loosen it; it is made exact again (one walk of
+   * the document) only when a loose bound would refuse a move.
+   */
+  depth: number;
+  /** Whether `depth` may be above the document's real nesting. */
+  loose: boolean;
 }
 
 export interface ApplyLimits {
@@ -37,7 +46,8 @@ export interface ApplyOptions {
 type Undo = () => void;
 
 export function newDoc(root: Json): Doc {
-  return { root, bytes: measure(root).bytes };
+  const m = measure(root);
+  return { root, bytes: m.bytes, depth: m.depth, loose: false };
 }
 
 // ---------------------------------------------------------------- mutations
@@ -95,7 +105,7 @@ function replacedBytes(doc: Doc, slot: Slot): number {
  * Checks the limits for writing `value` at `path`, before any memory is spent:
  * the walk stops as soon as a limit is passed (the copy bomb, a 5,000-deep value).
  */
-function admit(doc: Doc, path: Path, slot: Slot, value: Json, limits: ApplyLimits): { ok: true; delta: number } | { ok: false; error: OpError } {
+function admit(doc: Doc, path: Path, slot: Slot, value: Json, limits: ApplyLimits): { ok: true; delta: number; depth: number } | { ok: false; error: OpError } {
   const replaced = replacedBytes(doc, slot);
   const m = measure(value, limits.maxDepth - path.length, limits.maxStateBytes - doc.bytes + replaced);
   if (path.length + m.depth > limits.maxDepth) {
@@ -105,7 +115,16 @@ function admit(doc: Doc, path: Path, slot: Slot, value: Json, limits: ApplyLimit
   if (doc.bytes + grows > limits.maxStateBytes) {
     return { ok: false, error: limitError("maxStateBytes", limits.maxStateBytes, doc.bytes + grows, `${where(path, path.length)}: the state would grow too large`) };
   }
-  return { ok: true, delta: grows };
+  return { ok: true, delta: grows, depth: path.length + m.depth };
+}
+
+/** Records what a write did to the nesting bound; `replaced` says it overwrote a value, which may have been deeper. */
+function deepen(doc: Doc, path: Path, depth: number, replaced: boolean): void {
+  if (replaced) doc.loose = true;
+  if (path.length === 0) {
+    doc.depth = depth;
+    doc.loose = false;
+  } else if (depth > doc.depth) doc.depth = depth;
 }
 
 // ---------------------------------------------------------------- one op
@@ -131,6 +150,7 @@ export function applyOp(doc: Doc, op: Op, limits: ApplyLimits, undo: Undo[], ado
       // PROTOCOL §5.5: the mirror never aliases a request (unless the caller hands the value over).
       attach(doc, at.slot, adopt ? op.value : cloneJson(op.value), undo);
       doc.bytes += room.delta;
+      deepen(doc, op.path, room.depth, at.slot.exists);
       return undefined;
     }
     case "remove": {
@@ -141,6 +161,7 @@ export function applyOp(doc: Doc, op: Op, limits: ApplyLimits, undo: Undo[], ado
       const size = measure(read(doc.root, at.slot)).bytes + overhead(at.slot);
       detach(at.slot, undo);
       doc.bytes -= size;
+      doc.loose = true;
       return undefined;
     }
     case "test": {
@@ -170,6 +191,7 @@ function copy(doc: Doc, from: Path, path: Path, limits: ApplyLimits, undo: Undo[
   if (!room.ok) return room.error;
   attach(doc, at.slot, cloneJson(value), undo);
   doc.bytes += room.delta;
+  deepen(doc, path, room.depth, at.slot.exists);
   return undefined;
 }
 
@@ -192,16 +214,26 @@ function move(doc: Doc, from: Path, path: Path, limits: ApplyLimits, undo: Undo[
     const target = locate(doc.root, path, true);
     if (!target.ok) return target.error;
   }
-  // Only a move to a deeper path can deepen the state.
+  // Only a move to a deeper path can deepen the state. The value nests at
+  // most doc.depth - from.length deep; only when that bound is not enough is
+  // it made exact, first for the document, then for the value. Walking the
+  // value on every move would let one small request of many moves of a large
+  // value keep the sidecar busy for minutes.
+  let depth = 0;
   if (path.length > from.length) {
-    const m = measure(value, limits.maxDepth - path.length);
-    if (path.length + m.depth > limits.maxDepth) {
-      return limitError("maxDepth", limits.maxDepth, path.length + m.depth, `${where(path, path.length)}: the value would nest too deep`);
+    if (doc.loose && path.length + doc.depth - from.length > limits.maxDepth) {
+      doc.depth = measure(doc.root).depth;
+      doc.loose = false;
+    }
+    depth = path.length + doc.depth - from.length;
+    if (depth > limits.maxDepth) {
+      depth = path.length + measure(value, limits.maxDepth - path.length).depth;
+      if (depth > limits.maxDepth) return limitError("maxDepth", limits.maxDepth, depth, `${where(path, path.length)}: the value would nest too deep`);
     }
   }
   // RFC 6902 §4.4: remove from "from", then add at "path", evaluated after the removal.
   const mark = undo.length;
-  const before = doc.bytes;
+  const before = { bytes: doc.bytes, depth: doc.depth };
   detach(src.slot, undo);
   doc.bytes -= overhead(src.slot);
   const at = locate(doc.root, path, true);
@@ -209,14 +241,28 @@ function move(doc: Doc, from: Path, path: Path, limits: ApplyLimits, undo: Undo[
     rollback(doc, undo, mark, before);
     return at.error;
   }
-  doc.bytes += overhead(at.slot) - replacedBytes(doc, at.slot);
+  // The value's bytes move with it, but its member name may be longer than
+  // the one it leaves: that growth counts against the limit too.
+  const grows = overhead(at.slot) - replacedBytes(doc, at.slot);
+  if (doc.bytes + grows > limits.maxStateBytes) {
+    const actual = doc.bytes + grows;
+    rollback(doc, undo, mark, before);
+    return limitError("maxStateBytes", limits.maxStateBytes, actual, `${where(path, path.length)}: the state would grow too large`);
+  }
+  doc.bytes += grows;
   attach(doc, at.slot, value, undo);
+  // The move took the value out of its old place, which may have been the deepest.
+  doc.loose = true;
+  if (depth > doc.depth) doc.depth = depth;
   return undefined;
 }
 
-function rollback(doc: Doc, undo: Undo[], mark: number, bytes: number): void {
+function rollback(doc: Doc, undo: Undo[], mark: number, before: { bytes: number; depth: number }): void {
   while (undo.length > mark) (undo.pop() as Undo)();
-  doc.bytes = bytes;
+  doc.bytes = before.bytes;
+  // The bound must cover the document as it was again; what was undone may have raised it.
+  doc.depth = Math.max(doc.depth, before.depth);
+  doc.loose = true;
 }
 
 // ---------------------------------------------------------------- normalization
@@ -267,7 +313,7 @@ function applyNormalized(doc: Doc, op: Op, opts: Required<ApplyOptions>, undo: U
     const create = missingArray(doc, op);
     if (create) {
       const mark = undo.length;
-      const before = doc.bytes;
+      const before = { bytes: doc.bytes, depth: doc.depth };
       const e = applyOp(doc, create, opts.limits, undo) ?? applyOp(doc, op, opts.limits, undo, opts.adopt);
       if (e) {
         rollback(doc, undo, mark, before);
@@ -334,7 +380,7 @@ export function applyAtomic(doc: Doc, ops: readonly Decoded[], options: ApplyOpt
   const opts = withDefaults(options);
   const applied: Op[] = [];
   const undo: Undo[] = [];
-  const before = doc.bytes;
+  const before = { bytes: doc.bytes, depth: doc.depth };
   for (let i = 0; i < ops.length; i++) {
     const d = ops[i] as Decoded;
     const e = d.ok ? applyNormalized(doc, d.value, opts, undo, applied) : d.error;

@@ -1,8 +1,8 @@
 import { applyLenient, newDoc, type ApplyLimits, type Decoded } from "./apply.js";
 import { decodeOp } from "./decode.js";
-import type { Skip } from "./errors.js";
+import type { LimitName, Skip } from "./errors.js";
 import type { Json } from "./json.js";
-import { cloneJson } from "./measure.js";
+import { cloneJson, measure } from "./measure.js";
 import { toWireOp, type WireOp } from "./ops.js";
 
 export interface NormalizeResult {
@@ -11,6 +11,21 @@ export interface NormalizeResult {
   skipped: Skip[];
   /** The state after the delta. */
   state: Json;
+}
+
+/** A limit the given state itself is past. `actual` is at least the figure reached when counting stopped. */
+export interface LimitExceeded {
+  limit: LimitName;
+  max: number;
+  actual: number;
+}
+
+/** Checks a whole state against the limits of a thread's state, walking no further than they allow. */
+export function stateOverLimit(state: Json, limits: ApplyLimits): LimitExceeded | undefined {
+  const m = measure(state, limits.maxDepth, limits.maxStateBytes);
+  if (m.depth > limits.maxDepth) return { limit: "maxDepth", max: limits.maxDepth, actual: m.depth };
+  if (m.bytes > limits.maxStateBytes) return { limit: "maxStateBytes", max: limits.maxStateBytes, actual: m.bytes };
+  return undefined;
 }
 
 export const decodeOps = (raw: readonly unknown[]): Decoded[] => raw.map(decodeOp);

@@ -183,6 +183,14 @@ export class LspDecoder implements FrameDecoder {
     const headers = this.buf.subarray(0, end).toString("latin1");
     const m = CONTENT_LENGTH.exec(headers);
     const length = m ? Number(m[1]) : NaN;
+    const later = m ? -1 : headers.slice(1).search(/content-length:/i);
+    if (later >= 0) {
+      // Leftovers of a body whose Content-Length was too short run into the
+      // next header: report them and start again at that header, not past it.
+      emit({ kind: "bad-header", detail: "bytes before Content-Length" });
+      this.buf = this.buf.subarray(later + 1);
+      return true;
+    }
     if (!Number.isSafeInteger(length)) {
       emit({ kind: "bad-header", detail: m ? `bad Content-Length ${JSON.stringify(m[1])}` : "missing Content-Length" });
       return this.resync(end + HEADER_END.length);

@@ -1,7 +1,8 @@
 /**
  * JSON.parse that keeps numbers from being silently changed (PROTOCOL §3).
- * - An integer literal beyond ±(2^53 - 1), such as a Python id
- *   12345678901234567890, would lose digits as a double.
+ * - An integer literal that a double cannot hold exactly, such as a Python
+ *   id 12345678901234567890 (it would read back as 12345678901234567000).
+ *   Integers a double does hold, such as 2^53 or 10^20, pass.
  * - A literal beyond a double's range, such as 1e400, would parse to
  *   Infinity and be sent on as null.
  * Either is replaced by an UnsafeNumber marker that carries its source text,
@@ -102,7 +103,9 @@ export function unsafeNumbers(text: string): { path: string[]; source: string; o
       const token = text.slice(i, j);
       const value = Number(token);
       const overflow = !Number.isFinite(value);
-      if (overflow || (INTEGER_LITERAL.test(token) && !Number.isSafeInteger(value))) {
+      // An integer the double holds exactly (9007199254740992, 10^20) is kept:
+      // it will be written back as the same number.
+      if (overflow || (INTEGER_LITERAL.test(token) && !Number.isSafeInteger(value) && BigInt(token) !== BigInt(value))) {
         found.push({ path: stack.map((l) => (l.array ? String(l.index) : l.key)), source: token, overflow });
       }
       i = j;

@@ -15,6 +15,7 @@ import {
   newDoc,
   normalize,
   parsePointer,
+  stateOverLimit,
   toWireOp,
   valueAt,
   type ApplyLimits,
@@ -200,6 +201,9 @@ export class StateService {
 
   normalize(p: P.NormalizeParams): Outcome<P.NormalizeResult> {
     if (p.ops.length > this.limits.maxOps) return failure(limitExceeded("maxOps", this.limits.maxOps, p.ops.length));
+    // The given state is held to the limits of a thread's state, as openRun's is.
+    const over = stateOverLimit(p.state ?? {}, this.applyLimits);
+    if (over) return failure(limitExceeded(over.limit, over.max, over.actual));
     return success(normalize(p.ops, p.state ?? {}, this.applyLimits));
   }
 

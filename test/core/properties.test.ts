@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
 import jsonpatch from "fast-json-patch";
-import { applyAtomic, cloneJson, decodeOps, diffValue, jsonEqual, newDoc, normalize, toWireOp, type Json, type Op } from "../../src/core/index.js";
+import { applyAtomic, applyLenient, cloneJson, decodeOps, diffValue, jsonEqual, measure, newDoc, normalize, toWireOp, type Json, type Op } from "../../src/core/index.js";
 import { json, jsonObject, opsFor } from "../helpers/arbitraries.js";
 
 // fast-check prints the seed and the counterexample path of any failure, so a case can be replayed.
@@ -64,6 +64,24 @@ describe("properties", () => {
           expect(twice.skipped).toEqual([]);
           expect(twice.delta).toEqual(once.delta);
           expect(jsonEqual(twice.state, once.state)).toBe(true);
+        },
+      ),
+      params,
+    );
+  });
+
+  it("the document's byte count stays exact and its nesting bound stays an upper bound, whatever applies or rolls back", () => {
+    fc.assert(
+      fc.property(
+        jsonObject.chain((s) => fc.tuple(fc.constant(s), opsFor(s), fc.boolean())),
+        ([state, ops, atomic]) => {
+          const doc = newDoc(cloneJson(state));
+          if (atomic) applyAtomic(doc, decodeOps(ops));
+          else applyLenient(doc, decodeOps(ops), ops);
+          const m = measure(doc.root);
+          expect(doc.bytes).toBe(m.bytes);
+          expect(doc.depth).toBeGreaterThanOrEqual(m.depth);
+          if (!doc.loose) expect(doc.depth).toBe(m.depth);
         },
       ),
       params,

@@ -48,6 +48,14 @@ describe("LspDecoder", () => {
       expect(texts(decode(new LspDecoder(1000), input, chunk)), `chunk ${chunk}`).toEqual(["bad-header", '{"a":1}', "bad-header", '{"b":2}']);
     }
   });
+  it("loses no frame after a Content-Length that was too short: the leftover is reported and the next header read", () => {
+    const a = '{"id":1}';
+    const input = Buffer.from(`Content-Length: 4\r\n\r\n${a}` + lsp('{"id":2}') + lsp('{"id":3}'));
+    for (const chunk of [1, 3, 1000]) {
+      expect(texts(decode(new LspDecoder(1000), input, chunk)), `chunk ${chunk}`).toEqual(['{"id', "bad-header", '{"id":2}', '{"id":3}']);
+    }
+  });
+
   it("discards a body over the limit as it streams and reads the next frame", () => {
     const big = `{"id":3,"x":"${"z".repeat(3000)}"}`;
     const frames = decode(new LspDecoder(100), Buffer.from(lsp(big) + lsp('{"ok":1}')), 50);

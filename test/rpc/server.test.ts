@@ -67,11 +67,14 @@ describe("the server over paired streams, newline-delimited JSON", () => {
     expect(c?.id).toBe(3);
   });
 
-  it("keeps floats of any size, which are doubles on both ends, and refuses only integer literals beyond 2^53", async () => {
+  it("keeps floats of any size and integers a double holds exactly, and refuses integer literals a double would change", async () => {
     const p = paired();
     p.input.write('{"jsonrpc":"2.0","id":1,"method":"normalize","params":{"ops":[{"op":"add","path":"/a","value":[6.02e23,1e300,-1.7976931348623157e308,9007199254740991,"12345678901234567890"]}]}}\n');
     p.input.write('{"jsonrpc":"2.0","id":2,"method":"normalize","params":{"ops":[{"op":"add","path":"/a","value":[1,-9007199254740993]}]}}\n');
-    const [a, b] = (await p.lines(2)) as { result?: { state: unknown }; error?: { data: unknown } }[];
+    p.input.write('{"jsonrpc":"2.0","id":3,"method":"normalize","params":{"ops":[{"op":"add","path":"/a","value":[9007199254740992,100000000000000000000]}]}}\n');
+    const [a, b, c] = (await p.lines(3)) as { result?: { state: unknown }; error?: { data: unknown } }[];
+    // Integers a double holds exactly pass, and are written back as the same number.
+    expect(JSON.stringify(c?.result?.state)).toBe('{"a":[9007199254740992,100000000000000000000]}');
     expect(a?.result?.state).toEqual({ a: [6.02e23, 1e300, -1.7976931348623157e308, 9007199254740991, "12345678901234567890"] });
     expect(b?.error?.data).toEqual({ code: "INVALID_PARAMS", field: "/ops/0/value/1", reason: "UNSAFE_INTEGER" });
   });
