@@ -31,8 +31,8 @@ const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "obj
 
 /**
  * JSON-RPC 2.0 over frames, done by hand rather than through vscode-jsonrpc's
- * MessageConnection, which cannot answer batches, drops `id: null`, and costs
- * about 11 µs of CPU per request in its own bookkeeping (see README). Every
+ * MessageConnection, which cannot answer batches, drops `id: null`, and cost
+ * 20.2 µs of CPU per request against 5.5 µs here (bench/connection-overhead.ts). Every
  * request with an id gets exactly one response; notifications get none.
  */
 export class Dispatcher {
