@@ -129,7 +129,6 @@ function deepen(doc: Doc, path: Path, depth: number, replaced: boolean): void {
 
 // ---------------------------------------------------------------- one op
 
-
 /**
  * Applies one op in place. On failure nothing has changed and the error is
  * returned; on success the undo log holds what reverses it.
@@ -232,13 +231,13 @@ function move(doc: Doc, from: Path, path: Path, limits: ApplyLimits, undo: Undo[
     }
   }
   // RFC 6902 §4.4: remove from "from", then add at "path", evaluated after the removal.
-  const mark = undo.length;
-  const before = { bytes: doc.bytes, depth: doc.depth };
+  const start = undo.length;
+  const before = mark(doc);
   detach(src.slot, undo);
   doc.bytes -= overhead(src.slot);
   const at = locate(doc.root, path, true);
   if (!at.ok) {
-    rollback(doc, undo, mark, before);
+    rollback(doc, undo, start, before);
     return at.error;
   }
   // The value's bytes move with it, but its member name may be longer than
@@ -246,7 +245,7 @@ function move(doc: Doc, from: Path, path: Path, limits: ApplyLimits, undo: Undo[
   const grows = overhead(at.slot) - replacedBytes(doc, at.slot);
   if (doc.bytes + grows > limits.maxStateBytes) {
     const actual = doc.bytes + grows;
-    rollback(doc, undo, mark, before);
+    rollback(doc, undo, start, before);
     return limitError("maxStateBytes", limits.maxStateBytes, actual, `${where(path, path.length)}: the state would grow too large`);
   }
   doc.bytes += grows;
@@ -257,8 +256,16 @@ function move(doc: Doc, from: Path, path: Path, limits: ApplyLimits, undo: Undo[
   return undefined;
 }
 
-function rollback(doc: Doc, undo: Undo[], mark: number, before: { bytes: number; depth: number }): void {
-  while (undo.length > mark) (undo.pop() as Undo)();
+/** What a rollback restores besides the undo log: the byte count and the nesting bound. */
+interface Mark {
+  bytes: number;
+  depth: number;
+}
+
+const mark = (doc: Doc): Mark => ({ bytes: doc.bytes, depth: doc.depth });
+
+function rollback(doc: Doc, undo: Undo[], at: number, before: Mark): void {
+  while (undo.length > at) (undo.pop() as Undo)();
   doc.bytes = before.bytes;
   // The bound must cover the document as it was again; what was undone may have raised it.
   doc.depth = Math.max(doc.depth, before.depth);
@@ -312,11 +319,11 @@ function applyNormalized(doc: Doc, op: Op, opts: Required<ApplyOptions>, undo: U
   if (opts.normalize) {
     const create = missingArray(doc, op);
     if (create) {
-      const mark = undo.length;
-      const before = { bytes: doc.bytes, depth: doc.depth };
+      const start = undo.length;
+      const before = mark(doc);
       const e = applyOp(doc, create, opts.limits, undo) ?? applyOp(doc, op, opts.limits, undo, opts.adopt);
       if (e) {
-        rollback(doc, undo, mark, before);
+        rollback(doc, undo, start, before);
         return e;
       }
       applied.push(create, op);
@@ -380,7 +387,7 @@ export function applyAtomic(doc: Doc, ops: readonly Decoded[], options: ApplyOpt
   const opts = withDefaults(options);
   const applied: Op[] = [];
   const undo: Undo[] = [];
-  const before = { bytes: doc.bytes, depth: doc.depth };
+  const before = mark(doc);
   for (let i = 0; i < ops.length; i++) {
     const d = ops[i] as Decoded;
     const e = d.ok ? applyNormalized(doc, d.value, opts, undo, applied) : d.error;

@@ -30,11 +30,21 @@ export const SKIP_CODES: readonly SkipCode[] = [
 /** The limit an op or a call ran into, named as on the wire (PROTOCOL §7). */
 export type LimitName = "maxMessageBytes" | "maxOps" | "maxDepth" | "maxStateBytes" | "maxThreads";
 
+/**
+ * A limit that was passed. `actual` is the figure reached when counting
+ * stopped, so for a value far over the limit it is a lower bound.
+ */
+export interface LimitHit {
+  limit: LimitName;
+  max: number;
+  actual: number;
+}
+
 export interface OpError {
   code: SkipCode;
   message: string;
   /** Set when code is LIMIT_EXCEEDED. */
-  limit?: { limit: LimitName; max: number; actual: number };
+  limit?: LimitHit;
 }
 
 /** An op that was left out, with its position in the request. */

@@ -1,6 +1,6 @@
 import { applyLenient, newDoc, type ApplyLimits, type Decoded } from "./apply.js";
 import { decodeOp } from "./decode.js";
-import type { LimitName, Skip } from "./errors.js";
+import type { LimitHit, Skip } from "./errors.js";
 import type { Json } from "./json.js";
 import { cloneJson, measure } from "./measure.js";
 import { toWireOp, type WireOp } from "./ops.js";
@@ -13,15 +13,8 @@ export interface NormalizeResult {
   state: Json;
 }
 
-/** A limit the given state itself is past. `actual` is at least the figure reached when counting stopped. */
-export interface LimitExceeded {
-  limit: LimitName;
-  max: number;
-  actual: number;
-}
-
 /** Checks a whole state against the limits of a thread's state, walking no further than they allow. */
-export function stateOverLimit(state: Json, limits: ApplyLimits): LimitExceeded | undefined {
+export function stateOverLimit(state: Json, limits: ApplyLimits): LimitHit | undefined {
   const m = measure(state, limits.maxDepth, limits.maxStateBytes);
   if (m.depth > limits.maxDepth) return { limit: "maxDepth", max: limits.maxDepth, actual: m.depth };
   if (m.bytes > limits.maxStateBytes) return { limit: "maxStateBytes", max: limits.maxStateBytes, actual: m.bytes };

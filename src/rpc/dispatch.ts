@@ -37,8 +37,6 @@ const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "obj
  */
 export class Dispatcher {
   private readonly validator = new ParamsValidator();
-  /** Whether the message being handled needs the params scan. */
-  private scan = true;
 
   constructor(
     private readonly service: StateService,
@@ -70,14 +68,14 @@ export class Dispatcher {
     // a message with a long digit run, or one long enough to nest past the
     // limit: each level costs at least two bytes. Small messages skip it.
     const unsafe = mayHoldUnsafeNumber(text);
-    this.scan = unsafe || text.length >= 2 * (this.service.limits.maxDepth + ENVELOPE_DEPTH);
+    const scan = unsafe || text.length >= 2 * (this.service.limits.maxDepth + ENVELOPE_DEPTH);
     try {
       msg = parseJson(text, unsafe);
     } catch (e) {
       return JSON.stringify(errorResponse(null, standard(ErrorCode.ParseError, "PARSE_ERROR", `parse error: ${(e as Error).message}`)));
     }
     if (!Array.isArray(msg)) {
-      const r = this.handleOne(msg);
+      const r = this.handleOne(msg, scan);
       return r === undefined ? undefined : JSON.stringify(r);
     }
     // JSON-RPC 2.0 §6: an empty batch is one invalid request; a batch of
@@ -87,13 +85,13 @@ export class Dispatcher {
     // may change a value an earlier reply's delta still refers to.
     const out: string[] = [];
     for (const m of msg) {
-      const r = this.handleOne(m);
+      const r = this.handleOne(m, scan);
       if (r !== undefined) out.push(JSON.stringify(r));
     }
     return out.length ? `[${out.join(",")}]` : undefined;
   }
 
-  private handleOne(msg: unknown): Response | undefined {
+  private handleOne(msg: unknown, scan: boolean): Response | undefined {
     if (!isRecord(msg)) return errorResponse(null, invalidRequest("a request must be an object"));
     const hasId = "id" in msg;
     const id = msg["id"];
@@ -107,27 +105,27 @@ export class Dispatcher {
     const raw = "params" in msg ? msg["params"] : {};
     if (hasId) this.service.requests++;
     const started = this.log.isLevelEnabled("debug") ? performance.now() : 0;
-    const result = this.call(method, raw);
+    const result = this.call(method, raw, scan);
     if (started) this.log.debug({ id: rid, method, ms: +(performance.now() - started).toFixed(3), ok: !("error" in result) }, "request");
     if (!hasId) return undefined;
     return "error" in result ? errorResponse(rid, result.error) : { jsonrpc: "2.0", id: rid, result: result.result };
   }
 
-  private call(method: string, raw: unknown): { result: unknown } | { error: ErrorBody } {
+  private call(method: string, raw: unknown, scan: boolean): { result: unknown } | { error: ErrorBody } {
     if (Array.isArray(raw)) return { error: invalidParams("", "POSITIONAL_PARAMS", "params must be an object (by name), not an array") };
     if (!isRecord(raw)) return { error: invalidRequest("params must be an object") };
     const handler = METHODS[method];
     if (!handler || !this.validator.has(method)) {
       return { error: standard(ErrorCode.MethodNotFound, "METHOD_NOT_FOUND", `method not found: ${JSON.stringify(method.slice(0, 100))}`, { method }) };
     }
-    const scan = this.scan ? scanParams(raw, this.service.limits.maxDepth) : undefined;
-    if (scan?.kind === "unsafe-integer") {
-      return { error: invalidParams(scan.field, "UNSAFE_INTEGER", `${scan.field} is the integer ${scan.source.slice(0, 40)}, beyond ±(2^53 - 1), which a JSON number (a double) cannot hold exactly; send it as a string`) };
+    const found = scan ? scanParams(raw, this.service.limits.maxDepth) : undefined;
+    if (found?.kind === "unsafe-integer") {
+      return { error: invalidParams(found.field, "UNSAFE_INTEGER", `${found.field} is the integer ${found.source.slice(0, 40)}, which a JSON number (a double) cannot hold exactly; send it as a string`) };
     }
-    if (scan?.kind === "overflow") {
-      return { error: invalidParams(scan.field, "NUMBER_OVERFLOW", `${scan.field} is the number ${scan.source.slice(0, 40)}, beyond the range of a double; it would arrive as null`) };
+    if (found?.kind === "overflow") {
+      return { error: invalidParams(found.field, "NUMBER_OVERFLOW", `${found.field} is the number ${found.source.slice(0, 40)}, beyond the range of a double; it would arrive as null`) };
     }
-    if (scan?.kind === "too-deep") return { error: limitExceeded("maxDepth", this.service.limits.maxDepth, scan.depth) };
+    if (found?.kind === "too-deep") return { error: limitExceeded("maxDepth", this.service.limits.maxDepth, found.depth) };
     const problem = this.validator.check(method, raw);
     if (problem) return { error: invalidParams(problem.field, problem.reason, `invalid params: ${problem.message}`) };
     try {

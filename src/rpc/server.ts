@@ -13,9 +13,12 @@ export interface ServeOptions {
   log: Log;
 }
 
+/** Why serving ended: input ended, stop() was called, or the output was closed. */
+export type Ending = "end" | "stopped" | "output-closed";
+
 export interface Server {
   /** Resolves once input has ended or stop() was called, every reply written, or output closed. */
-  readonly done: Promise<"end" | "stopped" | "output-closed">;
+  readonly done: Promise<Ending>;
   /** Stops reading; what was read has already been answered. */
   stop(): void;
 }
@@ -30,8 +33,8 @@ export function serve(opts: ServeOptions): Server {
   const dispatcher = new Dispatcher(opts.service, opts.log);
   const reader = new FramedReader(opts.input, opts.framing, opts.service.limits.maxMessageBytes);
   const writer = new FramedWriter(opts.output, () => reader.framing ?? "ndjson");
-  let finish: (why: "end" | "stopped" | "output-closed") => void = () => undefined;
-  const done = new Promise<"end" | "stopped" | "output-closed">((resolve) => (finish = resolve));
+  let finish: (why: Ending) => void = () => undefined;
+  const done = new Promise<Ending>((resolve) => (finish = resolve));
 
   // The replies to the messages of one chunk leave in one write (writev):
   // with many requests in flight, that is one system call instead of dozens.
@@ -41,7 +44,7 @@ export function serve(opts: ServeOptions): Server {
     if (reply !== undefined) writer.writeText(reply);
   }) as never);
 
-  const settle = (why: "end" | "stopped" | "output-closed"): void => {
+  const settle = (why: Ending): void => {
     subscription.dispose();
     if (why === "output-closed") {
       finish(why);

@@ -1,8 +1,7 @@
 import type { ErrorObject } from "ajv";
 import { escapeSegment } from "../core/index.js";
 import document from "../../protocol/openrpc.json" with { type: "json" };
-import * as validators from "./validators.generated.js";
-import type { CompiledValidator } from "./validators.generated.js";
+import { byMethod } from "./validators.generated.js";
 
 interface MethodDoc {
   name: string;
@@ -32,7 +31,7 @@ export class ParamsValidator {
   }
 
   check(method: string, params: unknown): ParamsProblem | undefined {
-    const validate = (validators as Record<string, CompiledValidator | undefined>)[method.replace(/\W/g, "_")];
+    const validate = byMethod[method];
     if (!validate) throw new Error(`no compiled validator for ${method}`);
     if (validate(params)) return undefined;
     return describe((validate.errors ?? [])[0]);

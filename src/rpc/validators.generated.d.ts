@@ -17,3 +17,6 @@ export declare const escapePointer: CompiledValidator;
 export declare const parsePointer: CompiledValidator;
 export declare const stats: CompiledValidator;
 export declare const rpc_discover: CompiledValidator;
+
+/** The validator of each method's params, by method name. */
+export declare const byMethod: Readonly<Record<string, CompiledValidator>>;

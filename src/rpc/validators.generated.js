@@ -1286,3 +1286,16 @@ validate25.errors = vErrors;
 return errors === 0;
 }
 
+export const byMethod = {
+  "openRun": openRun,
+  "diffToolState": diffToolState,
+  "applyOps": applyOps,
+  "normalize": normalize,
+  "diffState": diffState,
+  "getState": getState,
+  "closeThread": closeThread,
+  "escapePointer": escapePointer,
+  "parsePointer": parsePointer,
+  "stats": stats,
+  "rpc.discover": rpc_discover,
+};
