@@ -2,7 +2,7 @@ import { execFileSync, spawn, type ChildProcessWithoutNullStreams } from "node:c
 import { closeSync, constants, mkdtempSync, openSync, readFileSync, readSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { asResponse, BINARY, childEnv, encode, WAIT_MS, type Exit, type Framing, type Id, type Response } from "./spawn.js";
+import { asResponse, BINARY, childEnv, encode, parseBody, WAIT_MS, type Exit, type Framing, type Id, type Response } from "./spawn.js";
 
 /**
  * A mini JSON-RPC client over the real binary for the hardening tests: calls
@@ -34,7 +34,7 @@ export class FrameParser {
         if (nl === -1) break;
         const line = this.buf.subarray(at, nl);
         if (line.length === 0 || line.includes(13)) throw new Error(`stdout: blank line or \\r at byte ${at}`);
-        out.push(parseStrict(line));
+        out.push(parseBody(line, `line at byte ${at}`));
         at = nl + 1;
       } else {
         const head = /^Content-Length: (\d+)\r\n\r\n/.exec(this.buf.subarray(at, at + 40).toString("latin1"));
@@ -45,22 +45,12 @@ export class FrameParser {
         const start = at + head[0].length;
         const end = start + Number(head[1]);
         if (end > this.buf.length) break;
-        out.push(parseStrict(this.buf.subarray(start, end)));
+        out.push(parseBody(this.buf.subarray(start, end), `frame at byte ${at}`));
         at = end;
       }
     }
     this.buf = this.buf.subarray(at);
     return out;
-  }
-}
-
-function parseStrict(body: Buffer): unknown {
-  const text = body.toString("utf8");
-  if (Buffer.byteLength(text) !== body.length) throw new Error("stdout: a frame is not valid UTF-8");
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw new Error(`stdout: a frame is not JSON: ${JSON.stringify(text.slice(0, 200))}`);
   }
 }
 

@@ -234,7 +234,8 @@ export function encode(framing: Framing, ...messages: unknown[]): Buffer {
   return framing === "ndjson" ? Buffer.from(ndjson(...messages), "utf8") : lsp(...messages);
 }
 
-function parseBody(body: Buffer, where: string): unknown {
+/** One frame's body: strict UTF-8, then JSON. Throws, naming `where`, on anything else. */
+export function parseBody(body: Buffer, where: string): unknown {
   if (!isUtf8(body)) throw new Error(`stdout ${where} is not valid UTF-8`);
   const text = body.toString("utf8");
   try {
