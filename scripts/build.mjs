@@ -2,7 +2,9 @@
 // Builds dist/agui-state.cjs (a self-contained CJS bundle, runnable with
 // `node`) and dist/agui-state (a Node Single Executable Application), offline:
 // the SEA base is the running node binary, nothing is downloaded.
-//   node scripts/build.mjs [--entry path/to/entry.ts]
+//   node scripts/build.mjs [--entry path/to/entry.ts] [--bundle-only]
+// --bundle-only stops after the bundle (well under a second; npm's prepack uses it)
+// and leaves dist/agui-state and the SEA files alone.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import { createRequire } from "node:module";
@@ -20,10 +22,14 @@ const binary = path.join(dist, "agui-state");
 // Built under a temporary name and renamed at the end: a process spawning
 // dist/agui-state meanwhile never meets a half-written file (ETXTBSY).
 const binaryTmp = `${binary}.${process.pid}.tmp`;
+// The same for the bundle: tests spawn `node dist/agui-state.cjs` while npm's
+// prepack (npm pack, in a test too) rebuilds it.
+const bundleTmp = `${bundle}.${process.pid}.tmp`;
 // Fixed by Node: the string postject flips so node knows a blob is injected.
 const SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
 
 const args = process.argv.slice(2);
+const bundleOnly = args.includes("--bundle-only");
 const entryAt = args.findIndex((a) => a === "--entry" || a.startsWith("--entry="));
 const entry = entryAt < 0 ? path.join(root, "src/main.ts")
   : path.resolve(args[entryAt].includes("=") ? args[entryAt].slice(8) : args[entryAt + 1] ?? "");
@@ -44,13 +50,14 @@ async function step(name, fn) {
 // The old binary stays in place until the new one is renamed over it, so a
 // process spawned during a build always finds a whole file. A failed build
 // leaves it older than the sources, and ensure-built.mjs rebuilds next time.
-for (const f of [seaConfig, blob]) fs.rmSync(f, { force: true });
+// A bundle-only build never touches them: a full build may be using them.
+if (!bundleOnly) for (const f of [seaConfig, blob]) fs.rmSync(f, { force: true });
 fs.mkdirSync(dist, { recursive: true });
 
 await step(`esbuild ${path.relative(root, entry)} -> dist/agui-state.cjs`, () =>
   esbuild.build({
     entryPoints: [entry],
-    outfile: bundle,
+    outfile: bundleTmp,
     bundle: true, // no externals: the SEA's require() only knows builtins
     format: "cjs", // SEA main scripts must be CommonJS in Node 20
     platform: "node",
@@ -72,7 +79,12 @@ await step(`esbuild ${path.relative(root, entry)} -> dist/agui-state.cjs`, () =>
     },
   }),
 );
-fs.chmodSync(bundle, 0o755);
+fs.chmodSync(bundleTmp, 0o755);
+fs.renameSync(bundleTmp, bundle);
+if (bundleOnly) {
+  console.error(`[build] done in ${Math.round(performance.now() - t0)} ms (bundle only)`);
+  process.exit(0);
+}
 
 await step("node --experimental-sea-config -> dist/sea-prep.blob", () => {
   // Paths in the config are resolved against cwd, hence cwd: root below.

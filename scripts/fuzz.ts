@@ -68,14 +68,14 @@ function resolve(doc: unknown, path: unknown): { value: unknown } | undefined {
   return { value: at };
 }
 
-/** Whether a path names a member no op may name (PROTOCOL §3). */
+/** Whether a path names a member no op may name (protocol/README.md §3). */
 const forbidden = (path: unknown): boolean => (segments(path) ?? []).some((k, i, all) => k === "__proto__" || (k === "prototype" && all[i - 1] === "constructor"));
 /** An object without its namespace member, to compare what lies outside it. */
 const omit = (v: unknown, ns: string | undefined): unknown => (ns === undefined || !isObj(v) ? v : Object.fromEntries(Object.entries(v).filter(([k]) => k !== ns)));
 const escape = (path: unknown[]): string => path.map((s) => `/${String(s).replace(/~/g, "~0").replace(/\//g, "~1")}`).join("");
 
 /**
- * Whether `delta` is what applying `ops` (less the skipped ones) must emit (PROTOCOL §5): each op with its
+ * Whether `delta` is what applying `ops` (less the skipped ones) must emit (protocol/README.md §5): each op with its
  * path escaped; a `replace` of a missing member as `add`; `add X []` before an append to a missing X; a
  * forward move within an array as remove + add; nothing for a `test` or a move onto itself.
  */
@@ -211,7 +211,7 @@ class Checker {
       if (res["threadId"] !== p["threadId"] || res["runId"] !== p["runId"]) this.fault(`openRun echoes the wrong threadId/runId: ${at}`);
       if (rep.sound && after !== undefined && res["version"] !== (rep.live ? rep.version : 0) + (same(before, after) ? 0 : 1)) this.fault(`openRun version ${short(res["version"])} after ${rep.version}: ${at}`);
       if (sound && after !== undefined) {
-        // PROTOCOL §6: the client's members are kept; the namespace holds toolState, or what it held, or {}.
+        // protocol/README.md §6: the client's members are kept; the namespace holds toolState, or what it held, or {}.
         const kept = p["state"] !== undefined ? p["state"] : before;
         const map = p["toolState"] ?? (isObj(kept) && ns !== undefined && isObj(kept[ns]) ? kept[ns] : {});
         if (!same(omit(after, ns), omit(kept, ns)) || (ns !== undefined && !same((after as Obj)[ns], map))) this.fault(`openRun: the replayed state is not the state given plus its namespace: ${at}: ${short(after)}`);

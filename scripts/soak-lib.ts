@@ -329,7 +329,7 @@ class Data {
   }
 }
 
-/** The sidecar's thread store as PROTOCOL §7 describes it: LRU, plus remembered close/evict reasons. */
+/** The sidecar's thread store as protocol/README.md §7 describes it: LRU, plus remembered close/evict reasons. */
 class StoreModel {
   /** Live thread indexes, least recently used first. */
   readonly live = new Map<number, true>();
@@ -669,7 +669,7 @@ class Workload {
       log.shift();
     }
     if (this.r.chance(0.3)) {
-      // A replace of a member that may be missing: it becomes an add (PROTOCOL §5 rule 3).
+      // A replace of a member that may be missing: it becomes an add (protocol/README.md §5 rule 3).
       const value = this.r.pick(STATUSES);
       ops.push({ op: "replace", path: "/toolState/status", value });
       delta.push({ op: keys.has("status") ? "replace" : "add", path: "/toolState/status", value });

@@ -223,7 +223,7 @@ class AguiState:
         return session.call(msg_id, method, {} if params is None else params,
                             self.timeout if timeout is None else timeout)
 
-    # The methods (PROTOCOL.md section 6). Each returns the result dict; `events` is ready to forward.
+    # The methods (protocol/README.md §6). Each returns the result dict; `events` is ready to forward.
 
     def open_run(self, thread_id, *, run_id=None, state=None, namespace=None, tool_state=None,
                  snapshot=False, if_version=None):

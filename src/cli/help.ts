@@ -43,9 +43,9 @@ Examples:
 `,
   normalize: `agui-state normalize [--state FILE] [--strict] [OPS_FILE|-]
 
-Applies PROTOCOL §5 to a list of RFC 6902 ops against a state (default {}) and
-prints {"delta", "skipped", "state"} as JSON. Ops are read from OPS_FILE, or
-from stdin when it is "-" or missing.
+Applies protocol/README.md §5 (normalization) to a list of RFC 6902 ops
+against a state (default {}) and prints {"delta", "skipped", "state"} as JSON.
+Ops are read from OPS_FILE, or from stdin when it is "-" or missing.
 
   --state FILE   the state to apply the ops to (JSON)
   --strict       exit 1 when any op was skipped

@@ -10,7 +10,7 @@ export interface ServeOptions {
   limits: Limits;
 }
 
-/** Each limit's flag and environment variable (PROTOCOL §7). A flag wins over its variable. */
+/** Each limit's flag and environment variable (protocol/README.md §7). A flag wins over its variable. */
 export const LIMIT_FLAGS: readonly { key: keyof Limits; flag: string; env: string; min: number }[] = [
   { key: "maxMessageBytes", flag: "max-message-bytes", env: "AGUI_STATE_MAX_MESSAGE_BYTES", min: 64 },
   { key: "maxOps", flag: "max-ops", env: "AGUI_STATE_MAX_OPS", min: 1 },

@@ -22,9 +22,9 @@ export interface Doc {
 }
 
 export interface ApplyLimits {
-  /** Nesting of containers along any path, pointers included (PROTOCOL §7 --max-depth). */
+  /** Nesting of containers along any path, pointers included (protocol/README.md §7 --max-depth). */
   maxDepth: number;
-  /** Approximate JSON bytes of the whole document (PROTOCOL §7 --max-state-bytes). */
+  /** Approximate JSON bytes of the whole document (protocol/README.md §7 --max-state-bytes). */
   maxStateBytes: number;
 }
 
@@ -32,7 +32,7 @@ export const NO_LIMITS: ApplyLimits = { maxDepth: Infinity, maxStateBytes: Infin
 
 export interface ApplyOptions {
   limits?: ApplyLimits;
-  /** PROTOCOL §5 rules 2 and 3 (missing array before an append, replace that sets). Default true. */
+  /** protocol/README.md §5 rules 2 and 3 (missing array before an append, replace that sets). Default true. */
   normalize?: boolean;
   /**
    * Take ownership of the ops' values instead of copying them into the
@@ -146,7 +146,7 @@ export function applyOp(doc: Doc, op: Op, limits: ApplyLimits, undo: Undo[], ado
       if (!at.ok) return at.error;
       const room = admit(doc, op.path, at.slot, op.value, limits);
       if (!room.ok) return room.error;
-      // PROTOCOL §5.5: the mirror never aliases a request (unless the caller hands the value over).
+      // protocol/README.md §5 rule 5: the mirror never aliases a request (unless the caller hands the value over).
       attach(doc, at.slot, adopt ? op.value : cloneJson(op.value), undo);
       doc.bytes += room.delta;
       deepen(doc, op.path, room.depth, at.slot.exists);
@@ -275,7 +275,7 @@ function rollback(doc: Doc, undo: Undo[], at: number, before: Mark): void {
 // ---------------------------------------------------------------- normalization
 
 /**
- * PROTOCOL §5.2: `add X/-` where X is missing but X's container exists. Returns
+ * protocol/README.md §5 rule 2: `add X/-` where X is missing but X's container exists. Returns
  * the op that creates X as an empty array, or undefined when the rule does not apply.
  */
 function missingArray(doc: Doc, op: Op): Op | undefined {
@@ -289,7 +289,7 @@ function missingArray(doc: Doc, op: Op): Op | undefined {
   return { op: "add", path: x, value: [] };
 }
 
-/** PROTOCOL §5.3: `replace` of a missing member of an existing object becomes `add`. */
+/** protocol/README.md §5 rule 3: `replace` of a missing member of an existing object becomes `add`. */
 function replaceThatSets(doc: Doc, op: Op): Op {
   if (op.op !== "replace" || op.path.length === 0) return op;
   const parent = walkTo(doc.root, op.path, op.path.length - 1);
@@ -340,7 +340,7 @@ function applyNormalized(doc: Doc, op: Op, opts: Required<ApplyOptions>, undo: U
     return e;
   }
   const e = applyOp(doc, op, opts.limits, undo, opts.adopt);
-  // Tests are checked, not replayed (PROTOCOL §3); a move onto itself changes
+  // Tests are checked, not replayed (protocol/README.md §3); a move onto itself changes
   // nothing here, but fast-json-patch would move the member to the end.
   const noop = op.op === "test" || (op.op === "move" && op.from.length === op.path.length && isPrefix(op.from, op.path));
   if (!e && !noop) applied.push(op);
@@ -361,7 +361,7 @@ export interface LenientOutcome {
 const withDefaults = (opts: ApplyOptions): Required<ApplyOptions> => ({ limits: opts.limits ?? NO_LIMITS, normalize: opts.normalize ?? true, adopt: opts.adopt ?? false });
 
 /**
- * PROTOCOL §5.4: each op applies or is skipped and reported; a skipped op
+ * protocol/README.md §5 rule 4: each op applies or is skipped and reported; a skipped op
  * leaves the document as it was, and later ops apply to the state as it stands.
  */
 export function applyLenient(doc: Doc, ops: readonly Decoded[], raw: readonly unknown[], options: ApplyOptions = {}): LenientOutcome {

@@ -6,9 +6,9 @@ import { clip, parsePointer } from "./pointer.js";
 /**
  * Decodes one op as received into an Op with parsed paths. This is the only
  * place raw op objects are read; a malformed op is an error value here, so a
- * lenient call can skip it and go on (PROTOCOL §4: INVALID_OP, INVALID_POINTER).
+ * lenient call can skip it and go on (protocol/README.md §4: INVALID_OP, INVALID_POINTER).
  *
- * A path may be an RFC 6901 string or an array of raw segments (PROTOCOL §3);
+ * A path may be an RFC 6901 string or an array of raw segments (protocol/README.md §3);
  * integers in an array path are array indexes and become their decimal token.
  */
 export function decodeOp(raw: unknown): Result<Op, OpError> {

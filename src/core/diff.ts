@@ -5,7 +5,7 @@ import { toWireOp, type Op } from "./ops.js";
 import { formatPointer, isForbiddenStep, type Path } from "./pointer.js";
 
 /**
- * Per-member changes of a map (PROTOCOL §6 diffToolState): `add` for a member
+ * Per-member changes of a map (protocol/README.md §6 diffToolState): `add` for a member
  * that is new or moved (by JSON equality), `remove` for one in `remove` that
  * exists, nothing for the rest. An add on an object member creates or replaces
  * it, so it applies whether or not the client has the member.

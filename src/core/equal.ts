@@ -1,7 +1,7 @@
 import { hasMember, isObject, type Json } from "./json.js";
 
 /**
- * JSON equality (PROTOCOL §3): object member order does not matter, numbers
+ * JSON equality (protocol/README.md §3): object member order does not matter, numbers
  * compare by value (`1` equals `1.0` once parsed), arrays compare in order.
  * Only own members count.
  */

@@ -1,5 +1,5 @@
 /**
- * Why an op did not apply (PROTOCOL §4). A closed set: callers switch on it,
+ * Why an op did not apply (protocol/README.md §4). A closed set: callers switch on it,
  * and it is what goes on the wire in `skipped[].code`.
  */
 export type SkipCode =
@@ -27,7 +27,7 @@ export const SKIP_CODES: readonly SkipCode[] = [
   "LIMIT_EXCEEDED",
 ];
 
-/** The limit an op or a call ran into, named as on the wire (PROTOCOL §7). */
+/** The limit an op or a call ran into, named as on the wire (protocol/README.md §7). */
 export type LimitName = "maxMessageBytes" | "maxOps" | "maxDepth" | "maxStateBytes" | "maxThreads";
 
 /**

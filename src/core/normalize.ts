@@ -24,7 +24,7 @@ export function stateOverLimit(state: Json, limits: ApplyLimits): LimitHit | und
 export const decodeOps = (raw: readonly unknown[]): Decoded[] => raw.map(decodeOp);
 
 /**
- * PROTOCOL §6 normalize: the rules of §5 applied to a copy of `state`, as a
+ * protocol/README.md §6 normalize: the rules of §5 applied to a copy of `state`, as a
  * lenient applyOps would. Pure: the caller's state is not touched.
  */
 export function normalize(raw: readonly unknown[], state: Json = {}, limits?: ApplyLimits): NormalizeResult {

@@ -51,7 +51,7 @@ export function clip(s: string, max = 120): string {
 
 export type IndexToken = number | "-";
 
-// PROTOCOL §3: "0" or a non-zero digit then digits; no sign, no leading zero, no exponent.
+// protocol/README.md §3: "0" or a non-zero digit then digits; no sign, no leading zero, no exponent.
 const INDEX = /^(?:0|[1-9][0-9]*)$/;
 
 /**
@@ -67,7 +67,7 @@ export function parseIndex(token: string): IndexToken | undefined {
 }
 
 /**
- * PROTOCOL §3: a step through `__proto__`, or through `prototype` right after
+ * protocol/README.md §3: a step through `__proto__`, or through `prototype` right after
  * `constructor`, is refused; fast-json-patch bans both and would drop the
  * whole delta on the client.
  */

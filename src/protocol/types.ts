@@ -5,7 +5,7 @@
  */
 import type { Json, JsonObject, Skip, WireOp } from "../core/index.js";
 
-/** A pointer string, or a Path of raw segments (PROTOCOL §3). */
+/** A pointer string, or a Path of raw segments (protocol/README.md §3). */
 export type PointerOrPath = string | (string | number)[];
 
 export type AguiEvent = { type: "STATE_SNAPSHOT"; snapshot: Json } | { type: "STATE_DELTA"; delta: WireOp[] };

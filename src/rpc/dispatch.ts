@@ -55,7 +55,7 @@ export class Dispatcher {
       case "oversized": {
         const id = idFromHead(frame.head);
         const limit = this.service.limits.maxMessageBytes;
-        // PROTOCOL §7: -32003 when the id can be read from the message's first bytes, else -32600.
+        // protocol/README.md §7: -32003 when the id can be read from the message's first bytes, else -32600.
         const body = id === undefined ? invalidRequest(`message of ${frame.bytes} bytes is over maxMessageBytes ${limit}`) : limitExceeded("maxMessageBytes", limit, frame.bytes);
         return JSON.stringify(errorResponse(id ?? null, body));
       }

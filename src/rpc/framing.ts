@@ -28,7 +28,7 @@ function decodeBody(body: Buffer): Frame {
 }
 
 /**
- * Newline-delimited JSON (PROTOCOL §2): one message per line, `\r\n`
+ * Newline-delimited JSON (protocol/README.md §2): one message per line, `\r\n`
  * tolerated, blank lines ignored. A line longer than `max` bytes is skipped as
  * it streams in: only its first HEAD_BYTES are kept.
  */
@@ -220,7 +220,7 @@ export class LspDecoder implements FrameDecoder {
 }
 
 /**
- * PROTOCOL §2 auto mode: the first non-whitespace byte decides; `{` or `[`
+ * protocol/README.md §2 auto mode: the first non-whitespace byte decides; `{` or `[`
  * means newline-delimited JSON, anything else LSP headers.
  */
 export function detectFraming(chunk: Buffer): "ndjson" | "lsp" | undefined {

@@ -1,5 +1,5 @@
 /**
- * JSON.parse that keeps numbers from being silently changed (PROTOCOL §3).
+ * JSON.parse that keeps numbers from being silently changed (protocol/README.md §3).
  * - An integer literal that a double cannot hold exactly, such as a Python
  *   id 12345678901234567890 (it would read back as 12345678901234567000).
  *   Integers a double does hold, such as 2^53 or 10^20, pass.

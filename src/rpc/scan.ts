@@ -5,7 +5,7 @@ export type ScanProblem = { kind: "unsafe-integer" | "overflow"; field: string; 
 
 /**
  * One bounded walk over a request's params, before anything else reads them:
- * - PROTOCOL §3: an integer literal beyond ±(2^53 - 1) loses digits as a
+ * - protocol/README.md §3: an integer literal beyond ±(2^53 - 1) loses digits as a
  *   double (12345678901234567890 reads back as 12345678901234567000).
  *   parseJson leaves an UnsafeNumber marker in its place (as it does for a
  *   literal beyond a double's range, such as 1e400, which would become null); it is refused here,

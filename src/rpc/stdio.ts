@@ -11,7 +11,7 @@ export type Framing = "auto" | "ndjson" | "lsp";
  */
 export class FramedReader extends AbstractMessageReader {
   private decoder: FrameDecoder | undefined;
-  /** The framing in use, once known; replies use the same (PROTOCOL §2). */
+  /** The framing in use, once known; replies use the same (protocol/README.md §2). */
   framing: "ndjson" | "lsp" | undefined;
   /** Called around the frames of each chunk read, so their replies can leave in one write. */
   batch: { begin(): void; end(): void } | undefined;

@@ -4,7 +4,7 @@
 export const openRun = validate10;
 const schema11 = {"$id":"urn:agui-state:params:openRun","type":"object","properties":{"threadId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ThreadId"},"runId":{"type":"string"},"state":{"$ref":"urn:agui-state:openrpc#/components/schemas/Json"},"namespace":{"type":"string","minLength":1},"toolState":{"$ref":"urn:agui-state:openrpc#/components/schemas/ToolStateMap"},"snapshot":{"type":"boolean"},"ifVersion":{"$ref":"urn:agui-state:openrpc#/components/schemas/Version"}},"required":["threadId"],"additionalProperties":false};
 const schema13 = {"description":"A thread id: a string of 1 to 256 characters (counted as Unicode code points, as JSON Schema counts them).","type":"string","minLength":1,"maxLength":256};
-const schema14 = {"description":"Any JSON value, `null` included. Equality is JSON equality (PROTOCOL.md §3): key order does not matter, 1 equals 1.0, arrays compare in order."};
+const schema14 = {"description":"Any JSON value, `null` included. Equality is JSON equality (protocol/README.md §3): key order does not matter, 1 equals 1.0, arrays compare in order."};
 const schema15 = {"description":"A namespace map `{key: value}`: keys are any strings, values any JSON.","type":"object"};
 const schema16 = {"description":"A thread's version: starts at 0 and goes up by one on every call that changed the thread's state.","type":"integer","minimum":0,"maximum":9007199254740991};
 import ucs2length from "ajv/dist/runtime/ucs2length.js";

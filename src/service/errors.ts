@@ -2,7 +2,7 @@ import type { LimitName, SkipCode } from "../core/index.js";
 import type { UnknownThreadReason } from "../store/thread-store.js";
 
 /**
- * Numeric JSON-RPC error codes (PROTOCOL §2, §8). Application codes sit in
+ * Numeric JSON-RPC error codes (protocol/README.md §2, §8). Application codes sit in
  * -32001..-32004, the range JSON-RPC 2.0 leaves to implementations.
  */
 export const ErrorCode = {
@@ -23,7 +23,7 @@ export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
  * What a method returns when it fails: a value, not an exception. `data.code`
  * is a stable string; the other members of `data` depend on the code:
  * - UNKNOWN_THREAD: threadId, reason
- * - PATCH_FAILED: the failing op's skip code in `code`, index, message (PROTOCOL §6 applyOps)
+ * - PATCH_FAILED: the failing op's skip code in `code`, index, message (protocol/README.md §8)
  * - LIMIT_EXCEEDED: limit, max, actual
  * - VERSION_CONFLICT: expected, actual
  * - INVALID_PARAMS: field (a pointer into params), reason

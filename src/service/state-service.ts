@@ -74,7 +74,7 @@ function callError(e: OpError, field: string): ServiceError {
 }
 
 /**
- * Every method of PROTOCOL §6 over a ThreadStore, with typed params and
+ * Every method of protocol/README.md §6 over a ThreadStore, with typed params and
  * results; failures are ServiceError values. Knows nothing of JSON-RPC: the
  * RPC layer validates params against the schema, calls this, and encodes.
  */
@@ -146,7 +146,7 @@ export class StateService {
     if (p.snapshot) events.push({ type: "STATE_SNAPSHOT", snapshot: cloneJson(thread.doc.root) });
     let delta: WireOp[] = [];
     if (thread.namespace !== undefined) {
-      // PROTOCOL §6: the resynchronization point is one add of the whole namespace.
+      // protocol/README.md §6: the resynchronization point is one add of the whole namespace.
       const map = (thread.doc.root as JsonObject)[thread.namespace] as Json;
       delta = [{ op: "add", path: formatPointer([thread.namespace]), value: cloneJson(map) }];
       events.push({ type: "STATE_DELTA", delta });

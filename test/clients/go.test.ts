@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { expect } from "vitest";
-import { ROOT } from "../helpers/shared.js";
+import { ROOT } from "../helpers/fixtures.js";
 import { childEnv } from "../helpers/spawn.js";
 import { runProgram, toolchain } from "../helpers/toolchain.js";
 

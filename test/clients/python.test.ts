@@ -1,6 +1,6 @@
 import path from "node:path";
 import { expect } from "vitest";
-import { ROOT } from "../helpers/shared.js";
+import { ROOT } from "../helpers/fixtures.js";
 import { childEnv } from "../helpers/spawn.js";
 import { runProgram, toolchain } from "../helpers/toolchain.js";
 

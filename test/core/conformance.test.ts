@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { applyAtomic, applyLenient, cloneJson, decodeOps, newDoc, type Json } from "../../src/core/index.js";
-import { readShared } from "../helpers/shared.js";
+import { readFixture } from "../helpers/fixtures.js";
 
 interface Case {
   comment?: string;
@@ -11,8 +11,8 @@ interface Case {
   disabled?: boolean;
 }
 
-const files = ["conformance/json-patch-tests/tests.json", "conformance/json-patch-tests/spec_tests.json"];
-const cases = files.flatMap((f) => readShared<Case[]>(f).map((c, i) => ({ ...c, name: `${f.split("/").pop()}#${i} ${c.comment ?? ""}`.trim() })));
+const files = ["json-patch-tests/tests.json", "json-patch-tests/spec_tests.json"];
+const cases = files.flatMap((f) => readFixture<Case[]>(f).map((c, i) => ({ ...c, name: `${f.split("/").pop()}#${i} ${c.comment ?? ""}`.trim() })));
 const runnable = cases.filter((c) => c.patch !== undefined);
 
 describe("JSON Patch conformance suite (json-patch/json-patch-tests), atomic mode", () => {

@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { escapeSegment, formatPointer, parseIndex, parsePointer, unescapeSegment } from "../../src/core/index.js";
-import { readShared } from "../helpers/shared.js";
+import { readFixture } from "../helpers/fixtures.js";
 
 interface Group {
   tests: { data: unknown; valid: boolean; description: string }[];
 }
-const groups = readShared<Group[]>("conformance/json-pointer/json-schema-test-suite.draft2020-12.format.json-pointer.json");
+const groups = readFixture<Group[]>("json-pointer/json-schema-test-suite.draft2020-12.format.json-pointer.json");
 const vectors = groups.flatMap((g) => g.tests).filter((t): t is { data: string; valid: boolean; description: string } => typeof t.data === "string");
 
 describe("RFC 6901 pointer syntax vectors (JSON-Schema-Test-Suite format: json-pointer)", () => {
@@ -45,7 +45,7 @@ describe("escaping", () => {
   });
 });
 
-describe("array index tokens (PROTOCOL §3)", () => {
+describe("array index tokens (protocol/README.md §3)", () => {
   it("accepts 0, 1, 10 and the largest safe integer", () => {
     expect(parseIndex("0")).toBe(0);
     expect(parseIndex("10")).toBe(10);

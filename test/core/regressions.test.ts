@@ -202,7 +202,7 @@ describe("root and op shapes", () => {
   });
 });
 
-describe("normalization (PROTOCOL §5)", () => {
+describe("normalization (protocol/README.md §5)", () => {
   it("inserts add X [] once before add X/- when X is missing and its container exists", () => {
     const out = normalize([
       { op: "add", path: "/todos/-", value: "a" },

@@ -6,7 +6,7 @@ import { asResponse, encode, parseLog, type Framing, type Response } from "../he
 import { killSessions, MB, mb, osPipe, readNow, sampleRss, startSession, type Session } from "../helpers/hardening-session.js";
 
 /**
- * Faults injected into the real binary (PROTOCOL §2, shutdown): a signal in
+ * Faults injected into the real binary (protocol/README.md §2, shutdown): a signal in
  * the middle of a stream, stdin cut inside a message, stdout closed by the
  * parent, stderr never read, and a SIGKILL followed by the documented
  * recovery. test/process/jsonrpc.test.ts covers the simple cases; these push

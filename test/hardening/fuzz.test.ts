@@ -82,7 +82,7 @@ describe("bugs found while building the fuzzer", () => {
   });
 
   // A literal beyond a double's range (1e400, -1e999) parsed to ±Infinity, was stored, and went out
-  // as null: a number silently changed, against PROTOCOL §3.
+  // as null: a number silently changed, against protocol/README.md §3.
   it("a number that overflows a double is refused, not stored as null", async () => {
     const rs = await send(
       '{"jsonrpc":"2.0","id":1,"method":"openRun","params":{"threadId":"t","state":{}}}',
@@ -95,7 +95,7 @@ describe("bugs found while building the fuzzer", () => {
 
   // diffObjects replaced the whole object when any of its keys was forbidden, even one that did not
   // change. At the root that was `replace ""`, which wipes the members the client keeps for itself
-  // (PROTOCOL §1), against NOTES ("never sends replace \"\""); only `replace /a` is needed.
+  // (protocol/README.md §1), against protocol/README.md §6 (diffState at the root: no `replace ""`); only `replace /a` is needed.
   it("diffState at a root with an unchanged __proto__ member does not replace the root", async () => {
     const rs = await send(
       '{"jsonrpc":"2.0","id":1,"method":"openRun","params":{"threadId":"t","state":{"__proto__":1,"a":2}}}',

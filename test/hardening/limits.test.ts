@@ -3,9 +3,9 @@ import { encode, type Framing } from "../helpers/spawn.js";
 import { killSessions, mb, MB, nested, sampleRss, startSession, type Session } from "../helpers/hardening-session.js";
 
 /**
- * PROTOCOL §7 against the real binary, at and just past each edge. Every
+ * protocol/README.md §7 against the real binary, at and just past each edge. Every
  * crossing is answered with -32003 LIMIT_EXCEEDED {limit, max, actual} (or a
- * LIMIT_EXCEEDED skip where protocol/NOTES.md says a single op is skipped),
+ * LIMIT_EXCEEDED skip where protocol/README.md §7 says a single op is skipped),
  * changes nothing, and leaves other threads alone: a sentinel thread is read
  * before and after every crossing and must not move.
  */
@@ -43,7 +43,7 @@ function expectLimit(e: Err, limit: string, max: number, actual?: number): void 
   if (actual === undefined) expect(e.data?.["actual"] as number).toBeGreaterThan(max);
 }
 
-/** A skip for a limit: no `op` echoed (NOTES, Skips), the code, and a message. */
+/** A skip for a limit: no `op` echoed (protocol/README.md §4), the code, and a message. */
 const limitSkip = (index: number): unknown => ({ index, code: "LIMIT_EXCEEDED", message: expect.any(String) });
 
 describe("--max-message-bytes", { timeout: 20_000 }, () => {
@@ -199,7 +199,7 @@ describe("--max-depth 8", { timeout: 20_000 }, () => {
     expect(norm).toEqual({ delta: [{ op: "add", path: "/v", value: nested(MAX - 1) }], skipped: [limitSkip(1)], state: { v: nested(MAX - 1) } });
   });
 
-  it("applyOps: a value nesting past max refuses the whole message with -32003 (the params scan, NOTES: depth of the parsed message)", async () => {
+  it("applyOps: a value nesting past max refuses the whole message with -32003 (the params walk, protocol/README.md §7)", async () => {
     const s = startSession({ args });
     await openSentinel(s);
     await s.ok("openRun", { threadId: "t", state: { keep: true } });
@@ -232,7 +232,7 @@ describe("--max-depth 8", { timeout: 20_000 }, () => {
     expectLimit(await crossing(s, () => s.fails("getState", { threadId: "t", path: tooDeep })), "maxDepth", MAX, MAX + 1);
     expectLimit(await crossing(s, () => s.fails("getState", { threadId: "t", path: tooDeep.split("/").slice(1) })), "maxDepth", MAX, MAX + 1);
     expectLimit(await crossing(s, () => s.fails("diffState", { threadId: "t", path: tooDeep, value: 1 })), "maxDepth", MAX, MAX + 1);
-    // With the params, before the thread (NOTES, check order): an unknown thread still gets -32003.
+    // With the params, before the thread (protocol/README.md §6, the order of checks): an unknown thread still gets -32003.
     expectLimit(await crossing(s, () => s.fails("getState", { threadId: "nobody", path: tooDeep })), "maxDepth", MAX, MAX + 1);
     for (const op of [
       { op: "add", path: tooDeep, value: 1 },
@@ -258,7 +258,7 @@ describe("--max-depth 8", { timeout: 20_000 }, () => {
 });
 
 describe("--max-state-bytes", { timeout: 20_000 }, () => {
-  // Sizes are the approximate figure of NOTES (stats): compact JSON plus one byte per member or element.
+  // Sizes are the approximate figure of protocol/README.md §7: compact JSON plus one byte per member or element.
   const MAX = 1000;
   const args = ["--max-state-bytes", String(MAX)];
   const stateBytes = async (s: Session): Promise<number> => (await s.ok("stats"))["stateBytes"] as number;
@@ -390,7 +390,7 @@ describe("--max-state-bytes", { timeout: 20_000 }, () => {
   // BUG (reported): a move is never checked against --max-state-bytes
   // (src/core/apply.ts move(): the byte count is adjusted, never compared).
   // Moving a member to a longer name grows the thread by the difference
-  // (NOTES: a member costs its name + 4), so a thread at its limit can be
+  // (protocol/README.md §7: a member costs its name + 4), so a thread at its limit can be
   // taken past it without bound, one request at a time, and the memory is
   // really spent (the names are stored). Remove `.fails` once fixed.
   it("a move to a longer member name that would pass max is a LIMIT_EXCEEDED skip", async () => {
@@ -469,7 +469,7 @@ describe("--max-threads 3", { timeout: 20_000 }, () => {
     expect(await s.ok("closeThread", { threadId: "zz" })).toEqual({ closed: false });
     expect(await s.ok("stats")).toMatchObject({ threads: 2, evicted: 1 });
 
-    // A refused openRun neither creates a thread nor evicts one (NOTES: ifVersion).
+    // A refused openRun neither creates a thread nor evicts one (protocol/README.md §6, openRun).
     await s.ok("openRun", { threadId: "d", state: {} });
     expect((await crossing(s, () => s.fails("openRun", { threadId: "e", state: {}, ifVersion: 5 }))).code).toBe(-32004);
     expect(await s.ok("stats")).toMatchObject({ threads: 3, evicted: 1 });

@@ -1,12 +1,12 @@
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { isUtf8 } from "node:buffer";
 import path from "node:path";
-import { ROOT } from "./shared.js";
+import { ROOT } from "./fixtures.js";
 
 /**
  * Black-box helpers for the built sidecar: spawn it, feed it bytes, read its
  * stdout back as protocol frames (strictly: stdout carries frames and nothing
- * else, PROTOCOL §2), and wait for it to exit without ever hanging a test.
+ * else, protocol/README.md §2), and wait for it to exit without ever hanging a test.
  */
 
 export const BINARY = path.join(ROOT, "dist/agui-state");

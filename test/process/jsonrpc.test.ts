@@ -23,7 +23,7 @@ import {
 } from "../helpers/spawn.js";
 
 /**
- * The built sidecar as a black box (PROTOCOL §2, §7, §8): JSON-RPC 2.0 over
+ * The built sidecar as a black box (protocol/README.md §2, §7, §8): JSON-RPC 2.0 over
  * stdin/stdout, both framings, shutdown, and hostile input. Every test runs
  * against the single executable and against the node bundle.
  */
@@ -34,7 +34,7 @@ const FRAMINGS: readonly Framing[] = ["ndjson", "lsp"];
 
 /**
  * An error response as it must appear on the wire; the message text is free.
- * Every error's data carries a string code (PROTOCOL §8), plus `data` if given.
+ * Every error's data carries a string code (protocol/README.md §8), plus `data` if given.
  */
 const error = (id: string | number | null, code: number, data: Record<string, unknown> = {}): unknown => ({
   jsonrpc: "2.0",
@@ -168,7 +168,7 @@ describe.each(COMMANDS)("$name", { timeout: 20_000 }, (cmd: Command) => {
     });
   });
 
-  describe("framing (PROTOCOL §2)", () => {
+  describe("framing (protocol/README.md §2)", () => {
     it.each(FRAMINGS)("detects %s input and replies in the same framing", async (framing) => {
       const frames = await exchange(encode(framing, escape(1, "a/b"), escape(2, "c~d")), framing);
       expect(frames).toEqual([escaped(1, "a/b"), escaped(2, "c~d")]);
@@ -244,7 +244,7 @@ describe.each(COMMANDS)("$name", { timeout: 20_000 }, (cmd: Command) => {
     });
   });
 
-  describe("shutdown (PROTOCOL §2)", () => {
+  describe("shutdown (protocol/README.md §2)", () => {
     it("exits 0 with nothing on stdout when stdin ends before any input", async () => {
       const r = await run(cmd, [], "");
       expect(r).toMatchObject({ code: 0, signal: null });
@@ -471,7 +471,7 @@ describe.each(COMMANDS)("$name", { timeout: 20_000 }, (cmd: Command) => {
 
   // BUG (reported): NdjsonDecoder counts the \r of a \r\n terminator as
   // message bytes, so a message of exactly maxMessageBytes is refused when the
-  // line ends in \r\n, which PROTOCOL §2 says is tolerated. Remove `.fails` once fixed.
+  // line ends in \r\n, which protocol/README.md §2 says is tolerated. Remove `.fails` once fixed.
   it("answers a 1000-byte NDJSON message under --max-message-bytes 1000 when its line ends in \\r\\n", async () => {
     const shell = (pad: string): string => `{"jsonrpc":"2.0","id":1,"method":"escapePointer","params":{"path":["${pad}"]}}`;
     const body = shell("x".repeat(1000 - shell("").length));

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { childEnv } from "../helpers/spawn.js";
-import { ROOT } from "../helpers/shared.js";
+import { ROOT } from "../helpers/fixtures.js";
 
 /**
  * Every command in the README is run, here or by .ci/run, so none can rot:

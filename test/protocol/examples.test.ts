@@ -4,7 +4,7 @@ import { Ajv } from "ajv";
 import { describe, expect, it } from "vitest";
 import { openrpc, ParamsValidator } from "../../src/rpc/validate.js";
 import { paired } from "../helpers/paired.js";
-import { ROOT } from "../helpers/shared.js";
+import { ROOT } from "../helpers/fixtures.js";
 
 interface Example {
   description: string;

@@ -2,7 +2,7 @@ import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { ROOT } from "../helpers/shared.js";
+import { ROOT } from "../helpers/fixtures.js";
 import type * as P from "../../src/protocol/types.js";
 import { METHODS } from "../../src/rpc/methods.js";
 import { openrpc } from "../../src/rpc/validate.js";

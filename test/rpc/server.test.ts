@@ -5,7 +5,7 @@ import { openrpc } from "../../src/rpc/validate.js";
 import { paired, request } from "../helpers/paired.js";
 
 describe("the server over paired streams, newline-delimited JSON", () => {
-  it("plays the PROTOCOL §9 wire: opening add, escaped key, then silence", async () => {
+  it("plays the protocol/README.md §9 wire: opening add, escaped key, then silence", async () => {
     const p = paired();
     p.input.write(request(1, "openRun", { threadId: "t1", toolState: { "raster-ops/dataset": "era5" } }));
     p.input.write(request(2, "diffToolState", { threadId: "t1", set: { "raster-ops/bounds": [0, 0, 10, 10] } }));

@@ -1,0 +1,108 @@
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ROOT } from "../helpers/fixtures.js";
+import { childEnv, ndjson, parseNdjson, request, responses, resultOf, type Run } from "../helpers/spawn.js";
+
+/**
+ * The npm package as a user gets it: `npm pack` (which runs the prepack, a
+ * bundle-only build) into a temporary folder, then `npm install -g --offline`
+ * of that tarball into an empty prefix with an empty cache, from an empty
+ * directory. It installs offline because it has no dependencies: the bundle
+ * carries them. Then the installed `agui-state` is run: far from this
+ * checkout, it could not borrow anything from node_modules/ here.
+ */
+const pkg = JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8")) as { name: string; version: string };
+const EXPECTED_FILES = ["CHANGELOG.md", "LICENSE", "README.md", "dist/agui-state.cjs", "package.json", "protocol/openrpc.json"];
+const MAX_BYTES = 2 * 1024 * 1024;
+const SLOW = 300_000;
+
+const work = mkdtempSync(path.join(tmpdir(), "agui-npm-package-"));
+const prefix = path.join(work, "prefix");
+const installed = path.join(prefix, "lib/node_modules", pkg.name);
+const bin = path.join(prefix, "bin/agui-state");
+let tarball = "";
+
+/**
+ * The environment for npm and the installed command: no npm_* settings from
+ * an enclosing `npm test`, no NODE_PATH, and this node first on PATH (the
+ * installed bin is the bundle, run by `#!/usr/bin/env node`).
+ */
+function env(): Record<string, string> {
+  const e: Record<string, string> = {};
+  for (const [k, v] of Object.entries(childEnv())) {
+    if (v === undefined || /^npm_/i.test(k) || k === "NODE_PATH") continue;
+    e[k] = v;
+  }
+  e["PATH"] = `${path.dirname(process.execPath)}${path.delimiter}${e["PATH"] ?? ""}`;
+  return e;
+}
+
+/**
+ * Runs a set-up step to completion, niced: packing and compressing are
+ * CPU-heavy, and test files running meanwhile have time limits of their own.
+ */
+function sh(file: string, args: string[], cwd: string): string {
+  const r = spawnSync("nice", ["-n", "10", file, ...args], { cwd, env: env(), encoding: "utf8", timeout: SLOW, stdio: ["ignore", "pipe", "pipe"] });
+  if (r.status !== 0) throw new Error(`${file} ${args.join(" ")} exited ${r.status ?? r.signal}${r.error ? ` (${String(r.error)})` : ""}\n${r.stdout}\n${r.stderr}`);
+  return r.stdout;
+}
+
+/** Runs the installed command from an empty directory, with `input` on stdin and this node first on PATH. */
+function run(args: string[], input: string): Run {
+  const r = spawnSync(bin, args, { cwd: path.join(work, "cwd"), env: env(), input, timeout: 30_000 });
+  if (r.error) throw r.error;
+  return { code: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr.toString("utf8") };
+}
+
+beforeAll(() => {
+  const packs = path.join(work, "pack");
+  const cwd = path.join(work, "cwd");
+  for (const d of [packs, cwd, prefix]) mkdirSync(d);
+  const packed = JSON.parse(sh("npm", ["pack", "--json", "--pack-destination", packs], ROOT)) as { filename: string }[];
+  tarball = path.join(packs, packed[0]?.filename ?? "");
+  sh("npm", ["install", "-g", "--offline", "--no-audit", "--no-fund", "--no-update-notifier", "--prefix", prefix, "--cache", path.join(work, "cache"), tarball], cwd);
+}, SLOW);
+
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+describe("the npm package", () => {
+  it("holds exactly the bundle, the OpenRPC document, README, LICENSE, CHANGELOG and package.json", () => {
+    expect(path.basename(tarball)).toBe(`${pkg.name}-${pkg.version}.tgz`);
+    const listed = sh("tar", ["-tzf", tarball], work).split("\n").filter(Boolean).sort();
+    expect(listed).toEqual(EXPECTED_FILES.map((f) => `package/${f}`).sort());
+  });
+
+  it("is under 2 MB", () => {
+    expect(statSync(tarball).size).toBeLessThan(MAX_BYTES);
+  });
+
+  it("installs with no dependencies: nothing but the package itself", () => {
+    const manifest = JSON.parse(readFileSync(path.join(installed, "package.json"), "utf8")) as { dependencies?: Record<string, string> };
+    expect(Object.keys(manifest.dependencies ?? {})).toEqual([]);
+    expect(existsSync(path.join(installed, "node_modules"))).toBe(false);
+  });
+
+  it("agui-state --version prints the package version", () => {
+    const r = run(["--version"], "");
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(r.stdout.toString()).toBe(`${pkg.version}\n`);
+  });
+
+  it("answers a JSON-RPC request on stdin and exits 0 when stdin closes", () => {
+    const r = run([], ndjson(request(1, "escapePointer", { path: ["toolState", "raster-ops/dataset"] })));
+    expect(r.code, r.stderr).toBe(0);
+    const [response] = responses(parseNdjson(r.stdout));
+    expect(response?.id).toBe(1);
+    expect(resultOf(response)).toEqual({ pointer: "/toolState/raster-ops~1dataset" });
+  });
+
+  it("runs a one-shot command: agui-state escape toolState a/b", () => {
+    const r = run(["escape", "toolState", "a/b"], "");
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.toString()).toBe('"/toolState/a~1b"\n');
+  });
+});

@@ -1,0 +1,108 @@
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ROOT } from "../helpers/fixtures.js";
+import { childEnv, ndjson, parseNdjson, request, responses, resultOf, type Run } from "../helpers/spawn.js";
+
+/**
+ * `node scripts/release.mjs` writes dist/release/ from scratch; then the
+ * binary archive is unpacked into an empty directory and its binary run with
+ * PATH=/nonexistent, so there is no node to fall back on. The script runs
+ * with --reuse-build: vitest's global setup has just built dist/, and the
+ * script rebuilds it only if it is stale (by a rename, as build.mjs always
+ * does, so the other test files spawning dist/agui-state are not disturbed).
+ */
+const pkg = JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8")) as { name: string; version: string };
+const OS: Record<string, string> = { linux: "linux", darwin: "darwin", win32: "windows", freebsd: "freebsd" };
+const folder = `agui-state-${pkg.version}-${OS[process.platform] ?? process.platform}-${process.arch}`;
+const RELEASE = path.join(ROOT, "dist/release");
+const ARCHIVE = `${folder}.tar.gz`;
+const NPM_TARBALL = `${pkg.name}-${pkg.version}.tgz`;
+const SLOW = 600_000;
+
+const work = mkdtempSync(path.join(tmpdir(), "agui-release-"));
+const bin = path.join(work, folder, "agui-state");
+
+/** No npm_* settings from an enclosing `npm test` reach the script's `npm pack`. */
+function env(): Record<string, string> {
+  const e: Record<string, string> = {};
+  for (const [k, v] of Object.entries(childEnv())) if (v !== undefined && !/^npm_/i.test(k)) e[k] = v;
+  return e;
+}
+
+/**
+ * Runs a set-up step to completion, niced: packing and compressing are
+ * CPU-heavy, and test files running meanwhile have time limits of their own.
+ */
+function sh(file: string, args: string[], cwd: string): string {
+  const r = spawnSync("nice", ["-n", "10", file, ...args], { cwd, env: env(), encoding: "utf8", timeout: SLOW, stdio: ["ignore", "pipe", "pipe"] });
+  if (r.status !== 0) throw new Error(`${file} ${args.join(" ")} exited ${r.status ?? r.signal}${r.error ? ` (${String(r.error)})` : ""}\n${r.stdout}\n${r.stderr}`);
+  return r.stdout;
+}
+
+/** Runs the unpacked binary in the directory it was unpacked in, with no node on PATH. */
+function run(args: string[], input: string): Run {
+  const r = spawnSync(bin, args, { cwd: work, env: { ...childEnv(), PATH: "/nonexistent" }, input, timeout: 30_000 });
+  if (r.error) throw r.error;
+  return { code: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr.toString("utf8") };
+}
+
+beforeAll(() => {
+  sh(process.execPath, [path.join(ROOT, "scripts/release.mjs"), "--reuse-build"], ROOT);
+  sh("tar", ["-xzf", path.join(RELEASE, ARCHIVE), "-C", work], work);
+}, SLOW);
+
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+describe("dist/release", () => {
+  it("has the binary archive, the npm tarball and SHA256SUMS", () => {
+    for (const f of [ARCHIVE, NPM_TARBALL, "SHA256SUMS"]) expect(existsSync(path.join(RELEASE, f)), f).toBe(true);
+  });
+
+  it("SHA256SUMS lists every other file in the folder", () => {
+    const listed = readFileSync(path.join(RELEASE, "SHA256SUMS"), "utf8")
+      .split("\n")
+      .filter(Boolean)
+      .map((line) => {
+        expect(line).toMatch(/^[0-9a-f]{64} {2}\S+$/);
+        return line.slice(66);
+      });
+    const files = readdirSync(RELEASE).filter((f) => f !== "SHA256SUMS");
+    expect(listed.sort()).toEqual(files.sort());
+  });
+
+  it("sha256sum -c SHA256SUMS passes", () => {
+    const out = sh("sha256sum", ["-c", "--strict", "SHA256SUMS"], RELEASE);
+    expect(out.split("\n").filter(Boolean)).toEqual(readdirSync(RELEASE).filter((f) => f !== "SHA256SUMS").sort().map((f) => `${f}: OK`));
+  });
+
+  it("the archive holds one folder with the binary, LICENSE and README.md", () => {
+    const listed = sh("tar", ["-tzf", path.join(RELEASE, ARCHIVE)], work).split("\n").filter(Boolean).sort();
+    expect(listed).toEqual([`${folder}/`, `${folder}/LICENSE`, `${folder}/README.md`, `${folder}/agui-state`]);
+  });
+});
+
+describe("the unpacked binary, with no node on PATH", () => {
+  it("--version prints the package version", () => {
+    const r = run(["--version"], "");
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(r.stdout.toString()).toBe(`${pkg.version}\n`);
+  });
+
+  it("answers a JSON-RPC request on stdin and exits 0 when stdin closes", () => {
+    const r = run([], ndjson(request(1, "escapePointer", { path: ["toolState", "raster-ops/dataset"] })));
+    expect(r.code, r.stderr).toBe(0);
+    const [response] = responses(parseNdjson(r.stdout));
+    expect(response?.id).toBe(1);
+    expect(resultOf(response)).toEqual({ pointer: "/toolState/raster-ops~1dataset" });
+  });
+
+  it("runs a one-shot command: agui-state escape toolState a/b", () => {
+    const r = run(["escape", "toolState", "a/b"], "");
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.toString()).toBe('"/toolState/a~1b"\n');
+  });
+});
