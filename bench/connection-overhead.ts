@@ -7,7 +7,7 @@
 import { PassThrough } from "node:stream";
 import pino from "pino";
 import { createMessageConnection, StreamMessageReader, StreamMessageWriter } from "vscode-jsonrpc/node";
-import { serve } from "../src/rpc/server.js";
+import { startServer as serve } from "../src/rpc/node/server.js";
 import { StateService } from "../src/service/state-service.js";
 
 const N = 20_000;

@@ -3,19 +3,21 @@
  * (alternating A, B, A, B; medians, with min and max), printed as one table
  * and written to bench/results.md.
  */
-import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { execFileSync, spawnSync } from "node:child_process";
 import { cpus } from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import jsonpatch from "fast-json-patch";
 import { StateService } from "../src/service/state-service.js";
 import { applyAtomic, cloneJson, decodeOps, diffValue, newDoc, toWireOp, type Json } from "../src/core/index.js";
-import { alternate, cleanEnv, Peer, stat, type Stat } from "./lib.js";
+import { ROOT } from "../test/harness/fixtures.js";
+import { statusKiB } from "../test/harness/os.js";
+import { startPeer, type Peer } from "../test/harness/peer.js";
+import { childEnv, Child, SEA, type Command } from "../test/harness/process.js";
+import { hardening } from "./hardening.js";
+import { alternate, stat, type Stat } from "./lib.js";
+import { f, range, row, writeTable } from "./report.js";
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const BINARY = path.join(ROOT, "dist/agui-state");
-const ECHO: [string, string[]] = [process.execPath, [path.join(ROOT, "bench/echo.mjs")]];
+const ECHO: Command = { name: "echo loop", file: process.execPath, args: [path.join(ROOT, "bench/echo.mjs")] };
 const QUICK = process.argv.includes("--quick");
 
 /**
@@ -26,24 +28,16 @@ const QUICK = process.argv.includes("--quick");
  * for the sidecar; pinned, both repeat within a few per cent.
  */
 const PIN = cpus().length >= 2 && spawnSync("taskset", ["-p", "-c", "0", String(process.pid)], { stdio: "ignore" }).status === 0;
-const pinned = (cmd: string, args: string[]): [string, string[]] => (PIN ? ["taskset", ["-c", "1", cmd, ...args]] : [cmd, args]);
+const pinned = (cmd: Command): Command => (PIN ? { name: cmd.name, file: "taskset", args: ["-c", "1", cmd.file, ...cmd.args] } : cmd);
 const ROUNDS = QUICK ? 3 : 9;
 
-interface Row {
-  id: string;
-  what: string;
-  ours: string;
-  reference: string;
-  ratio: string;
-  target: string;
-  met: boolean;
-}
-const rows: Row[] = [];
-const f = (n: number, d = 1) => n.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: d });
-const range = (s: Stat, d = 1) => `${f(s.median, d)} (${f(s.min, d)}–${f(s.max, d)})`;
-function row(r: Row): void {
-  rows.push(r);
-  process.stderr.write(`${r.id} ${r.what}: ${r.ours} vs ${r.reference} → ${r.ratio} (target ${r.target}) ${r.met ? "met" : "MISSED"}\n`);
+/** A peer for the figures: stderr to /dev/null, frames counted, not kept. */
+const peer = (command: Command = SEA): Peer => startPeer({ command, stderr: "ignore", keepFrames: false });
+
+/** Ends a peer's stdin and waits for it to exit. */
+async function close(p: Peer): Promise<void> {
+  p.end();
+  await p.waitForExit(60_000);
 }
 
 /** About `bytes` of JSON with the shape of a tool-using agent's state. */
@@ -77,16 +71,16 @@ const fiveOps = (i: number) => [
 async function throughput(window: number, slice: number, slices: number): Promise<void> {
   const state = makeState(10 * 1024);
   const lines = Array.from({ length: slice }, (_, i) => JSON.stringify({ jsonrpc: "2.0", id: i, method: "applyOps", params: { threadId: "t", ops: fiveOps(i) } }) + "\n");
-  const ours = new Peer(...pinned(BINARY, []));
-  await ours.call("openRun", { threadId: "t", state });
-  const echo = new Peer(...pinned(...ECHO));
-  await echo.call("warm", {});
+  const ours = peer(pinned(SEA));
+  await ours.ok("openRun", { threadId: "t", state });
+  const echo = peer(pinned(ECHO));
+  await echo.ok("warm", {});
   await ours.pump(lines, window);
   await echo.pump(lines, window);
   const [a, b] = await alternate(slices, () => ours.pump(lines, window), () => echo.pump(lines, window));
-  await ours.close();
-  await echo.close();
-  const target = window === 1 ? 0.8 : 0.5;
+  await close(ours);
+  await close(echo);
+  const target = window === 1 ? 0.8 : 0.6;
   row({
     id: window === 1 ? "B1" : "B2",
     what: `applyOps, 5 ops on a 10 KB thread, round trips/s, ${window === 1 ? "one at a time" : `${window} in flight`}${PIN ? " (driver on CPU 0, process on CPU 1)" : " (unpinned: no taskset)"}`,
@@ -141,26 +135,26 @@ async function namespaceDiff(): Promise<void> {
   for (let i = 0; i < 1000; i++) map[`tool-${i}/result`] = { rows: Array.from({ length: 20 }, (_, j) => ({ j, v: `value ${i}.${j}` })), ok: true };
   const bytes = JSON.stringify(map).length;
   const next = (i: number) => ({ rows: [{ j: 0, v: `changed ${i}` }], ok: i % 2 === 0 });
-  const peer = new Peer(BINARY, []);
-  await peer.call("openRun", { threadId: "ns", toolState: map });
+  const p = peer();
+  await p.ok("openRun", { threadId: "ns", toolState: map });
   let i = 0;
   const n = QUICK ? 200 : 1000;
   const roundTrip = async () => {
     const t = performance.now();
-    for (let k = 0; k < n; k++) await peer.call("diffToolState", { threadId: "ns", set: { "tool-500/result": next(i++) } });
+    for (let k = 0; k < n; k++) await p.ok("diffToolState", { threadId: "ns", set: { "tool-500/result": next(i++) } });
     return ((performance.now() - t) * 1000) / n;
   };
   const fullMap = async () => {
     const t = performance.now();
     const m = 20;
-    for (let k = 0; k < m; k++) await peer.call("diffToolState", { threadId: "ns", toolState: { ...map, "tool-500/result": next(i++) } });
+    for (let k = 0; k < m; k++) await p.ok("diffToolState", { threadId: "ns", toolState: { ...map, "tool-500/result": next(i++) } });
     return ((performance.now() - t) * 1000) / m;
   };
   const py = spawnSync("/usr/bin/python3", ["-c", "import jsonpatch"]);
   let pyStat: Stat | undefined;
   if (py.status === 0) {
     const spec = JSON.stringify({ old: map, new: { ...map, "tool-500/result": next(0) }, rounds: QUICK ? 20 : 60 });
-    const out = JSON.parse(execFileSync("/usr/bin/python3", [path.join(ROOT, "bench/python_diff.py")], { input: spec, env: cleanEnv() }).toString()) as { us: number; min: number; max: number };
+    const out = JSON.parse(execFileSync("/usr/bin/python3", [path.join(ROOT, "bench/python_diff.py")], { input: spec, env: childEnv() }).toString()) as { us: number; min: number; max: number };
     pyStat = { median: out.us, min: out.min, max: out.max };
   }
   const set: number[] = [];
@@ -169,7 +163,7 @@ async function namespaceDiff(): Promise<void> {
     set.push(await roundTrip());
     full.push(await fullMap());
   }
-  await peer.close();
+  await close(p);
   const a = stat(set);
   const b = stat(full);
   const ref = pyStat ? `python3-jsonpatch make_patch + apply: ${range(pyStat, 0)}` : "python3-jsonpatch not installed: no reference";
@@ -189,11 +183,11 @@ function prependDiff(): void {
 
 async function memory(): Promise<void> {
   const threads = QUICK ? 2000 : 10_000;
-  const empty = new Peer(BINARY, []);
-  await empty.call("stats", {});
-  const baseline = empty.rssKiB();
-  await empty.close();
-  const peer = new Peer(BINARY, []);
+  const empty = peer();
+  await empty.ok("stats", {});
+  const baseline = statusKiB(empty.pid, "VmRSS");
+  await close(empty);
+  const p = peer();
   let raw = 0;
   const lines: string[] = [];
   for (let t = 0; t < threads; t++) {
@@ -202,33 +196,31 @@ async function memory(): Promise<void> {
     raw += JSON.stringify(state).length;
     lines.push(JSON.stringify({ jsonrpc: "2.0", id: t, method: "openRun", params: { threadId: `thread-${t}`, state } }) + "\n");
   }
-  await peer.pump(lines, 64);
-  const stats = (await peer.call("stats", {}, -1)) as { threads: number };
+  await p.pump(lines, 64);
+  const stats = (await p.ok("stats", {}, 60_000)) as { threads: number };
   // Let the collector settle, then read the resident set.
   await new Promise((r) => setTimeout(r, 1500));
-  const rss = peer.rssKiB();
-  await peer.close();
+  const rss = statusKiB(p.pid, "VmRSS");
+  await close(p);
   const rawKiB = raw / 1024;
   const ratio = (rss - baseline) / rawKiB;
   row({ id: "B7", what: `resident memory holding ${f(stats.threads, 0)} threads of ~10 KB`, ours: `${f(rss / 1024, 0)} MiB (empty process ${f(baseline / 1024, 0)} MiB)`, reference: `raw JSON ${f(rawKiB / 1024, 0)} MiB`, ratio: `${f(ratio, 2)}× raw above baseline`, target: "≤ 3× raw + baseline", met: ratio <= 3 });
 }
 
 async function startup(): Promise<void> {
-  const firstResponse = () =>
-    new Promise<number>((resolve) => {
-      const t = performance.now();
-      const c = spawn(BINARY, [], { env: cleanEnv(), stdio: ["pipe", "pipe", "ignore"] });
-      c.stdout.once("data", () => {
-        resolve(performance.now() - t);
-        c.stdin.end();
-      });
-      c.stdin.write('{"jsonrpc":"2.0","id":1,"method":"getState","params":{"threadId":"t"}}\n');
-    });
-  const nodeStart = () =>
-    new Promise<number>((resolve) => {
-      const t = performance.now();
-      spawn(process.execPath, ["-e", "0"], { env: cleanEnv(), stdio: "ignore" }).on("exit", () => resolve(performance.now() - t));
-    });
+  const firstResponse = async (): Promise<number> => {
+    const t = performance.now();
+    const p = peer();
+    await p.call("getState", { threadId: "t" });
+    const ms = performance.now() - t;
+    await close(p);
+    return ms;
+  };
+  const nodeStart = async (): Promise<number> => {
+    const t = performance.now();
+    await new Child({ command: { name: "node -e 0", file: process.execPath, args: ["-e", "0"] }, stderr: "ignore" }).waitForExit();
+    return performance.now() - t;
+  };
   await firstResponse();
   await nodeStart();
   const [a, b] = await alternate(QUICK ? 7 : 21, firstResponse, nodeStart);
@@ -244,9 +236,6 @@ prependDiff();
 await memory();
 await startup();
 
-const header = "| # | figure | ours | reference (same run) | ratio | target | |\n|---|---|---|---|---|---|---|\n";
-const table = header + rows.map((r) => `| ${r.id} | ${r.what} | ${r.ours} | ${r.reference} | ${r.ratio} | ${r.target} | ${r.met ? "met" : "**missed**"} |`).join("\n") + "\n";
-const machine = `${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}`;
-const seconds = (performance.now() - started) / 1000;
-process.stdout.write(`\n${table}\n${machine}; ${f(seconds, 0)} s${QUICK ? " (--quick)" : ""}\n`);
-if (!QUICK) writeFileSync(path.join(ROOT, "bench/results.md"), `# Benchmark results\n\n${machine}. Medians of alternating rounds, with (min–max). Whole run: ${f(seconds, 0)} s.\n\n${table}`);
+await hardening(row, QUICK);
+
+writeTable(path.join(ROOT, "bench/results.md"), (performance.now() - started) / 1000, QUICK);

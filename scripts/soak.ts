@@ -7,10 +7,26 @@
 //                           [--window N] [--stats-every N] [--sample-every N]
 //                           [--tolerance PCT] [--warmup-turnovers N]
 //                           [--node-options "--max-old-space-size=300"] [--binary PATH]
-import { defaults, formatCurve, formatHeader, formatRow, formatSummary, runSoak, TABLE_HEAD, type SoakOptions } from "./soak-lib.js";
+import { runSoak } from "../test/soak/driver.js";
+import { defaults, type SoakOptions } from "../test/soak/options.js";
+import { formatCurve, formatHeader, formatRow, formatSummary, TABLE_HEAD } from "../test/soak/report.js";
 
 const USAGE =
   "usage: tsx scripts/soak.ts [--requests N] [--ids N] [--max-threads N] [--seed N] [--window N] [--stats-every N] [--sample-every N] [--tolerance PCT] [--warmup-turnovers N] [--node-options OPTS] [--binary PATH]";
+
+type IntegerOption = "requests" | "ids" | "maxThreads" | "seed" | "window" | "statsEvery" | "sampleEvery" | "warmupTurnovers";
+
+/** Each integer flag: the option it sets, and its least value. */
+const INTEGER_FLAGS: Record<string, [IntegerOption, number]> = {
+  "--requests": ["requests", 2],
+  "--ids": ["ids", 1],
+  "--max-threads": ["maxThreads", 1],
+  "--seed": ["seed", 0],
+  "--window": ["window", 1],
+  "--stats-every": ["statsEvery", 1],
+  "--sample-every": ["sampleEvery", 1],
+  "--warmup-turnovers": ["warmupTurnovers", 0],
+};
 
 function parse(argv: string[]): SoakOptions {
   const o: SoakOptions = { requests: 1_000_000, ids: 20_000, maxThreads: 10_000, seed: Math.floor(Math.random() * 2 ** 32) };
@@ -35,38 +51,12 @@ function parse(argv: string[]): SoakOptions {
       if (!Number.isSafeInteger(n) || n < min) throw new Error(`${flag} must be an integer ≥ ${min}, not ${JSON.stringify(raw)}`);
       return n;
     };
-    switch (flag) {
-      case "--requests":
-        o.requests = int(2);
-        break;
-      case "--ids":
-        o.ids = int(1);
-        break;
-      case "--max-threads":
-        o.maxThreads = int(1);
-        break;
-      case "--seed":
-        o.seed = int(0);
-        break;
-      case "--window":
-        o.window = int(1);
-        break;
-      case "--stats-every":
-        o.statsEvery = int(1);
-        break;
-      case "--sample-every":
-        o.sampleEvery = int(1);
-        break;
-      case "--warmup-turnovers":
-        o.warmupTurnovers = int(0);
-        break;
-      case "--tolerance":
-        if (!(n >= 0)) throw new Error(`--tolerance must be a percentage ≥ 0, not ${JSON.stringify(raw)}`);
-        o.tolerance = n / 100;
-        break;
-      default:
-        throw new Error(`unknown flag ${flag}\n${USAGE}`);
-    }
+    const key = INTEGER_FLAGS[flag];
+    if (key) o[key[0]] = int(key[1]);
+    else if (flag === "--tolerance") {
+      if (!(n >= 0)) throw new Error(`--tolerance must be a percentage ≥ 0, not ${JSON.stringify(raw)}`);
+      o.tolerance = n / 100;
+    } else throw new Error(`unknown flag ${flag}\n${USAGE}`);
   }
   return o;
 }

@@ -1,5 +1,5 @@
 import { LIMIT_FLAGS } from "./options.js";
-import { DEFAULT_LIMITS } from "../service/state-service.js";
+import { DEFAULT_LIMITS } from "../protocol/limits.js";
 
 const limitLines = LIMIT_FLAGS.map((l) => `  --${l.flag} N`.padEnd(28) + `default ${DEFAULT_LIMITS[l.key]}`.padEnd(20) + `env ${l.env}`).join("\n");
 
@@ -13,7 +13,6 @@ Usage:
   agui-state diff OLD.json NEW.json
   agui-state escape SEGMENT...
   agui-state parse POINTER
-  agui-state demo                     play a two-run session against a real sidecar
   agui-state help [COMMAND]           this text, or a command's
   agui-state --version
 
@@ -78,14 +77,6 @@ pointer is malformed.
 
 Example:
   agui-state parse /toolState/raster-ops~1dataset    # ["toolState","raster-ops/dataset"]
-`,
-  demo: `agui-state demo
-
-Spawns a real agui-state sidecar, plays two runs of a namespace-mode thread
-against it (keys with "/" in them, an equal rewrite that stays silent, a removed
-key, a second run that opens with the whole namespace), prints the wire, and
-checks that the client's state, replayed with fast-json-patch as @ag-ui/client
-does, equals getState. Exit status 1 if any check fails.
 `,
 } satisfies Record<string, string>;
 

@@ -1,9 +1,9 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { diffValue, formatPointer, normalize, parsePointer, stateOverLimit, toWireOp, type Json } from "../core/index.js";
-import { parseJson } from "../rpc/json-text.js";
-import { scanParams } from "../rpc/scan.js";
-import { DEFAULT_LIMITS } from "../service/state-service.js";
+import { parseJson } from "../json/parse.js";
+import { scanJson } from "../json/scan.js";
+import { DEFAULT_LIMITS, ENVELOPE_DEPTH } from "../protocol/limits.js";
 import { UsageError } from "./options.js";
 
 /** Bad input to a one-shot command: a message on stderr and exit status 1. */
@@ -28,7 +28,7 @@ function readJson(file: string, io: Io, what: string): Json {
     throw new InputError(`${what}: ${file === "-" ? "stdin" : file} is not JSON: ${(e as Error).message}`);
   }
   // The same rules as the sidecar: no silently changed numbers, no unbounded nesting.
-  const problem = scanParams(value, DEFAULT_LIMITS.maxDepth);
+  const problem = scanJson(value, DEFAULT_LIMITS.maxDepth + ENVELOPE_DEPTH);
   if (problem?.kind === "unsafe-integer") throw new InputError(`${what}: ${problem.field || "the value"} is an integer beyond ±2^53 that JSON numbers cannot hold exactly`);
   if (problem?.kind === "overflow") throw new InputError(`${what}: ${problem.field || "the value"} is a number beyond the range of a double`);
   if (problem?.kind === "too-deep") throw new InputError(`${what}: nested deeper than ${DEFAULT_LIMITS.maxDepth}`);

@@ -1,9 +1,10 @@
 import { parseArgs } from "node:util";
 import { LOG_LEVELS, type LogLevel } from "../log.js";
+import { DEFAULT_LIMITS } from "../protocol/limits.js";
 import type { Limits } from "../protocol/types.js";
-import { DEFAULT_LIMITS } from "../service/state-service.js";
-import type { Framing } from "../rpc/stdio.js";
+import type { Framing } from "../rpc/node/stdio.js";
 
+/** The options of the serve command, from its flags and environment variables. */
 export interface ServeOptions {
   framing: Framing;
   logLevel: LogLevel;

@@ -1,9 +1,9 @@
 import { readFileSync } from "node:fs";
 import pkg from "../../package.json" with { type: "json" };
-import { runServer } from "../serve.js";
 import { help } from "./help.js";
 import { diffCommand, escapeCommand, InputError, normalizeCommand, parseCommand, type Io } from "./oneshot.js";
 import { parseServeArgs, UsageError } from "./options.js";
+import { serveCommand } from "./serve.js";
 
 const io: Io = {
   readStdin: () => readFileSync(0, "utf8"),
@@ -43,12 +43,6 @@ export function runCli(argv: string[]): void {
   guarded(() => {
     if (first === "--version" || first === "-v") return void process.stdout.write(`${pkg.version}\n`);
     if (first === "help" || wantsHelp(argv)) return void process.stdout.write(help(rest[0]));
-    if (first === "demo") {
-      if (wantsHelp(rest)) return void process.stdout.write(help("demo"));
-      // Loaded on demand (child processes, fast-json-patch): the sidecar's start-up never pays for it.
-      void import("./demo.js").then(({ runDemo }) => runDemo((line) => process.stdout.write(line + "\n"))).then((code) => (process.exitCode = code));
-      return;
-    }
     const oneshot = first !== undefined ? ONESHOT[first] : undefined;
     if (oneshot) {
       if (wantsHelp(rest)) return void process.stdout.write(help(first));
@@ -63,6 +57,6 @@ export function runCli(argv: string[]): void {
     if (process.stdin.isTTY) {
       process.stderr.write(`agui-state ${pkg.version}: reading JSON-RPC 2.0 from stdin, one message per line. Try:\n  {"jsonrpc":"2.0","id":1,"method":"escapePointer","params":{"path":["toolState","raster-ops/dataset"]}}\n(Ctrl-D to end; agui-state --help for more)\n`);
     }
-    runServer(options);
+    serveCommand(options);
   });
 }

@@ -1,10 +1,17 @@
 import { jsonEqual } from "./equal.js";
-import { limitError, opError, type OpError, type Skip } from "./errors.js";
-import { hasMember, isObject, setMember, type Json } from "./json.js";
-import { forbidden, isPrefix, locate, overhead, read, walkTo, where, type Container, type Slot } from "./locate.js";
-import { cloneJson, measure } from "./measure.js";
+import { limitError, opError, type OpError } from "./errors.js";
+import { cloneJson, setMember, type Json } from "./json.js";
+import { forbidden, isPrefix, locate, overhead, read, where, type Container, type Slot } from "./locate.js";
+import { measure, type StateLimits } from "./measure.js";
 import type { Op } from "./ops.js";
-import { clip, formatPointer, parseIndex, type Path } from "./pointer.js";
+import { clip, formatPointer, type Path } from "./pointer.js";
+import { err, ok, type Result } from "./result.js";
+
+/**
+ * The RFC 6902 engine: one op, applied strictly and in place, with an undo
+ * log. The protocol's own rules (protocol/README.md §5) are in normalize.ts,
+ * and whole patches in patch.ts.
+ */
 
 /** A document being patched in place, with its approximate JSON size kept current. */
 export interface Doc {
@@ -21,29 +28,10 @@ export interface Doc {
   loose: boolean;
 }
 
-export interface ApplyLimits {
-  /** Nesting of containers along any path, pointers included (protocol/README.md §7 --max-depth). */
-  maxDepth: number;
-  /** Approximate JSON bytes of the whole document (protocol/README.md §7 --max-state-bytes). */
-  maxStateBytes: number;
-}
-
-export const NO_LIMITS: ApplyLimits = { maxDepth: Infinity, maxStateBytes: Infinity };
-
-export interface ApplyOptions {
-  limits?: ApplyLimits;
-  /** protocol/README.md §5 rules 2 and 3 (missing array before an append, replace that sets). Default true. */
-  normalize?: boolean;
-  /**
-   * Take ownership of the ops' values instead of copying them into the
-   * document. Only for callers that hand over values nothing else will read
-   * or change afterwards, such as freshly parsed request params. Default false.
-   */
-  adopt?: boolean;
-}
+export const NO_LIMITS: StateLimits = { maxDepth: Infinity, maxStateBytes: Infinity };
 
 /** Restores one mutation. Kept in a log so atomic calls and multi-step ops can roll back. */
-type Undo = () => void;
+export type Undo = () => void;
 
 export function newDoc(root: Json): Doc {
   const m = measure(root);
@@ -105,17 +93,23 @@ function replacedBytes(doc: Doc, slot: Slot): number {
  * Checks the limits for writing `value` at `path`, before any memory is spent:
  * the walk stops as soon as a limit is passed (the copy bomb, a 5,000-deep value).
  */
-function admit(doc: Doc, path: Path, slot: Slot, value: Json, limits: ApplyLimits): { ok: true; delta: number; depth: number } | { ok: false; error: OpError } {
+/** What a write will do to the document: the bytes it adds and the nesting it reaches. */
+interface Room {
+  delta: number;
+  depth: number;
+}
+
+function admit(doc: Doc, path: Path, slot: Slot, value: Json, limits: StateLimits): Result<Room, OpError> {
   const replaced = replacedBytes(doc, slot);
   const m = measure(value, limits.maxDepth - path.length, limits.maxStateBytes - doc.bytes + replaced);
   if (path.length + m.depth > limits.maxDepth) {
-    return { ok: false, error: limitError("maxDepth", limits.maxDepth, path.length + m.depth, `${where(path, path.length)}: the value would nest too deep`) };
+    return err(limitError("maxDepth", limits.maxDepth, path.length + m.depth, `${where(path, path.length)}: the value would nest too deep`));
   }
   const grows = m.bytes + overhead(slot) - replaced;
   if (doc.bytes + grows > limits.maxStateBytes) {
-    return { ok: false, error: limitError("maxStateBytes", limits.maxStateBytes, doc.bytes + grows, `${where(path, path.length)}: the state would grow too large`) };
+    return err(limitError("maxStateBytes", limits.maxStateBytes, doc.bytes + grows, `${where(path, path.length)}: the state would grow too large`));
   }
-  return { ok: true, delta: grows, depth: path.length + m.depth };
+  return ok({ delta: grows, depth: path.length + m.depth });
 }
 
 /** Records what a write did to the nesting bound; `replaced` says it overwrote a value, which may have been deeper. */
@@ -133,7 +127,7 @@ function deepen(doc: Doc, path: Path, depth: number, replaced: boolean): void {
  * Applies one op in place. On failure nothing has changed and the error is
  * returned; on success the undo log holds what reverses it.
  */
-export function applyOp(doc: Doc, op: Op, limits: ApplyLimits, undo: Undo[], adopt = false): OpError | undefined {
+export function applyOp(doc: Doc, op: Op, limits: StateLimits, undo: Undo[], adopt = false): OpError | undefined {
   const bad = forbidden(op.path) ?? (op.op === "move" || op.op === "copy" ? forbidden(op.from) : undefined);
   if (bad) return bad;
   if (op.path.length > limits.maxDepth) {
@@ -144,12 +138,12 @@ export function applyOp(doc: Doc, op: Op, limits: ApplyLimits, undo: Undo[], ado
     case "replace": {
       const at = locate(doc.root, op.path, op.op === "add");
       if (!at.ok) return at.error;
-      const room = admit(doc, op.path, at.slot, op.value, limits);
+      const room = admit(doc, op.path, at.value, op.value, limits);
       if (!room.ok) return room.error;
       // protocol/README.md §5 rule 5: the mirror never aliases a request (unless the caller hands the value over).
-      attach(doc, at.slot, adopt ? op.value : cloneJson(op.value), undo);
-      doc.bytes += room.delta;
-      deepen(doc, op.path, room.depth, at.slot.exists);
+      attach(doc, at.value, adopt ? op.value : cloneJson(op.value), undo);
+      doc.bytes += room.value.delta;
+      deepen(doc, op.path, room.value.depth, at.value.exists);
       return undefined;
     }
     case "remove": {
@@ -157,8 +151,8 @@ export function applyOp(doc: Doc, op: Op, limits: ApplyLimits, undo: Undo[], ado
       if (op.path.length === 0) return opError("INVALID_OP", "remove of the whole document is not allowed");
       const at = locate(doc.root, op.path, false);
       if (!at.ok) return at.error;
-      const size = measure(read(doc.root, at.slot)).bytes + overhead(at.slot);
-      detach(at.slot, undo);
+      const size = measure(read(doc.root, at.value)).bytes + overhead(at.value);
+      detach(at.value, undo);
       doc.bytes -= size;
       doc.loose = true;
       return undefined;
@@ -166,7 +160,7 @@ export function applyOp(doc: Doc, op: Op, limits: ApplyLimits, undo: Undo[], ado
     case "test": {
       const at = locate(doc.root, op.path, false);
       if (!at.ok) return at.error;
-      return jsonEqual(read(doc.root, at.slot), op.value) ? undefined : opError("TEST_FAILED", `${clip(formatPointer(op.path))} does not equal the tested value`);
+      return jsonEqual(read(doc.root, at.value), op.value) ? undefined : opError("TEST_FAILED", `${clip(formatPointer(op.path))} does not equal the tested value`);
     }
     case "copy":
     case "move":
@@ -179,22 +173,22 @@ function fromError(e: OpError): OpError {
   return e.code === "PATH_NOT_FOUND" || e.code === "INDEX_OUT_OF_BOUNDS" ? opError("FROM_NOT_FOUND", `from: ${e.message}`) : { ...e, message: `from: ${e.message}` };
 }
 
-function copy(doc: Doc, from: Path, path: Path, limits: ApplyLimits, undo: Undo[]): OpError | undefined {
+function copy(doc: Doc, from: Path, path: Path, limits: StateLimits, undo: Undo[]): OpError | undefined {
   const src = locate(doc.root, from, false);
   if (!src.ok) return fromError(src.error);
   const at = locate(doc.root, path, true);
   if (!at.ok) return at.error;
-  const value = read(doc.root, src.slot);
+  const value = read(doc.root, src.value);
   // Measured against the room left before it is cloned: a doubling copy is refused up front.
-  const room = admit(doc, path, at.slot, value, limits);
+  const room = admit(doc, path, at.value, value, limits);
   if (!room.ok) return room.error;
-  attach(doc, at.slot, cloneJson(value), undo);
-  doc.bytes += room.delta;
-  deepen(doc, path, room.depth, at.slot.exists);
+  attach(doc, at.value, cloneJson(value), undo);
+  doc.bytes += room.value.delta;
+  deepen(doc, path, room.value.depth, at.value.exists);
   return undefined;
 }
 
-function move(doc: Doc, from: Path, path: Path, limits: ApplyLimits, undo: Undo[]): OpError | undefined {
+function move(doc: Doc, from: Path, path: Path, limits: StateLimits, undo: Undo[]): OpError | undefined {
   const src = locate(doc.root, from, false);
   if (!src.ok) return fromError(src.error);
   if (from.length < path.length && isPrefix(from, path)) {
@@ -205,11 +199,11 @@ function move(doc: Doc, from: Path, path: Path, limits: ApplyLimits, undo: Undo[
     return undefined;
   }
   if (from.length === 0) return opError("MOVE_INTO_ITSELF", "cannot move the whole document");
-  const value = read(doc.root, src.slot);
+  const value = read(doc.root, src.value);
   // Removing an object member shifts nothing, so the target can be checked
   // first and a refused move never has to put the member back (which would
   // change member order). Array elements are put back in place by splice.
-  if (!Array.isArray(src.slot.parent)) {
+  if (!Array.isArray(src.value.parent)) {
     const target = locate(doc.root, path, true);
     if (!target.ok) return target.error;
   }
@@ -233,8 +227,8 @@ function move(doc: Doc, from: Path, path: Path, limits: ApplyLimits, undo: Undo[
   // RFC 6902 §4.4: remove from "from", then add at "path", evaluated after the removal.
   const start = undo.length;
   const before = mark(doc);
-  detach(src.slot, undo);
-  doc.bytes -= overhead(src.slot);
+  detach(src.value, undo);
+  doc.bytes -= overhead(src.value);
   const at = locate(doc.root, path, true);
   if (!at.ok) {
     rollback(doc, undo, start, before);
@@ -242,14 +236,14 @@ function move(doc: Doc, from: Path, path: Path, limits: ApplyLimits, undo: Undo[
   }
   // The value's bytes move with it, but its member name may be longer than
   // the one it leaves: that growth counts against the limit too.
-  const grows = overhead(at.slot) - replacedBytes(doc, at.slot);
+  const grows = overhead(at.value) - replacedBytes(doc, at.value);
   if (doc.bytes + grows > limits.maxStateBytes) {
     const actual = doc.bytes + grows;
     rollback(doc, undo, start, before);
     return limitError("maxStateBytes", limits.maxStateBytes, actual, `${where(path, path.length)}: the state would grow too large`);
   }
   doc.bytes += grows;
-  attach(doc, at.slot, value, undo);
+  attach(doc, at.value, value, undo);
   // The move took the value out of its old place, which may have been the deepest.
   doc.loose = true;
   if (depth > doc.depth) doc.depth = depth;
@@ -257,144 +251,17 @@ function move(doc: Doc, from: Path, path: Path, limits: ApplyLimits, undo: Undo[
 }
 
 /** What a rollback restores besides the undo log: the byte count and the nesting bound. */
-interface Mark {
+export interface Mark {
   bytes: number;
   depth: number;
 }
 
-const mark = (doc: Doc): Mark => ({ bytes: doc.bytes, depth: doc.depth });
+export const mark = (doc: Doc): Mark => ({ bytes: doc.bytes, depth: doc.depth });
 
-function rollback(doc: Doc, undo: Undo[], at: number, before: Mark): void {
+export function rollback(doc: Doc, undo: Undo[], at: number, before: Mark): void {
   while (undo.length > at) (undo.pop() as Undo)();
   doc.bytes = before.bytes;
   // The bound must cover the document as it was again; what was undone may have raised it.
   doc.depth = Math.max(doc.depth, before.depth);
   doc.loose = true;
-}
-
-// ---------------------------------------------------------------- normalization
-
-/**
- * protocol/README.md §5 rule 2: `add X/-` where X is missing but X's container exists. Returns
- * the op that creates X as an empty array, or undefined when the rule does not apply.
- */
-function missingArray(doc: Doc, op: Op): Op | undefined {
-  if (op.op !== "add" || op.path.length < 2 || op.path[op.path.length - 1] !== "-") return undefined;
-  const x = op.path.slice(0, -1);
-  if (locate(doc.root, x, false).ok) return undefined;
-  const at = locate(doc.root, x, true);
-  if (!at.ok) return undefined;
-  // Only a member name or index == length creates X; an appended "-" would leave X/- unreachable.
-  if (Array.isArray(at.slot.parent) && x[x.length - 1] === "-") return undefined;
-  return { op: "add", path: x, value: [] };
-}
-
-/** protocol/README.md §5 rule 3: `replace` of a missing member of an existing object becomes `add`. */
-function replaceThatSets(doc: Doc, op: Op): Op {
-  if (op.op !== "replace" || op.path.length === 0) return op;
-  const parent = walkTo(doc.root, op.path, op.path.length - 1);
-  if (!parent.ok || !isObject(parent.value) || hasMember(parent.value, op.path[op.path.length - 1] as string)) return op;
-  return { op: "add", path: op.path, value: op.value };
-}
-
-/**
- * RFC 6902 §4.4 evaluates a move's target after the removal. fast-json-patch
- * walks the target's intermediate steps before it, so a target that passes
- * through a later element of the array that `from` is taken out of (whose
- * indexes shift) can fail on the client while it applies here.
- */
-function shiftsTarget(from: Path, path: Path): boolean {
-  const n = from.length;
-  if (n === 0 || path.length <= n || !isPrefix(from.slice(0, -1), path)) return false;
-  const a = parseIndex(from[n - 1] as string);
-  const b = parseIndex(path[n - 1] as string);
-  return typeof a === "number" && typeof b === "number" && b > a;
-}
-
-/**
- * Applies one op with the normalization rules. Appends what was applied
- * (inserted ops included, `test` and no-op moves left out) to `applied`.
- */
-function applyNormalized(doc: Doc, op: Op, opts: Required<ApplyOptions>, undo: Undo[], applied: Op[]): OpError | undefined {
-  if (opts.normalize) {
-    const create = missingArray(doc, op);
-    if (create) {
-      const start = undo.length;
-      const before = mark(doc);
-      const e = applyOp(doc, create, opts.limits, undo) ?? applyOp(doc, op, opts.limits, undo, opts.adopt);
-      if (e) {
-        rollback(doc, undo, start, before);
-        return e;
-      }
-      applied.push(create, op);
-      return undefined;
-    }
-    op = replaceThatSets(doc, op);
-  }
-  if (op.op === "move" && shiftsTarget(op.from, op.path)) {
-    const src = locate(doc.root, op.from, false);
-    const moved = src.ok ? read(doc.root, src.slot) : null;
-    const e = applyOp(doc, op, opts.limits, undo, opts.adopt);
-    // Sent as remove + add: both libraries evaluate those the same way.
-    if (!e) applied.push({ op: "remove", path: op.from }, { op: "add", path: op.path, value: cloneJson(moved) });
-    return e;
-  }
-  const e = applyOp(doc, op, opts.limits, undo, opts.adopt);
-  // Tests are checked, not replayed (protocol/README.md §3); a move onto itself changes
-  // nothing here, but fast-json-patch would move the member to the end.
-  const noop = op.op === "test" || (op.op === "move" && op.from.length === op.path.length && isPrefix(op.from, op.path));
-  if (!e && !noop) applied.push(op);
-  return e;
-}
-
-// ---------------------------------------------------------------- whole patches
-
-/** An op as received: decoded into an Op, or refused by the decoder. */
-export type Decoded = { ok: true; value: Op } | { ok: false; error: OpError };
-
-export interface LenientOutcome {
-  /** What was applied, in order, inserted ops included and `test` ops left out. */
-  applied: Op[];
-  skipped: Skip[];
-}
-
-const withDefaults = (opts: ApplyOptions): Required<ApplyOptions> => ({ limits: opts.limits ?? NO_LIMITS, normalize: opts.normalize ?? true, adopt: opts.adopt ?? false });
-
-/**
- * protocol/README.md §5 rule 4: each op applies or is skipped and reported; a skipped op
- * leaves the document as it was, and later ops apply to the state as it stands.
- */
-export function applyLenient(doc: Doc, ops: readonly Decoded[], raw: readonly unknown[], options: ApplyOptions = {}): LenientOutcome {
-  const opts = withDefaults(options);
-  const applied: Op[] = [];
-  const skipped: Skip[] = [];
-  for (let i = 0; i < ops.length; i++) {
-    const d = ops[i] as Decoded;
-    const e = d.ok ? applyNormalized(doc, d.value, opts, [], applied) : d.error;
-    // A LIMIT_EXCEEDED op is not echoed: its value may be what was too large.
-    if (e) skipped.push(e.code === "LIMIT_EXCEEDED" ? { index: i, code: e.code, message: e.message } : { index: i, op: raw[i], code: e.code, message: e.message });
-  }
-  return { applied, skipped };
-}
-
-export type AtomicOutcome = { ok: true; applied: Op[] } | { ok: false; index: number; error: OpError };
-
-/**
- * RFC 6902 §5: all ops apply or none. The undo log reverses what was done, so
- * the cost is that of the ops, not a copy of the document.
- */
-export function applyAtomic(doc: Doc, ops: readonly Decoded[], options: ApplyOptions = {}): AtomicOutcome {
-  const opts = withDefaults(options);
-  const applied: Op[] = [];
-  const undo: Undo[] = [];
-  const before = mark(doc);
-  for (let i = 0; i < ops.length; i++) {
-    const d = ops[i] as Decoded;
-    const e = d.ok ? applyNormalized(doc, d.value, opts, undo, applied) : d.error;
-    if (e) {
-      rollback(doc, undo, 0, before);
-      return { ok: false, index: i, error: e };
-    }
-  }
-  return { ok: true, applied };
 }

@@ -1,7 +1,11 @@
 import { opError, type OpError } from "./errors.js";
-import { err, isObject, ok, type Json, type Result } from "./json.js";
+import { isObject, type Json } from "./json.js";
 import type { Op } from "./ops.js";
 import { clip, parsePointer } from "./pointer.js";
+import { err, ok, type Result } from "./result.js";
+
+/** An op as received: decoded into an Op, or refused by the decoder. */
+export type Decoded = Result<Op, OpError>;
 
 /**
  * Decodes one op as received into an Op with parsed paths. This is the only
@@ -11,7 +15,7 @@ import { clip, parsePointer } from "./pointer.js";
  * A path may be an RFC 6901 string or an array of raw segments (protocol/README.md §3);
  * integers in an array path are array indexes and become their decimal token.
  */
-export function decodeOp(raw: unknown): Result<Op, OpError> {
+export function decodeOp(raw: unknown): Decoded {
   if (!isObject(raw)) return err(opError("INVALID_OP", "an op must be an object"));
   const name = raw["op"];
   if (typeof name !== "string") return err(opError("INVALID_OP", 'an op needs an "op" member that is a string'));
@@ -40,7 +44,9 @@ export function decodeOp(raw: unknown): Result<Op, OpError> {
   }
 }
 
-export function decodePath(raw: unknown): Result<string[], OpError> {
+export const decodeOps = (raw: readonly unknown[]): Decoded[] => raw.map(decodeOp);
+
+export function decodePath(raw: unknown): Result<string[], OpError<"INVALID_POINTER">> {
   if (typeof raw === "string") {
     const parsed = parsePointer(raw);
     return parsed.ok ? parsed : err(opError("INVALID_POINTER", parsed.error.message));

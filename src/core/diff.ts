@@ -1,7 +1,7 @@
 import { jsonEqual } from "./equal.js";
 import { fromEntries, hasMember, isObject, setMember, type Json, type JsonObject } from "./json.js";
 import { measure } from "./measure.js";
-import { toWireOp, type Op } from "./ops.js";
+import { toWireOp, type ChangeOp } from "./ops.js";
 import { formatPointer, isForbiddenStep, type Path } from "./pointer.js";
 
 /**
@@ -14,7 +14,7 @@ import { formatPointer, isForbiddenStep, type Path } from "./pointer.js";
  * does with strings), adds and removes interleaved. It depends only on the
  * names, not on the order members arrived in.
  */
-export function diffMembers(old: JsonObject, set: JsonObject, remove: readonly string[], base: Path): Op[] {
+export function diffMembers(old: JsonObject, set: JsonObject, remove: readonly string[], base: Path): ChangeOp[] {
   const names = new Set<string>();
   for (const k of Object.keys(set)) if (!hasMember(old, k) || !jsonEqual(old[k] as Json, set[k] as Json)) names.add(k);
   for (const k of remove) if (hasMember(old, k) && !hasMember(set, k)) names.add(k);
@@ -25,7 +25,7 @@ export function diffMembers(old: JsonObject, set: JsonObject, remove: readonly s
     for (const k of Object.keys(set)) setMember(next, k, set[k] as Json);
     return [{ op: "add", path: [...base], value: next }];
   }
-  const ops: Op[] = [];
+  const ops: ChangeOp[] = [];
   for (const k of [...names].sort()) {
     ops.push(hasMember(set, k) ? { op: "add", path: [...base, k], value: set[k] as Json } : { op: "remove", path: [...base, k] });
   }
@@ -33,7 +33,7 @@ export function diffMembers(old: JsonObject, set: JsonObject, remove: readonly s
 }
 
 /** The namespace diff for a complete new map: members absent from `next` are removed. */
-export function diffNamespace(old: JsonObject, next: JsonObject, base: Path): Op[] {
+export function diffNamespace(old: JsonObject, next: JsonObject, base: Path): ChangeOp[] {
   return diffMembers(old, next, Object.keys(old), base);
 }
 
@@ -47,29 +47,29 @@ export function diffNamespace(old: JsonObject, next: JsonObject, base: Path): Op
  * - At the root of two objects the fallback is per member, never a replace of
  *   the whole document: that would wipe members the client keeps for itself.
  */
-export function diffValue(a: Json, b: Json, base: Path = []): Op[] {
+export function diffValue(a: Json, b: Json, base: Path = []): ChangeOp[] {
   if (jsonEqual(a, b)) return [];
-  const ops: Op[] = [];
+  const ops: ChangeOp[] = [];
   const path = [...base];
   if (path.length === 0 && isObject(a) && isObject(b)) {
     diffObjects(a, b, path, ops);
     return ops;
   }
   diffInto(a, b, path, ops);
-  const single: Op = { op: "replace", path, value: b };
+  const single: ChangeOp = { op: "replace", path, value: b };
   // The exact guarantee, in serialized bytes, at the top; inner choices use estimates.
   if (ops.length > 1 && JSON.stringify(ops.map(toWireOp)).length > JSON.stringify([toWireOp(single)]).length) return [single];
   return ops;
 }
 
 /** Appends ops turning `a` into `b` (which differ) at `path`. */
-function diffInto(a: Json, b: Json, path: string[], out: Op[]): void {
+function diffInto(a: Json, b: Json, path: string[], out: ChangeOp[]): void {
   if (isObject(a) && isObject(b)) diffObjects(a, b, path, out);
   else if (Array.isArray(a) && Array.isArray(b)) diffArrays(a, b, path, out);
   else out.push({ op: "replace", path: [...path], value: b });
 }
 
-function diffObjects(a: JsonObject, b: JsonObject, path: string[], out: Op[]): void {
+function diffObjects(a: JsonObject, b: JsonObject, path: string[], out: ChangeOp[]): void {
   const last = path[path.length - 1];
   // A member no op may name that is added, removed or changed: replace the
   // object that holds it (the root too, if need be). One that stays the same needs no op.
@@ -85,7 +85,7 @@ function diffObjects(a: JsonObject, b: JsonObject, path: string[], out: Op[]): v
   }
 }
 
-function diffArrays(a: Json[], b: Json[], path: string[], out: Op[]): void {
+function diffArrays(a: Json[], b: Json[], path: string[], out: ChangeOp[]): void {
   const min = Math.min(a.length, b.length);
   let pre = 0;
   while (pre < min && jsonEqual(a[pre] as Json, b[pre] as Json)) pre++;
@@ -105,13 +105,13 @@ function diffArrays(a: Json[], b: Json[], path: string[], out: Op[]): void {
 }
 
 /** Diffs a changed subtree, keeping one replace of it instead when that is smaller. */
-function child(a: Json, b: Json, path: string[], out: Op[]): void {
+function child(a: Json, b: Json, path: string[], out: ChangeOp[]): void {
   const start = out.length;
   diffInto(a, b, path, out);
   if (out.length - start <= 1) return;
   let cost = 0;
-  for (let i = start; i < out.length; i++) cost += opBytes(out[i] as Op);
-  const single: Op = { op: "replace", path, value: b };
+  for (let i = start; i < out.length; i++) cost += opBytes(out[i] as ChangeOp);
+  const single: ChangeOp = { op: "replace", path, value: b };
   if (cost > opBytes(single)) {
     out.length = start;
     out.push(single);
@@ -119,7 +119,7 @@ function child(a: Json, b: Json, path: string[], out: Op[]): void {
 }
 
 /** Estimated serialized size of an op: `{"op":"replace","path":"…","value":…}`. */
-function opBytes(op: Op): number {
-  const value = op.op === "add" || op.op === "replace" || op.op === "test" ? measure(op.value).bytes + 9 : 0;
+function opBytes(op: ChangeOp): number {
+  const value = op.op === "add" || op.op === "replace" ? measure(op.value).bytes + 9 : 0;
   return 24 + formatPointer(op.path).length + value;
 }

@@ -4,12 +4,6 @@ export interface JsonObject {
   [key: string]: Json;
 }
 
-/** A result that is a value or an error, never a throw. */
-export type Result<T, E> = { ok: true; value: T } | { ok: false; error: E };
-
-export const ok = <T>(value: T): { ok: true; value: T } => ({ ok: true, value });
-export const err = <E>(error: E): { ok: false; error: E } => ({ ok: false, error });
-
 export function isObject(v: unknown): v is JsonObject {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
@@ -42,4 +36,21 @@ export function fromEntries(entries: Iterable<readonly [string, Json]>): JsonObj
   const o: JsonObject = {};
   for (const [k, v] of entries) setMember(o, k, v);
   return o;
+}
+
+/**
+ * Deep copy of a JSON value. Keys such as `__proto__` stay plain own data
+ * (setMember), so a value can never reach a prototype. Callers measure the
+ * value first (measure.ts), so recursion depth is bounded by --max-depth.
+ */
+export function cloneJson(v: Json): Json {
+  if (typeof v !== "object" || v === null) return v;
+  if (Array.isArray(v)) {
+    const out = new Array<Json>(v.length);
+    for (let i = 0; i < v.length; i++) out[i] = cloneJson(v[i] as Json);
+    return out;
+  }
+  const out: JsonObject = {};
+  for (const k in v) setMember(out, k, cloneJson(v[k] as Json));
+  return out;
 }

@@ -2,14 +2,19 @@ import { opError, type OpError } from "./errors.js";
 import { hasMember, isObject, type Json, type JsonObject } from "./json.js";
 import { ELEMENT_OVERHEAD, memberOverhead } from "./measure.js";
 import { clip, formatPointer, isForbiddenStep, parseIndex, type Path } from "./pointer.js";
+import { err, ok, type Result } from "./result.js";
 
 /** RFC 6901 lookups over parsed paths: where a path leads, and whether it may lead there. */
+
+/** What a lookup can meet along a path. */
+export type LookupCode = "INVALID_INDEX" | "PATH_NOT_FOUND" | "INDEX_OUT_OF_BOUNDS";
 
 export type Container = Json[] | JsonObject;
 
 export const where = (path: Path, upto: number): string => clip(formatPointer(path.slice(0, upto)));
 
-export function forbidden(path: Path): OpError | undefined {
+/** The FORBIDDEN_KEY error for a path that goes through a key no op may name (protocol/README.md §3), if it does. */
+export function forbidden(path: Path): OpError<"FORBIDDEN_KEY"> | undefined {
   for (let i = 0; i < path.length; i++) {
     if (isForbiddenStep(path[i - 1], path[i] as string)) {
       return opError("FORBIDDEN_KEY", `${where(path, i + 1)} goes through a forbidden key`);
@@ -19,25 +24,25 @@ export function forbidden(path: Path): OpError | undefined {
 }
 
 /** The value at path[0..upto). Every step must exist; "-" names no element here. */
-export function walkTo(root: Json, path: Path, upto: number): { ok: true; value: Json } | { ok: false; error: OpError } {
+export function walkTo(root: Json, path: Path, upto: number): Result<Json, OpError<"INVALID_INDEX" | "PATH_NOT_FOUND">> {
   let cur = root;
   for (let i = 0; i < upto; i++) {
     const token = path[i] as string;
     if (Array.isArray(cur)) {
       const idx = parseIndex(token);
       if (idx === undefined || idx === "-") {
-        return { ok: false, error: opError("INVALID_INDEX", `${where(path, i + 1)}: ${JSON.stringify(clip(token))} is not an array index`) };
+        return err(opError("INVALID_INDEX", `${where(path, i + 1)}: ${JSON.stringify(clip(token))} is not an array index`));
       }
-      if (idx >= cur.length) return { ok: false, error: opError("PATH_NOT_FOUND", `${where(path, i + 1)} does not exist`) };
+      if (idx >= cur.length) return err(opError("PATH_NOT_FOUND", `${where(path, i + 1)} does not exist`));
       cur = cur[idx] as Json;
     } else if (isObject(cur)) {
-      if (!hasMember(cur, token)) return { ok: false, error: opError("PATH_NOT_FOUND", `${where(path, i + 1)} does not exist`) };
+      if (!hasMember(cur, token)) return err(opError("PATH_NOT_FOUND", `${where(path, i + 1)} does not exist`));
       cur = cur[token] as Json;
     } else {
-      return { ok: false, error: opError("PATH_NOT_FOUND", `${where(path, i + 1)} does not exist: ${where(path, i)} is not a container`) };
+      return err(opError("PATH_NOT_FOUND", `${where(path, i + 1)} does not exist: ${where(path, i)} is not a container`));
     }
   }
-  return { ok: true, value: cur };
+  return ok(cur);
 }
 
 export interface Slot {
@@ -52,8 +57,8 @@ export interface Slot {
  * Locates the slot a path names. `forAdd` allows "-" and index == length
  * (RFC 6902 §4.1); otherwise the slot must exist.
  */
-export function locate(root: Json, path: Path, forAdd: boolean): { ok: true; slot: Slot } | { ok: false; error: OpError } {
-  if (path.length === 0) return { ok: true, slot: { parent: undefined, key: "", exists: true } };
+export function locate(root: Json, path: Path, forAdd: boolean): Result<Slot, OpError<LookupCode>> {
+  if (path.length === 0) return ok({ parent: undefined, key: "", exists: true });
   const p = walkTo(root, path, path.length - 1);
   if (!p.ok) return p;
   const parent = p.value;
@@ -62,20 +67,20 @@ export function locate(root: Json, path: Path, forAdd: boolean): { ok: true; slo
     const idx = parseIndex(token);
     if (idx === undefined || (idx === "-" && !forAdd)) {
       const why = idx === "-" ? '"-" names no element here' : `${JSON.stringify(clip(token))} is not an array index`;
-      return { ok: false, error: opError("INVALID_INDEX", `${where(path, path.length)}: ${why}`) };
+      return err(opError("INVALID_INDEX", `${where(path, path.length)}: ${why}`));
     }
     const i = idx === "-" ? parent.length : idx;
     if (forAdd ? i > parent.length : i >= parent.length) {
-      return { ok: false, error: opError("INDEX_OUT_OF_BOUNDS", `${where(path, path.length)}: index ${i} is past the end (length ${parent.length})`) };
+      return err(opError("INDEX_OUT_OF_BOUNDS", `${where(path, path.length)}: index ${i} is past the end (length ${parent.length})`));
     }
-    return { ok: true, slot: { parent, key: i, exists: !forAdd } };
+    return ok({ parent, key: i, exists: !forAdd });
   }
   if (isObject(parent)) {
     const exists = hasMember(parent, token);
-    if (!exists && !forAdd) return { ok: false, error: opError("PATH_NOT_FOUND", `${where(path, path.length)} does not exist`) };
-    return { ok: true, slot: { parent, key: token, exists } };
+    if (!exists && !forAdd) return err(opError("PATH_NOT_FOUND", `${where(path, path.length)} does not exist`));
+    return ok({ parent, key: token, exists });
   }
-  return { ok: false, error: opError("PATH_NOT_FOUND", `${where(path, path.length)} does not exist: ${where(path, path.length - 1)} is not a container`) };
+  return err(opError("PATH_NOT_FOUND", `${where(path, path.length)} does not exist: ${where(path, path.length - 1)} is not a container`));
 }
 
 export function read(root: Json, slot: Slot): Json {
@@ -90,11 +95,11 @@ export const overhead = (slot: Slot): number => (slot.parent === undefined ? 0 :
  * Reads the value at a path: an own member or an element that exists. The
  * value is the document's own, not a copy.
  */
-export function valueAt(root: Json, path: Path): { ok: true; value: Json } | { ok: false; error: OpError } {
+export function valueAt(root: Json, path: Path): Result<Json, OpError<LookupCode | "FORBIDDEN_KEY">> {
   const bad = forbidden(path);
-  if (bad) return { ok: false, error: bad };
+  if (bad) return err(bad);
   const at = locate(root, path, false);
-  return at.ok ? { ok: true, value: read(root, at.slot) } : at;
+  return at.ok ? ok(read(root, at.value)) : at;
 }
 
 export function isPrefix(a: Path, b: Path): boolean {

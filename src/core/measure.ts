@@ -1,4 +1,5 @@
-import { setMember, type Json, type JsonObject } from "./json.js";
+import type { LimitHit, StateLimitName } from "./errors.js";
+import type { Json } from "./json.js";
 
 /**
  * Approximate JSON size and container nesting of a value. The byte figure
@@ -77,19 +78,18 @@ export const memberOverhead = (key: string): number => key.length + 4;
 /** Bytes an element adds to its array besides its value: a comma. */
 export const ELEMENT_OVERHEAD = 1;
 
-/**
- * Deep copy of a JSON value. Keys such as `__proto__` stay plain own data
- * (setMember), so a value can never reach a prototype. The caller has measured
- * the value, so recursion depth is bounded by --max-depth.
- */
-export function cloneJson(v: Json): Json {
-  if (typeof v !== "object" || v === null) return v;
-  if (Array.isArray(v)) {
-    const out = new Array<Json>(v.length);
-    for (let i = 0; i < v.length; i++) out[i] = cloneJson(v[i] as Json);
-    return out;
-  }
-  const out: JsonObject = {};
-  for (const k in v) setMember(out, k, cloneJson(v[k] as Json));
-  return out;
+/** The limits a whole state is held to (protocol/README.md §7). */
+export interface StateLimits extends Record<StateLimitName, number> {
+  /** Nesting of containers along any path, pointers included (--max-depth). */
+  maxDepth: number;
+  /** Approximate JSON bytes of the whole document (--max-state-bytes). */
+  maxStateBytes: number;
+}
+
+/** Checks a whole state against the limits of a thread's state, walking no further than they allow. */
+export function stateOverLimit(state: Json, limits: StateLimits): LimitHit | undefined {
+  const m = measure(state, limits.maxDepth, limits.maxStateBytes);
+  if (m.depth > limits.maxDepth) return { limit: "maxDepth", max: limits.maxDepth, actual: m.depth };
+  if (m.bytes > limits.maxStateBytes) return { limit: "maxStateBytes", max: limits.maxStateBytes, actual: m.bytes };
+  return undefined;
 }

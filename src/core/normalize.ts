@@ -1,34 +1,186 @@
-import { applyLenient, newDoc, type ApplyLimits, type Decoded } from "./apply.js";
-import { decodeOp } from "./decode.js";
-import type { LimitHit, Skip } from "./errors.js";
-import type { Json } from "./json.js";
-import { cloneJson, measure } from "./measure.js";
-import { toWireOp, type WireOp } from "./ops.js";
+import { applyOp, mark, rollback, type Doc, type Undo } from "./apply.js";
+import { diffValue } from "./diff.js";
+import { opError, type OpError } from "./errors.js";
+import { cloneJson, hasMember, isObject, type Json } from "./json.js";
+import { isPrefix, locate, read, valueAt, walkTo } from "./locate.js";
+import type { StateLimits } from "./measure.js";
+import type { ChangeOp, Op } from "./ops.js";
+import { parseIndex, type Path } from "./pointer.js";
 
-export interface NormalizeResult {
-  /** The ops that apply, in order, normalized and escaped; `test` ops left out. */
-  delta: WireOp[];
-  skipped: Skip[];
-  /** The state after the delta. */
-  state: Json;
+/** How a patch is applied (protocol/README.md §5). */
+export interface ApplyOptions {
+  limits?: StateLimits;
+  /** protocol/README.md §5 rules 2 and 3 (missing array before an append, replace that sets). Default true. */
+  normalize?: boolean;
+  /**
+   * Take ownership of the ops' values instead of copying them into the
+   * document. Only for callers that hand over values nothing else will read
+   * or change afterwards, such as freshly parsed request params. Default false.
+   */
+  adopt?: boolean;
 }
 
-/** Checks a whole state against the limits of a thread's state, walking no further than they allow. */
-export function stateOverLimit(state: Json, limits: ApplyLimits): LimitHit | undefined {
-  const m = measure(state, limits.maxDepth, limits.maxStateBytes);
-  if (m.depth > limits.maxDepth) return { limit: "maxDepth", max: limits.maxDepth, actual: m.depth };
-  if (m.bytes > limits.maxStateBytes) return { limit: "maxStateBytes", max: limits.maxStateBytes, actual: m.bytes };
+type AddOrReplace = Extract<ChangeOp, { value: Json }>;
+
+/**
+ * protocol/README.md §5 rule 2: `add X/-` where X is missing but X's container exists. Returns
+ * the op that creates X as an empty array, or undefined when the rule does not apply.
+ */
+function missingArray(doc: Doc, op: AddOrReplace): ChangeOp | undefined {
+  if (op.op !== "add" || op.path.length < 2 || op.path[op.path.length - 1] !== "-") return undefined;
+  const x = op.path.slice(0, -1);
+  if (locate(doc.root, x, false).ok) return undefined;
+  const at = locate(doc.root, x, true);
+  if (!at.ok) return undefined;
+  // Only a member name or index == length creates X; an appended "-" would leave X/- unreachable.
+  if (Array.isArray(at.value.parent) && x[x.length - 1] === "-") return undefined;
+  return { op: "add", path: x, value: [] };
+}
+
+/** protocol/README.md §5 rule 3: `replace` of a missing member of an existing object becomes `add`. */
+function replaceThatSets(doc: Doc, op: AddOrReplace): AddOrReplace {
+  if (op.op !== "replace" || op.path.length === 0) return op;
+  const parent = walkTo(doc.root, op.path, op.path.length - 1);
+  if (!parent.ok || !isObject(parent.value) || hasMember(parent.value, op.path[op.path.length - 1] as string)) return op;
+  return { op: "add", path: op.path, value: op.value };
+}
+
+/**
+ * protocol/README.md §5 rule 6. RFC 6902 §4.4 evaluates a move's target after
+ * the removal. fast-json-patch walks the target's intermediate steps before
+ * it, so a target that passes through a later element of the array that
+ * `from` is taken out of (whose indexes shift) can fail on the client while it
+ * applies here.
+ */
+function shiftsTarget(from: Path, path: Path): boolean {
+  const n = from.length;
+  if (n === 0 || path.length <= n || !isPrefix(from.slice(0, -1), path)) return false;
+  const a = parseIndex(from[n - 1] as string);
+  const b = parseIndex(path[n - 1] as string);
+  return typeof a === "number" && typeof b === "number" && b > a;
+}
+
+const samePath = (a: Path, b: Path): boolean => a.length === b.length && isPrefix(a, b);
+
+/** Whether `path` names an element of an array (rather than a member, or the root). */
+function inArray(root: Json, path: Path): boolean {
+  if (path.length === 0) return false;
+  const parent = walkTo(root, path, path.length - 1);
+  return parent.ok && Array.isArray(parent.value);
+}
+
+const notObject = (what: string): OpError => opError("ROOT_NOT_OBJECT", `${what}: the state's root must stay a JSON object (protocol/README.md §11)`);
+
+/**
+ * protocol/README.md §11 and §5 rule 7: the root is an object, and no emitted
+ * op names it. python-json-patch refuses a `copy` from "" and patches nothing
+ * once the root is a scalar; evanphx/json-patch refuses every op whose path is
+ * "". So an op that names the root is re-expressed as member ops against the
+ * document as it stands:
+ * - `add`/`replace` of "" with an object, and a `move`/`copy` onto "", become
+ *   the minimal diff from the old root to the new one (§6 diffState's rules);
+ * - a `copy` from "" becomes an `add` of a copy of the root;
+ * - a `copy` or `move` from "" onto "" changes nothing and is dropped.
+ * Anything that would leave the root something other than an object is
+ * refused with ROOT_NOT_OBJECT. Returns undefined for an op that names
+ * neither the root nor a document whose root is not an object: the usual case.
+ */
+function rootRule(doc: Doc, op: Op, limits: StateLimits): ChangeOp[] | OpError | undefined {
+  if (!isObject(doc.root)) return notObject(`${op.op} on a document whose root is not an object`);
+  switch (op.op) {
+    case "test":
+      return undefined;
+    case "remove":
+      return op.path.length === 0 ? notObject("remove of the whole document") : undefined;
+    case "add":
+    case "replace":
+      if (op.path.length > 0) return undefined;
+      if (!isObject(op.value)) return notObject(`${op.op} of the root with a value that is not an object`);
+      return rootDiff(doc.root, op.value);
+    case "move":
+    case "copy": {
+      if (op.path.length > 0) {
+        // A move out of the root is a move into its own child: applyOp refuses it.
+        if (op.from.length > 0 || op.op === "move") return undefined;
+        // A copy that would take the state past its limit is left to applyOp,
+        // which refuses it before copying anything (the copy bomb, §7).
+        if (2 * doc.bytes > limits.maxStateBytes) return undefined;
+        return [{ op: "add", path: op.path, value: cloneJson(doc.root) }];
+      }
+      if (op.from.length === 0) return [];
+      const src = valueAt(doc.root, op.from);
+      // A from that cannot be read: applyOp reports why (FORBIDDEN_KEY, FROM_NOT_FOUND, ...).
+      if (!src.ok) return undefined;
+      if (!isObject(src.value)) return notObject(`${op.op} of a value that is not an object onto the root`);
+      // A copy: the diff's values are taken from it, and applying the diff changes the tree it came from.
+      return rootDiff(doc.root, cloneJson(src.value));
+    }
+  }
+}
+
+function rootDiff(from: Json, to: Json): ChangeOp[] | OpError {
+  const ops = diffValue(from, to);
+  // Only a member no op may name (a root `__proto__` that changes) makes diffValue replace the root itself.
+  if (ops.some((o) => o.path.length === 0)) return opError("FORBIDDEN_KEY", "a root member named __proto__ would change, and no op can name it");
+  return ops;
+}
+
+/** Applies generated ops all or nothing, appending them to `applied`. */
+function applyAll(doc: Doc, ops: readonly ChangeOp[], opts: Required<ApplyOptions>, undo: Undo[], applied: ChangeOp[]): OpError | undefined {
+  const start = undo.length;
+  const before = mark(doc);
+  for (const o of ops) {
+    const e = applyOp(doc, o, opts.limits, undo);
+    if (e) {
+      rollback(doc, undo, start, before);
+      return e;
+    }
+  }
+  applied.push(...ops);
   return undefined;
 }
 
-export const decodeOps = (raw: readonly unknown[]): Decoded[] => raw.map(decodeOp);
-
 /**
- * protocol/README.md §6 normalize: the rules of §5 applied to a copy of `state`, as a
- * lenient applyOps would. Pure: the caller's state is not touched.
+ * Applies one op with the rules of protocol/README.md §5 (rules 2 and 3 only
+ * when `opts.normalize`). Appends what was applied to `applied`: inserted ops
+ * included, `test` ops and moves onto themselves left out.
  */
-export function normalize(raw: readonly unknown[], state: Json = {}, limits?: ApplyLimits): NormalizeResult {
-  const doc = newDoc(cloneJson(state));
-  const { applied, skipped } = applyLenient(doc, decodeOps(raw), raw, limits ? { limits } : {});
-  return { delta: applied.map(toWireOp), skipped, state: doc.root };
+export function applyNormalized(doc: Doc, op: Op, opts: Required<ApplyOptions>, undo: Undo[], applied: ChangeOp[]): OpError | undefined {
+  if (opts.normalize) {
+    const root = rootRule(doc, op, opts.limits);
+    if (root !== undefined) return Array.isArray(root) ? applyAll(doc, root, opts, undo, applied) : root;
+  }
+  if (opts.normalize && (op.op === "add" || op.op === "replace")) {
+    const create = missingArray(doc, op);
+    if (create) {
+      const start = undo.length;
+      const before = mark(doc);
+      const e = applyOp(doc, create, opts.limits, undo) ?? applyOp(doc, op, opts.limits, undo, opts.adopt);
+      if (e) {
+        rollback(doc, undo, start, before);
+        return e;
+      }
+      applied.push(create, op);
+      return undefined;
+    }
+    op = replaceThatSets(doc, op);
+  }
+  if (op.op === "move" && shiftsTarget(op.from, op.path)) {
+    const src = locate(doc.root, op.from, false);
+    const moved = src.ok ? read(doc.root, src.value) : null;
+    const e = applyOp(doc, op, opts.limits, undo, opts.adopt);
+    // Sent as remove + add: both libraries evaluate those the same way.
+    if (!e) applied.push({ op: "remove", path: op.from }, { op: "add", path: op.path, value: cloneJson(moved) });
+    return e;
+  }
+  // A move onto itself changes nothing here, but fast-json-patch would move
+  // the member to the end (§5 rule 6). A copy onto an object member itself
+  // changes nothing either (§5 rule 7); onto an array element it inserts a
+  // second copy (RFC 6902 §4.5 is an add, and an add into an array inserts).
+  const onItself = (op.op === "move" || op.op === "copy") && samePath(op.from, op.path) && (op.op === "move" || !inArray(doc.root, op.path));
+  const e = applyOp(doc, op, opts.limits, undo, opts.adopt);
+  // Tests are checked, not replayed (protocol/README.md §3).
+  if (e || op.op === "test") return e;
+  if (!onItself) applied.push(op);
+  return undefined;
 }

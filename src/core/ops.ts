@@ -2,23 +2,34 @@ import type { Json } from "./json.js";
 import { formatPointer, type Path } from "./pointer.js";
 
 /** An RFC 6902 operation whose pointers have been parsed (decoded once, at the edge). */
-export type Op =
-  | { op: "add" | "replace" | "test"; path: Path; value: Json }
+export type Op = ChangeOp | { op: "test"; path: Path; value: Json };
+
+/**
+ * An op that changes the document: every op but `test`. A test is checked
+ * against the mirror and dropped, never replayed (protocol/README.md §3), so
+ * what a patch applied, and every delta, holds only these.
+ */
+export type ChangeOp =
+  | { op: "add" | "replace"; path: Path; value: Json }
   | { op: "remove"; path: Path }
   | { op: "move" | "copy"; from: Path; path: Path };
 
-/** The same operation as it travels in a STATE_DELTA: escaped pointer strings. */
+/** A ChangeOp as it travels in a STATE_DELTA: escaped pointer strings (the document's OutOp). */
 export type WireOp =
-  | { op: "add" | "replace" | "test"; path: string; value: Json }
+  | { op: "add" | "replace"; path: string; value: Json }
   | { op: "remove"; path: string }
   | { op: "move" | "copy"; from: string; path: string };
 
-export function toWireOp(op: Op): WireOp {
+export function toWireOp(op: ChangeOp): WireOp {
   switch (op.op) {
     case "add":
+      return { op: "add", path: formatPointer(op.path), value: op.value };
     case "replace":
-    case "test":
-      return { op: op.op, path: formatPointer(op.path), value: op.value };
+      // protocol/README.md §5 rule 7: python-json-patch refuses a replace whose
+      // last token is "-" even on an object member of that name. A replace
+      // that applied names an existing member (an array has no element "-"),
+      // and RFC 6902 §4.1 makes an add on an existing member replace it.
+      return { op: op.path[op.path.length - 1] === "-" ? "add" : "replace", path: formatPointer(op.path), value: op.value };
     case "remove":
       return { op: "remove", path: formatPointer(op.path) };
     case "move":

@@ -1,4 +1,4 @@
-import { err, ok, type Result } from "./json.js";
+import { err, ok, type Result } from "./result.js";
 
 /** A parsed pointer: raw, unescaped reference tokens. `[]` is the whole document. */
 export type Path = readonly string[];

@@ -7,6 +7,8 @@ import {
   diffMembers,
   diffNamespace,
   diffValue,
+  err,
+  forbidden,
   formatPointer,
   hasMember,
   isForbiddenStep,
@@ -14,39 +16,23 @@ import {
   jsonEqual,
   newDoc,
   normalize,
+  ok,
   parsePointer,
   stateOverLimit,
   toWireOp,
   valueAt,
-  type ApplyLimits,
+  type ChangeOp,
   type Decoded,
   type Json,
   type JsonObject,
-  type Op,
   type OpError,
+  type StateLimits,
   type WireOp,
 } from "../core/index.js";
+import { invalidParams, limitExceeded, patchFailed, unknownThread, versionConflict, type CallError, type CallResult } from "../protocol/errors.js";
+import { DEFAULT_LIMITS } from "../protocol/limits.js";
 import type * as P from "../protocol/types.js";
 import { ThreadStore, type Thread } from "../store/thread-store.js";
-import {
-  failure,
-  invalidParams,
-  limitExceeded,
-  patchFailed,
-  success,
-  unknownThread,
-  versionConflict,
-  type Outcome,
-  type ServiceError,
-} from "./errors.js";
-
-export const DEFAULT_LIMITS: P.Limits = {
-  maxMessageBytes: 64 * 1024 * 1024,
-  maxOps: 10_000,
-  maxDepth: 256,
-  maxStateBytes: 32 * 1024 * 1024,
-  maxThreads: 10_000,
-};
 
 export interface ServiceOptions {
   limits?: Partial<P.Limits>;
@@ -63,27 +49,45 @@ export interface ServiceOptions {
    * their objects, and nothing in the mirror aliases them.
    */
   ownsInput?: boolean;
+  /**
+   * Where the mirrors live. Default: a new store of `limits.maxThreads`. A
+   * caller that passes its own can look at the mirrors themselves, not copies.
+   */
+  store?: ThreadStore;
 }
 
 const deltaEvents = (delta: WireOp[]): P.AguiEvent[] => (delta.length ? [{ type: "STATE_DELTA", delta }] : []);
 
-/** Maps a core error met outside a lenient applyOps to the call's error. */
-function callError(e: OpError, field: string): ServiceError {
+/**
+ * The error of a change the service built itself (openRun's state and
+ * namespace, a diff's ops): a limit (protocol/README.md §7), or the target
+ * that could not be written, reported for the param that named it (§6,
+ * diffState's errors).
+ */
+function callError(e: OpError, field: string): CallError {
   if (e.limit) return limitExceeded(e.limit.limit, e.limit.max, e.limit.actual);
-  return invalidParams(field, e.code, e.message);
+  switch (e.code) {
+    case "INVALID_INDEX":
+    case "PATH_NOT_FOUND":
+    case "INDEX_OUT_OF_BOUNDS":
+    case "FORBIDDEN_KEY":
+      return invalidParams(field, e.code, e.message);
+    default:
+      // The service builds no test, move or copy, and no malformed op: any other code is a bug.
+      throw new Error(`an op built by the service did not apply: ${e.code}: ${e.message}`);
+  }
 }
 
 /**
  * Every method of protocol/README.md §6 over a ThreadStore, with typed params and
- * results; failures are ServiceError values. Knows nothing of JSON-RPC: the
- * RPC layer validates params against the schema, calls this, and encodes.
+ * results; failures are CallError values. Knows nothing of JSON-RPC: the
+ * RPC layer checks params against the schema, calls this, and encodes.
  */
 export class StateService {
-  readonly limits: P.Limits;
-  readonly store: ThreadStore;
-  /** Requests seen by the transport; reported by stats. */
-  requests = 0;
-  private readonly applyLimits: ApplyLimits;
+  /** The limits in force, reported by stats (protocol/README.md §7). */
+  readonly limits: Readonly<P.Limits>;
+  private readonly store: ThreadStore;
+  private readonly stateLimits: StateLimits;
   private readonly version: string;
   private readonly now: () => number;
   private readonly started: number;
@@ -92,35 +96,34 @@ export class StateService {
   constructor(options: ServiceOptions = {}) {
     this.adopt = options.ownsInput ?? false;
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
-    this.applyLimits = { maxDepth: this.limits.maxDepth, maxStateBytes: this.limits.maxStateBytes };
-    this.store = new ThreadStore(this.limits.maxThreads);
+    this.stateLimits = { maxDepth: this.limits.maxDepth, maxStateBytes: this.limits.maxStateBytes };
+    this.store = options.store ?? new ThreadStore(this.limits.maxThreads);
     this.version = options.version ?? "0.0.0";
     this.now = options.now ?? (() => performance.now());
     this.started = this.now();
   }
 
-  openRun(p: P.OpenRunParams): Outcome<P.OpenRunResult> {
+  openRun(p: P.OpenRunParams): CallResult<P.OpenRunResult> {
     const existing = this.store.get(p.threadId);
-    const current = existing.ok ? existing.thread : undefined;
+    const current = existing.ok ? existing.value : undefined;
     const conflict = this.checkVersion(current?.version ?? 0, p.ifVersion);
-    if (conflict) return failure(conflict);
+    if (conflict) return err(conflict);
     // The namespace named, else the one remembered, else "toolState" when a map is given.
     const namespace = p.namespace ?? current?.namespace ?? (p.toolState !== undefined ? "toolState" : undefined);
     const ns = p.namespace;
-    if (ns !== undefined && isForbiddenStep(undefined, ns)) return failure(invalidParams("/namespace", "FORBIDDEN_KEY", `namespace ${JSON.stringify(ns)} is a forbidden key`));
+    if (ns !== undefined && isForbiddenStep(undefined, ns)) return err(invalidParams("/namespace", "FORBIDDEN_KEY", `namespace ${JSON.stringify(ns)} is a forbidden key`));
+
+    // protocol/README.md §11: a thread's state is an object, always; a mirror never holds anything else.
+    if (p.state !== undefined && !isObject(p.state)) return err(invalidParams("/state", "ROOT_NOT_OBJECT", "state must be a JSON object (protocol/README.md §11)"));
 
     // Build the new mirror first, on the side, so a refused call changes nothing.
     const ops: Decoded[] = [];
     if (p.state !== undefined) ops.push({ ok: true, value: { op: "replace", path: [], value: p.state } });
-    const root = p.state !== undefined ? p.state : current?.doc.root ?? {};
+    const root = (p.state ?? current?.doc.root ?? {}) as JsonObject;
     if (namespace !== undefined) {
-      if (!isObject(root)) {
-        const field = p.state !== undefined ? "/state" : p.namespace !== undefined ? "/namespace" : p.toolState !== undefined ? "/toolState" : "/threadId";
-        return failure(invalidParams(field, "ROOT_NOT_OBJECT", "namespace mode needs a state whose root is an object"));
-      }
       if (p.toolState !== undefined) ops.push({ ok: true, value: { op: "add", path: [namespace], value: p.toolState } });
       else if (!hasMember(root, namespace)) ops.push({ ok: true, value: { op: "add", path: [namespace], value: {} } });
-      else if (!isObject(root[namespace] as Json)) return failure(invalidParams(p.state !== undefined ? "/state" : "/threadId", "NAMESPACE_NOT_OBJECT", `state member ${JSON.stringify(namespace)} must be an object in namespace mode`));
+      else if (!isObject(root[namespace] as Json)) return err(invalidParams(p.state !== undefined ? "/state" : "/threadId", "NAMESPACE_NOT_OBJECT", `state member ${JSON.stringify(namespace)} must be an object in namespace mode`));
     }
 
     // A new thread is built on the side and stored only once it is valid, so a
@@ -130,8 +133,8 @@ export class StateService {
     // references still hold the old root and the old namespace map afterwards.
     const before = doc.root;
     const nsBefore = namespace !== undefined && isObject(before) && hasMember(before, namespace) ? before[namespace] : undefined;
-    const out = applyAtomic(doc, ops, { limits: this.applyLimits, normalize: false, adopt: this.adopt });
-    if (!out.ok) return failure(callError(out.error, out.index === 0 && p.state !== undefined ? "/state" : "/toolState"));
+    const out = applyAtomic(doc, ops, { limits: this.stateLimits, normalize: false, adopt: this.adopt });
+    if (!out.ok) return err(callError(out.error, out.error.index === 0 && p.state !== undefined ? "/state" : "/toolState"));
     const thread = current ?? this.store.open(p.threadId);
     thread.doc = doc;
     const after = thread.doc.root;
@@ -153,25 +156,25 @@ export class StateService {
     }
     const result: P.OpenRunResult = { threadId: p.threadId, version: thread.version, delta, events };
     if (p.runId !== undefined) result.runId = p.runId;
-    return success(result);
+    return ok(result);
   }
 
-  diffToolState(p: P.DiffToolStateParams): Outcome<P.ChangeResult> {
+  diffToolState(p: P.DiffToolStateParams): CallResult<P.DiffToolStateResult> {
     const found = this.thread(p.threadId, p.ifVersion);
     if (!found.ok) return found;
     const thread = found.value;
-    if (thread.namespace === undefined) return failure(invalidParams("/threadId", "NOT_NAMESPACE_MODE", "diffToolState needs a thread in namespace mode: call openRun with namespace or toolState"));
+    if (thread.namespace === undefined) return err(invalidParams("/threadId", "NOT_NAMESPACE_MODE", "diffToolState needs a thread in namespace mode: call openRun with namespace or toolState"));
     if (p.toolState !== undefined && (p.set !== undefined || p.remove !== undefined)) {
-      return failure(invalidParams("/toolState", "CONFLICTING_PARAMS", "give either toolState (the whole map) or set/remove, not both"));
+      return err(invalidParams("/toolState", "CONFLICTING_PARAMS", "give either toolState (the whole map) or set/remove, not both"));
     }
     const set = p.set ?? {};
     const both = p.remove?.findIndex((k) => hasMember(set, k)) ?? -1;
-    if (both >= 0) return failure(invalidParams(`/remove/${both}`, "CONFLICTING_PARAMS", `key ${JSON.stringify(p.remove?.[both])} is in both set and remove`));
+    if (both >= 0) return err(invalidParams(`/remove/${both}`, "CONFLICTING_PARAMS", `key ${JSON.stringify(p.remove?.[both])} is in both set and remove`));
     const root = thread.doc.root;
     const old = isObject(root) ? root[thread.namespace] : undefined;
     if (old === undefined || !isObject(old)) {
       // applyOps or diffState may have removed or replaced the namespace member.
-      return failure(invalidParams("/threadId", "NAMESPACE_NOT_OBJECT", `state member ${JSON.stringify(thread.namespace)} is not an object any more; call openRun to resynchronize`));
+      return err(invalidParams("/threadId", "NAMESPACE_NOT_OBJECT", `state member ${JSON.stringify(thread.namespace)} is not an object any more; call openRun to resynchronize`));
     }
     const base = [thread.namespace];
     const ops = p.toolState !== undefined ? diffNamespace(old, p.toolState, base) : diffMembers(old, set, p.remove ?? [], base);
@@ -179,80 +182,88 @@ export class StateService {
     return this.commit(thread, ops, "/toolState", this.adopt);
   }
 
-  applyOps(p: P.ApplyOpsParams): Outcome<P.ApplyOpsResult> {
-    if (p.ops.length > this.limits.maxOps) return failure(limitExceeded("maxOps", this.limits.maxOps, p.ops.length));
+  applyOps(p: P.ApplyOpsParams): CallResult<P.ApplyOpsResult> {
+    if (p.ops.length > this.limits.maxOps) return err(limitExceeded("maxOps", this.limits.maxOps, p.ops.length));
     const found = this.thread(p.threadId, p.ifVersion);
     if (!found.ok) return found;
     const thread = found.value;
     const decoded = decodeOps(p.ops);
-    let applied: Op[];
+    let applied: ChangeOp[];
     let skipped: P.ApplyOpsResult["skipped"] = [];
     if (p.atomic) {
-      const out = applyAtomic(thread.doc, decoded, { limits: this.applyLimits });
-      if (!out.ok) return failure(patchFailed(out.index, out.error.code, out.error.message));
-      applied = out.applied;
+      const out = applyAtomic(thread.doc, decoded, { limits: this.stateLimits });
+      if (!out.ok) return err(patchFailed(out.error.index, out.error.code, out.error.message));
+      applied = out.value;
     } else {
-      ({ applied, skipped } = applyLenient(thread.doc, decoded, p.ops, { limits: this.applyLimits }));
+      ({ applied, skipped } = applyLenient(thread.doc, decoded, p.ops, { limits: this.stateLimits }));
     }
     if (applied.length) thread.version++;
     const delta = applied.map(toWireOp);
-    return success({ version: thread.version, delta, skipped, events: deltaEvents(delta) });
+    return ok({ version: thread.version, delta, skipped, events: deltaEvents(delta) });
   }
 
-  normalize(p: P.NormalizeParams): Outcome<P.NormalizeResult> {
-    if (p.ops.length > this.limits.maxOps) return failure(limitExceeded("maxOps", this.limits.maxOps, p.ops.length));
+  normalize(p: P.NormalizeParams): CallResult<P.NormalizeResult> {
+    if (p.ops.length > this.limits.maxOps) return err(limitExceeded("maxOps", this.limits.maxOps, p.ops.length));
     // The given state is held to the limits of a thread's state, as openRun's is.
-    const over = stateOverLimit(p.state ?? {}, this.applyLimits);
-    if (over) return failure(limitExceeded(over.limit, over.max, over.actual));
-    return success(normalize(p.ops, p.state ?? {}, this.applyLimits));
+    if (p.state !== undefined && !isObject(p.state)) return err(invalidParams("/state", "ROOT_NOT_OBJECT", "state must be a JSON object (protocol/README.md §11)"));
+    const over = stateOverLimit(p.state ?? {}, this.stateLimits);
+    if (over) return err(limitExceeded(over.limit, over.max, over.actual));
+    return ok(normalize(p.ops, p.state ?? {}, this.stateLimits));
   }
 
-  diffState(p: P.DiffStateParams): Outcome<P.ChangeResult> {
+  diffState(p: P.DiffStateParams): CallResult<P.DiffStateResult> {
     const path = this.path(p.path);
     if (!path.ok) return path;
     const found = this.thread(p.threadId, p.ifVersion);
     if (!found.ok) return found;
     const thread = found.value;
     const at = valueAt(thread.doc.root, path.value);
-    let ops: Op[];
-    if (at.ok) ops = diffValue(at.value, p.value, path.value);
+    let ops: ChangeOp[];
+    if (path.value.length === 0) {
+      // protocol/README.md §11: the root stays an object, and no op names it. diffValue
+      // goes per member at the root; only a changing root `__proto__` would need the root itself.
+      if (!isObject(p.value)) return err(invalidParams("/value", "ROOT_NOT_OBJECT", "the value at the root must be a JSON object (protocol/README.md §11)"));
+      ops = diffValue(thread.doc.root, p.value);
+      if (ops.some((o) => o.path.length === 0)) return err(invalidParams("/value", "FORBIDDEN_KEY", "a root member named __proto__ would change, and no op can name it"));
+    } else if (at.ok) ops = diffValue(at.value, p.value, path.value);
     // A missing member or the element just past the end: set it with one add.
     else if ((at.error.code === "PATH_NOT_FOUND" || at.error.code === "INDEX_OUT_OF_BOUNDS") && valueAt(thread.doc.root, path.value.slice(0, -1)).ok) ops = [{ op: "add", path: path.value, value: p.value }];
-    else return failure(invalidParams("/path", at.error.code, at.error.message));
+    else return err(invalidParams("/path", at.error.code, at.error.message));
     return this.commit(thread, ops, "/path");
   }
 
-  getState(p: P.GetStateParams): Outcome<P.GetStateResult> {
+  getState(p: P.GetStateParams): CallResult<P.GetStateResult> {
     const path = this.path(p.path);
     if (!path.ok) return path;
     const found = this.thread(p.threadId, undefined);
     if (!found.ok) return found;
     const at = valueAt(found.value.doc.root, path.value);
-    if (!at.ok) return failure(invalidParams("/path", at.error.code, at.error.message));
-    return success({ version: found.value.version, state: cloneJson(at.value) });
+    if (!at.ok) return err(invalidParams("/path", at.error.code, at.error.message));
+    return ok({ version: found.value.version, state: cloneJson(at.value) });
   }
 
-  closeThread(p: P.CloseThreadParams): Outcome<P.CloseThreadResult> {
-    return success({ closed: this.store.close(p.threadId) });
+  closeThread(p: P.CloseThreadParams): CallResult<P.CloseThreadResult> {
+    return ok({ closed: this.store.close(p.threadId) });
   }
 
-  escapePointer(p: P.EscapePointerParams): Outcome<P.EscapePointerResult> {
+  escapePointer(p: P.EscapePointerParams): CallResult<P.EscapePointerResult> {
     const path = decodePath(p.path);
-    if (!path.ok) return failure(invalidParams("/path", path.error.code, path.error.message));
-    return success({ pointer: formatPointer(path.value) });
+    if (!path.ok) return err(invalidParams("/path", path.error.code, path.error.message));
+    return ok({ pointer: formatPointer(path.value) });
   }
 
-  parsePointer(p: P.ParsePointerParams): Outcome<P.ParsePointerResult> {
+  parsePointer(p: P.ParsePointerParams): CallResult<P.ParsePointerResult> {
     const path = parsePointer(p.pointer);
-    if (!path.ok) return failure(invalidParams("/pointer", "INVALID_POINTER", path.error.message));
-    return success({ path: path.value });
+    if (!path.ok) return err(invalidParams("/pointer", "INVALID_POINTER", path.error.message));
+    return ok({ path: path.value });
   }
 
-  stats(): Outcome<P.StatsResult> {
-    return success({
+  /** `requests` is what the transport has counted (protocol/README.md §6 stats): the service sees calls, not messages. */
+  stats(requests: number): CallResult<P.StatsResult> {
+    return ok({
       threads: this.store.size,
       stateBytes: this.store.stateBytes(),
-      requests: this.requests,
+      requests,
       uptimeMs: Math.round(this.now() - this.started),
       limits: { ...this.limits },
       version: this.version,
@@ -262,33 +273,34 @@ export class StateService {
 
   // ------------------------------------------------------------ helpers
 
-  private checkVersion(actual: number, expected: number | undefined): ServiceError | undefined {
+  private checkVersion(actual: number, expected: number | undefined): CallError | undefined {
     return expected !== undefined && expected !== actual ? versionConflict(expected, actual) : undefined;
   }
 
-  private thread(id: string, ifVersion: number | undefined): Outcome<Thread> {
+  private thread(id: string, ifVersion: number | undefined): CallResult<Thread> {
     const found = this.store.get(id);
-    if (!found.ok) return failure(unknownThread(id, found.reason));
-    const conflict = this.checkVersion(found.thread.version, ifVersion);
-    return conflict ? failure(conflict) : success(found.thread);
+    if (!found.ok) return err(unknownThread(id, found.error));
+    const conflict = this.checkVersion(found.value.version, ifVersion);
+    return conflict ? err(conflict) : found;
   }
 
-  private path(raw: P.PointerOrPath | undefined): Outcome<string[]> {
-    if (raw === undefined) return success([]);
+  /** A pointer param, checked with the params (protocol/README.md §6, the order of checks, step 6). */
+  private path(raw: P.PointerOrPath | undefined): CallResult<string[]> {
+    if (raw === undefined) return ok([]);
     const path = decodePath(raw);
-    if (!path.ok) return failure(invalidParams("/path", path.error.code, path.error.message));
-    if (path.value.length > this.limits.maxDepth) return failure(limitExceeded("maxDepth", this.limits.maxDepth, path.value.length));
-    const checked = valueAt({}, path.value);
-    if (!checked.ok && checked.error.code === "FORBIDDEN_KEY") return failure(invalidParams("/path", "FORBIDDEN_KEY", checked.error.message));
+    if (!path.ok) return err(invalidParams("/path", path.error.code, path.error.message));
+    if (path.value.length > this.limits.maxDepth) return err(limitExceeded("maxDepth", this.limits.maxDepth, path.value.length));
+    const bad = forbidden(path.value);
+    if (bad) return err(invalidParams("/path", bad.code, bad.message));
     return path;
   }
 
-  /** Applies generated ops all or nothing; bumps the version when something moved. */
-  private commit(thread: Thread, ops: Op[], field: string, adopt = false): Outcome<P.ChangeResult> {
-    const out = applyAtomic(thread.doc, ops.map((value) => ({ ok: true as const, value })), { limits: this.applyLimits, normalize: false, adopt });
-    if (!out.ok) return failure(callError(out.error, field));
+  /** Applies ops the service built, all or nothing; bumps the version when something moved. */
+  private commit(thread: Thread, ops: ChangeOp[], field: string, adopt = false): CallResult<P.ChangeResult> {
+    const out = applyAtomic(thread.doc, ops.map((op): Decoded => ok(op)), { limits: this.stateLimits, normalize: false, adopt });
+    if (!out.ok) return err(callError(out.error, field));
     if (ops.length) thread.version++;
     const delta = ops.map(toWireOp);
-    return success({ version: thread.version, delta, events: deltaEvents(delta) });
+    return ok({ version: thread.version, delta, events: deltaEvents(delta) });
   }
 }

@@ -1,4 +1,4 @@
-import { newDoc, type Doc } from "../core/index.js";
+import { err, newDoc, ok, type Doc, type Result } from "../core/index.js";
 
 /** Why an id names no thread. */
 export type UnknownThreadReason = "never opened" | "closed" | "evicted";
@@ -12,8 +12,6 @@ export interface Thread {
   /** The root member that holds the tool state, once the thread is in namespace mode. */
   namespace?: string;
 }
-
-export type Lookup = { ok: true; thread: Thread } | { ok: false; reason: UnknownThreadReason };
 
 /**
  * The per-thread mirrors, most recently used last. Opening a thread past
@@ -39,14 +37,14 @@ export class ThreadStore {
     return this.evictions;
   }
 
-  /** Finds a thread and marks it most recently used. */
-  get(id: string): Lookup {
+  /** Finds a thread and marks it most recently used; otherwise says why the id names none. */
+  get(id: string): Result<Thread, UnknownThreadReason> {
     const thread = this.threads.get(id);
     if (thread) {
       this.touch(thread);
-      return { ok: true, thread };
+      return ok(thread);
     }
-    return { ok: false, reason: this.tombstones.get(id) ?? "never opened" };
+    return err(this.tombstones.get(id) ?? "never opened");
   }
 
   /** Finds or creates a thread; creating one may evict the least recently used. */

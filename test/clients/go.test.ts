@@ -2,9 +2,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { expect } from "vitest";
-import { ROOT } from "../helpers/fixtures.js";
-import { childEnv } from "../helpers/spawn.js";
-import { runProgram, toolchain } from "../helpers/toolchain.js";
+import { ROOT } from "../harness/fixtures.js";
+import { childEnv } from "../harness/process.js";
+import { runProgram, toolchain } from "../harness/toolchain.js";
 
 /**
  * clients/go/client_test.go drives the real binary through the Go client and

@@ -1,8 +1,8 @@
 import path from "node:path";
 import { expect } from "vitest";
-import { ROOT } from "../helpers/fixtures.js";
-import { childEnv } from "../helpers/spawn.js";
-import { runProgram, toolchain } from "../helpers/toolchain.js";
+import { ROOT } from "../harness/fixtures.js";
+import { childEnv } from "../harness/process.js";
+import { runProgram, toolchain } from "../harness/toolchain.js";
 
 /**
  * clients/python/test_client.py drives the real binary through the Python

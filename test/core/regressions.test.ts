@@ -1,18 +1,19 @@
 import { describe, expect, it } from "vitest";
 import jsonpatch from "fast-json-patch";
 import {
+  toWireOp,
   applyAtomic,
   applyLenient,
   decodeOps,
   measure,
   newDoc,
   normalize,
-  type ApplyLimits,
+  type StateLimits,
   type Json,
 } from "../../src/core/index.js";
 
 /** Applies ops leniently to a fresh document and returns the outcome with the document. */
-function lenient(state: Json, ops: unknown[], limits?: ApplyLimits) {
+function lenient(state: Json, ops: unknown[], limits?: StateLimits) {
   const doc = newDoc(state);
   const out = applyLenient(doc, decodeOps(ops), ops, limits ? { limits } : {});
   return { doc, ...out, codes: out.skipped.map((s) => s.code) };
@@ -143,7 +144,7 @@ describe("forbidden keys", () => {
 });
 
 describe("limits", () => {
-  const limits: ApplyLimits = { maxDepth: 256, maxStateBytes: 1 << 20 };
+  const limits: StateLimits = { maxDepth: 256, maxStateBytes: 1 << 20 };
   it("refuses a 5,000-deep value with LIMIT_EXCEEDED, without overflowing the stack", () => {
     let deep: Json = 1;
     for (let i = 0; i < 5000; i++) deep = [deep];
@@ -155,17 +156,16 @@ describe("limits", () => {
     const chunk: Json[] = Array.from({ length: 1024 }, (_, i) => `${i}`.padEnd(60, "x"));
     const ops: unknown[] = [{ op: "add", path: "/k0", value: chunk }];
     for (let i = 1; i <= 30; i++) ops.push({ op: "copy", from: "", path: `/k${i}` });
-    const heap = process.memoryUsage().heapUsed;
-    const t0 = performance.now();
     const r = lenient({}, ops, limits);
-    const ms = performance.now() - t0;
     // 64 KB doubles to 1 MB after four copies; every later copy is refused before it is cloned.
     expect(r.skipped.length).toBeGreaterThanOrEqual(26);
     expect(new Set(r.codes)).toEqual(new Set(["LIMIT_EXCEEDED"]));
     expect(r.doc.bytes).toBeLessThanOrEqual(limits.maxStateBytes);
     expect(r.doc.bytes).toBe(measure(r.doc.root).bytes);
-    expect(process.memoryUsage().heapUsed - heap).toBeLessThan(64 << 20);
-    expect(ms).toBeLessThan(2000);
+    // Counting stopped at the limit: each refusal reports a figure within one step of it (an
+    // array's 1,024 separators, then one element), not the 1 MB the whole copy would count.
+    // test/hardening/bombs.test.ts counts the bytes walked and cloned.
+    for (const s of r.skipped) expect(Number(/got (\d+)\)/.exec(s.message)?.[1]) - limits.maxStateBytes, s.message).toBeLessThan(4096);
   });
   it("refuses a pointer deeper than maxDepth", () => {
     const r = lenient({}, [{ op: "add", path: "/a".repeat(300), value: 1 }], limits);
@@ -174,14 +174,40 @@ describe("limits", () => {
 });
 
 describe("root and op shapes", () => {
-  it("refuses remove of the whole document with INVALID_OP and lets add/replace at the root replace it", () => {
-    const r = lenient({ a: 1 }, [
+  it("keeps the root an object: removing it or writing a non-object there is ROOT_NOT_OBJECT, an object replace goes out per member", () => {
+    const r = lenient({ a: 1, k: "x" }, [
       { op: "remove", path: "" },
-      { op: "replace", path: "", value: { b: 2 } },
+      { op: "replace", path: "", value: { b: 2, k: "x" } },
       { op: "add", path: "", value: [1] },
+      { op: "copy", from: "/b", path: "" },
     ]);
-    expect(r.codes).toEqual(["INVALID_OP"]);
-    expect(r.doc.root).toEqual([1]);
+    expect(r.skipped.map((s) => [s.index, s.code])).toEqual([
+      [0, "ROOT_NOT_OBJECT"],
+      [2, "ROOT_NOT_OBJECT"],
+      [3, "ROOT_NOT_OBJECT"],
+    ]);
+    expect(r.doc.root).toEqual({ b: 2, k: "x" });
+    expect(r.applied.map(toWireOp)).toEqual([
+      { op: "remove", path: "/a" },
+      { op: "add", path: "/b", value: 2 },
+    ]);
+  });
+  it("re-expresses every op that names the root as member ops (§5 rule 7)", () => {
+    const r = lenient({ a: { b: 1 }, "-": 0 }, [
+      { op: "copy", from: "", path: "/c" },
+      { op: "copy", from: "/a", path: "/a" },
+      { op: "move", from: "", path: "" },
+      { op: "replace", path: "/-", value: 5 },
+      { op: "move", from: "/c", path: "" },
+    ]);
+    expect(r.codes).toEqual([]);
+    expect(r.applied.map(toWireOp)).toEqual([
+      { op: "add", path: "/c", value: { a: { b: 1 }, "-": 0 } },
+      { op: "add", path: "/-", value: 5 },
+      { op: "remove", path: "/c" },
+      { op: "add", path: "/-", value: 0 },
+    ]);
+    expect(r.doc.root).toEqual({ a: { b: 1 }, "-": 0 });
   });
   it("reports malformed ops with their index and goes on", () => {
     const r = lenient({}, [null, { op: "spam", path: "/a" }, { op: "add", path: "a", value: 1 }, { op: "add", path: "/ok", value: 1 }, { op: "copy", path: "/x" }]);
@@ -196,7 +222,7 @@ describe("root and op shapes", () => {
   it("reports the first failing index in atomic mode and leaves the document as it was", () => {
     const doc = newDoc({ a: [1] });
     const out = applyAtomic(doc, decodeOps([{ op: "add", path: "/a/-", value: 2 }, { op: "remove", path: "/a/0" }, { op: "remove", path: "/zz" }]));
-    expect(out.ok ? -1 : out.index).toBe(2);
+    expect(out.ok ? -1 : out.error.index).toBe(2);
     expect(doc.root).toEqual({ a: [1] });
     expect(doc.bytes).toBe(measure(doc.root).bytes);
   });

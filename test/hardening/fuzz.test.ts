@@ -1,11 +1,13 @@
 import jsonpatch from "fast-json-patch";
-import { afterEach, describe, expect, it } from "vitest";
-import { fuzz } from "../../scripts/fuzz.js";
-import { BINARY, killAll, parseNdjson, responses, resultOf, run, type Command, type Response } from "../helpers/spawn.js";
+import { describe, expect, it } from "vitest";
+import { parseNdjson } from "../harness/frames.js";
+import { responses, resultOf, type Response } from "../harness/jsonrpc.js";
+import { run, SEA } from "../harness/process.js";
+import { fuzz } from "../fuzz/run.js";
 
 /**
  * The short fuzz run: ~20k seeded messages through the real binary, in both
- * framings, with every invariant of scripts/fuzz.ts checked after each stream.
+ * framings, with every invariant of test/fuzz/ checked after each stream.
  * A fresh seed each run unless FUZZ_SEED is set, or CI=true, where the seed is
  * fixed so that a CI run is a repeatable gate (`npm run fuzz` explores fresh
  * seeds); a failure names the seed.
@@ -18,10 +20,6 @@ import { BINARY, killAll, parseNdjson, responses, resultOf, run, type Command, t
  */
 
 const SEED = process.env["FUZZ_SEED"] !== undefined ? Number(process.env["FUZZ_SEED"]) : process.env["CI"] === "true" ? 20261130 : Math.floor(Math.random() * 2 ** 31);
-const BIN: Command = { name: "dist/agui-state", file: BINARY, args: [] };
-
-afterEach(() => killAll());
-
 describe("fuzzing the running process", () => {
   it("keeps every invariant over ~20k hostile messages, NDJSON and LSP", async () => {
     console.error(`[fuzz] seed ${SEED} (replay: FUZZ_SEED=${SEED} npx vitest run test/hardening/fuzz.test.ts, or npm run fuzz -- --seed ${SEED})`);
@@ -37,7 +35,7 @@ describe("fuzzing the running process", () => {
 
 /** Sends NDJSON lines to a fresh process, ends stdin, and returns the responses (batches flattened). */
 async function send(...lines: string[]): Promise<Response[]> {
-  const r = await run(BIN, [], lines.map((l) => `${l}\n`).join(""));
+  const r = await run(SEA, [], lines.map((l) => `${l}\n`).join(""));
   expect(r.code).toBe(0);
   return responses(parseNdjson(r.stdout).flatMap((f) => (Array.isArray(f) ? f : [f])));
 }

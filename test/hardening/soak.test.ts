@@ -1,27 +1,27 @@
 import { describe, expect, it } from "vitest";
-import { formatCurve, formatHeader, formatSummary, runSoak } from "../../scripts/soak-lib.js";
-import { BINARY } from "../helpers/spawn.js";
+import { BINARY } from "../harness/process.js";
+import { runSoak } from "../soak/driver.js";
+import { formatCurve, formatHeader, formatSummary } from "../soak/report.js";
 
 /**
  * The short soak for `npm test`; `npm run soak` runs the long one (1,000,000
  * requests over 20,000 ids with --max-threads 10000). Same workload and same
- * checks, scaled down: 60,000 requests over 2,000 thread ids against
+ * answer checks, scaled down: 60,000 requests over 2,000 thread ids against
  * dist/agui-state --max-threads 1000, every answer predicted by an exact
- * model of the thread store (see scripts/soak-lib.ts), RSS sampled every
- * 5,000 requests.
+ * model of the thread store (see test/soak/), stats.stateBytes included to
+ * the byte, RSS sampled every 5,000 requests.
  *
- * The sidecar runs with its V8 old generation capped at 64 MiB (its live heap
- * here is under 40 MiB). With V8's default heap limit, RSS in a run this short
- * is still climbing while V8 sizes its heap (about +50% between 10,000 and
- * 60,000 requests, in steps, the same for every seed), which would hide a leak
- * as well as fake one. Capped, RSS reflects what is live, and a leak either
- * shows as growth past the tolerance or ends the sidecar with an out-of-memory
- * crash, which the run reports as lost responses.
+ * The RSS curve is printed, not checked: a figure a loaded machine can push
+ * past a threshold does not belong in a pass/fail test (npm run soak checks
+ * it). What is checked here is a count: the sidecar runs with its V8 old
+ * generation capped at 64 MiB (its live heap here is under 40 MiB), so a leak
+ * of the thread store ends it with an out-of-memory crash, and the run then
+ * has fewer than 60,000 answers.
  */
 const SEED = Number(process.env["SOAK_SEED"] ?? 20261130);
 
 describe("soak (short)", () => {
-  it("60,000 requests over 2,000 thread ids with --max-threads 1,000: every answer as predicted, evictions add up, RSS flat on the plateau", async () => {
+  it("60,000 requests over 2,000 thread ids with --max-threads 1,000 under a 64 MiB heap: every answer as predicted, evictions add up, no crash", async () => {
     const report = await runSoak({
       binary: BINARY,
       requests: 60_000,
@@ -31,6 +31,7 @@ describe("soak (short)", () => {
       statsEvery: 1_000,
       sampleEvery: 5_000,
       nodeOptions: "--max-old-space-size=64",
+      checkMemory: false,
     });
     const text = [formatHeader(report.options), formatCurve(report), formatSummary(report)].join("\n");
     expect(report.failures, text).toEqual([]);

@@ -4,7 +4,9 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import pkg from "../../package.json" with { type: "json" };
-import { BINARY, childEnv, parseNdjson } from "../helpers/spawn.js";
+import { parseNdjson } from "../harness/frames.js";
+import { ROOT } from "../harness/fixtures.js";
+import { BINARY, childEnv } from "../harness/process.js";
 
 /** Runs the binary to completion with the given stdin; never hangs. */
 function agui(args: string[], input = "", env: Record<string, string> = {}, cwd?: string) {
@@ -34,7 +36,8 @@ describe("agui-state serve", () => {
   });
 
   it("refuses a bad flag value, an unknown flag or command at start: one line on stderr, exit 2, nothing on stdout", () => {
-    for (const args of [["--max-ops", "0"], ["--max-threads", "ten"], ["--framing", "xml"], ["--log-level", "loud"], ["--nope"], ["frobnicate"]]) {
+    // "demo" is no command of the binary: the demo is a client (npm run demo, scripts/demo.ts).
+    for (const args of [["--max-ops", "0"], ["--max-threads", "ten"], ["--framing", "xml"], ["--log-level", "loud"], ["--nope"], ["frobnicate"], ["demo"]]) {
       const r = agui(args, stats);
       expect(r.status, args.join(" ")).toBe(2);
       expect(r.stdout).toBe("");
@@ -116,7 +119,7 @@ describe("one-shot subcommands", () => {
 
   it("shows help for the command and for each subcommand, and the version", () => {
     expect(agui(["--help"]).stdout).toContain("Usage:");
-    for (const sub of ["serve", "normalize", "diff", "escape", "parse", "demo"]) {
+    for (const sub of ["serve", "normalize", "diff", "escape", "parse"]) {
       const viaFlag = agui(sub === "serve" ? ["--help"] : [sub, "--help"]).stdout;
       expect(viaFlag, sub).toContain(`agui-state ${sub === "serve" ? "" : sub}`.trim());
       expect(agui(["help", sub]).stdout, sub).toContain(sub === "serve" ? "AGUI_STATE_MAX_THREADS" : `agui-state ${sub}`);
@@ -141,9 +144,13 @@ describe("the single binary", () => {
       rmSync(alone, { recursive: true, force: true });
     }
   });
+});
 
-  it("plays the demo against a real sidecar and passes its checks", () => {
-    const r = agui(["demo"]);
+describe("npm run demo", () => {
+  it("plays its two runs against dist/agui-state and passes its checks", () => {
+    // What `npm run demo` runs after ensure-built: the script under tsx, as a separate process.
+    const demo = spawnSync(path.join(ROOT, "node_modules/.bin/tsx"), ["scripts/demo.ts"], { cwd: ROOT, env: childEnv(), timeout: 60_000 });
+    const r = { status: demo.status, stdout: demo.stdout.toString("utf8"), stderr: demo.stderr.toString("utf8") };
     expect(r.status, r.stderr).toBe(0);
     const lines = r.stdout.trim().split("\n");
     expect(lines.filter((l) => l.startsWith("run "))).toHaveLength(6);

@@ -1,10 +1,10 @@
-import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ROOT } from "../helpers/fixtures.js";
-import { childEnv, ndjson, parseNdjson, request, responses, resultOf, type Run } from "../helpers/spawn.js";
+import { ROOT } from "../harness/fixtures.js";
+import type { Run } from "../harness/process.js";
+import { itRunsAsInstalled, runInstalled, setUp, withoutNpm } from "./steps.js";
 
 /**
  * The npm package as a user gets it: `npm pack` (which runs the prepack, a
@@ -31,31 +31,15 @@ let tarball = "";
  * installed bin is the bundle, run by `#!/usr/bin/env node`).
  */
 function env(): Record<string, string> {
-  const e: Record<string, string> = {};
-  for (const [k, v] of Object.entries(childEnv())) {
-    if (v === undefined || /^npm_/i.test(k) || k === "NODE_PATH") continue;
-    e[k] = v;
-  }
+  const e = withoutNpm(/^NODE_PATH$/);
   e["PATH"] = `${path.dirname(process.execPath)}${path.delimiter}${e["PATH"] ?? ""}`;
   return e;
 }
 
-/**
- * Runs a set-up step to completion, niced: packing and compressing are
- * CPU-heavy, and test files running meanwhile have time limits of their own.
- */
-function sh(file: string, args: string[], cwd: string): string {
-  const r = spawnSync("nice", ["-n", "10", file, ...args], { cwd, env: env(), encoding: "utf8", timeout: SLOW, stdio: ["ignore", "pipe", "pipe"] });
-  if (r.status !== 0) throw new Error(`${file} ${args.join(" ")} exited ${r.status ?? r.signal}${r.error ? ` (${String(r.error)})` : ""}\n${r.stdout}\n${r.stderr}`);
-  return r.stdout;
-}
+const sh = (file: string, args: string[], cwd: string): string => setUp(file, args, cwd, env(), SLOW);
 
 /** Runs the installed command from an empty directory, with `input` on stdin and this node first on PATH. */
-function run(args: string[], input: string): Run {
-  const r = spawnSync(bin, args, { cwd: path.join(work, "cwd"), env: env(), input, timeout: 30_000 });
-  if (r.error) throw r.error;
-  return { code: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr.toString("utf8") };
-}
+const run = (args: string[], input: string): Run => runInstalled(bin, args, input, path.join(work, "cwd"), env());
 
 beforeAll(() => {
   const packs = path.join(work, "pack");
@@ -85,24 +69,5 @@ describe("the npm package", () => {
     expect(existsSync(path.join(installed, "node_modules"))).toBe(false);
   });
 
-  it("agui-state --version prints the package version", () => {
-    const r = run(["--version"], "");
-    expect(r.stderr).toBe("");
-    expect(r.code).toBe(0);
-    expect(r.stdout.toString()).toBe(`${pkg.version}\n`);
-  });
-
-  it("answers a JSON-RPC request on stdin and exits 0 when stdin closes", () => {
-    const r = run([], ndjson(request(1, "escapePointer", { path: ["toolState", "raster-ops/dataset"] })));
-    expect(r.code, r.stderr).toBe(0);
-    const [response] = responses(parseNdjson(r.stdout));
-    expect(response?.id).toBe(1);
-    expect(resultOf(response)).toEqual({ pointer: "/toolState/raster-ops~1dataset" });
-  });
-
-  it("runs a one-shot command: agui-state escape toolState a/b", () => {
-    const r = run(["escape", "toolState", "a/b"], "");
-    expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout.toString()).toBe('"/toolState/a~1b"\n');
-  });
+  itRunsAsInstalled(run, pkg.version);
 });

@@ -1,10 +1,10 @@
-import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ROOT } from "../helpers/fixtures.js";
-import { childEnv, ndjson, parseNdjson, request, responses, resultOf, type Run } from "../helpers/spawn.js";
+import { ROOT } from "../harness/fixtures.js";
+import type { Run } from "../harness/process.js";
+import { itRunsAsInstalled, runInstalled, setUp, withoutNpm } from "./steps.js";
 
 /**
  * `node scripts/release.mjs` writes dist/release/ from scratch; then the
@@ -26,28 +26,10 @@ const work = mkdtempSync(path.join(tmpdir(), "agui-release-"));
 const bin = path.join(work, folder, "agui-state");
 
 /** No npm_* settings from an enclosing `npm test` reach the script's `npm pack`. */
-function env(): Record<string, string> {
-  const e: Record<string, string> = {};
-  for (const [k, v] of Object.entries(childEnv())) if (v !== undefined && !/^npm_/i.test(k)) e[k] = v;
-  return e;
-}
-
-/**
- * Runs a set-up step to completion, niced: packing and compressing are
- * CPU-heavy, and test files running meanwhile have time limits of their own.
- */
-function sh(file: string, args: string[], cwd: string): string {
-  const r = spawnSync("nice", ["-n", "10", file, ...args], { cwd, env: env(), encoding: "utf8", timeout: SLOW, stdio: ["ignore", "pipe", "pipe"] });
-  if (r.status !== 0) throw new Error(`${file} ${args.join(" ")} exited ${r.status ?? r.signal}${r.error ? ` (${String(r.error)})` : ""}\n${r.stdout}\n${r.stderr}`);
-  return r.stdout;
-}
+const sh = (file: string, args: string[], cwd: string): string => setUp(file, args, cwd, withoutNpm(), SLOW);
 
 /** Runs the unpacked binary in the directory it was unpacked in, with no node on PATH. */
-function run(args: string[], input: string): Run {
-  const r = spawnSync(bin, args, { cwd: work, env: { ...childEnv(), PATH: "/nonexistent" }, input, timeout: 30_000 });
-  if (r.error) throw r.error;
-  return { code: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr.toString("utf8") };
-}
+const run = (args: string[], input: string): Run => runInstalled(bin, args, input, work, { ...withoutNpm(), PATH: "/nonexistent" });
 
 beforeAll(() => {
   sh(process.execPath, [path.join(ROOT, "scripts/release.mjs"), "--reuse-build"], ROOT);
@@ -85,24 +67,5 @@ describe("dist/release", () => {
 });
 
 describe("the unpacked binary, with no node on PATH", () => {
-  it("--version prints the package version", () => {
-    const r = run(["--version"], "");
-    expect(r.stderr).toBe("");
-    expect(r.code).toBe(0);
-    expect(r.stdout.toString()).toBe(`${pkg.version}\n`);
-  });
-
-  it("answers a JSON-RPC request on stdin and exits 0 when stdin closes", () => {
-    const r = run([], ndjson(request(1, "escapePointer", { path: ["toolState", "raster-ops/dataset"] })));
-    expect(r.code, r.stderr).toBe(0);
-    const [response] = responses(parseNdjson(r.stdout));
-    expect(response?.id).toBe(1);
-    expect(resultOf(response)).toEqual({ pointer: "/toolState/raster-ops~1dataset" });
-  });
-
-  it("runs a one-shot command: agui-state escape toolState a/b", () => {
-    const r = run(["escape", "toolState", "a/b"], "");
-    expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout.toString()).toBe('"/toolState/a~1b"\n');
-  });
+  itRunsAsInstalled(run, pkg.version);
 });

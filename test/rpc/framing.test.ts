@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { detectFraming, LspDecoder, NdjsonDecoder, type Frame, type FrameDecoder } from "../../src/rpc/framing.js";
+import type { Frame } from "../../src/rpc/common/frame.js";
+import { detectFraming, LspDecoder, NdjsonDecoder, type FrameDecoder } from "../../src/rpc/node/framing.js";
 
 /** Feeds bytes in chunks of the given size and collects the frames. */
 function decode(decoder: FrameDecoder, bytes: Buffer, chunk = bytes.length): Frame[] {

@@ -1,15 +1,15 @@
 import jsonpatch from "fast-json-patch";
 import { describe, expect, it } from "vitest";
 import { StateService } from "../../src/service/state-service.js";
-import { openrpc } from "../../src/rpc/validate.js";
-import { paired, request } from "../helpers/paired.js";
+import { discoverDocument } from "../../src/protocol/discover.js";
+import { paired, requestLine } from "../harness/paired.js";
 
 describe("the server over paired streams, newline-delimited JSON", () => {
   it("plays the protocol/README.md §9 wire: opening add, escaped key, then silence", async () => {
     const p = paired();
-    p.input.write(request(1, "openRun", { threadId: "t1", toolState: { "raster-ops/dataset": "era5" } }));
-    p.input.write(request(2, "diffToolState", { threadId: "t1", set: { "raster-ops/bounds": [0, 0, 10, 10] } }));
-    p.input.write(request(3, "diffToolState", { threadId: "t1", set: { "raster-ops/bounds": [0, 0, 10, 10] } }));
+    p.input.write(requestLine(1, "openRun", { threadId: "t1", toolState: { "raster-ops/dataset": "era5" } }));
+    p.input.write(requestLine(2, "diffToolState", { threadId: "t1", set: { "raster-ops/bounds": [0, 0, 10, 10] } }));
+    p.input.write(requestLine(3, "diffToolState", { threadId: "t1", set: { "raster-ops/bounds": [0, 0, 10, 10] } }));
     const [r1, r2, r3] = (await p.lines(3)) as { id: number; result: { delta: unknown[]; events: unknown[] } }[];
     expect(r1).toEqual({
       jsonrpc: "2.0",
@@ -27,9 +27,9 @@ describe("the server over paired streams, newline-delimited JSON", () => {
 
   it("keeps a __proto__ key sent over the wire as plain data: one add of the whole map, which fast-json-patch applies", async () => {
     const p = paired();
-    p.input.write(request(1, "openRun", { threadId: "t", toolState: { a: 1 } }));
+    p.input.write(requestLine(1, "openRun", { threadId: "t", toolState: { a: 1 } }));
     p.input.write('{"jsonrpc":"2.0","id":2,"method":"diffToolState","params":{"threadId":"t","set":{"__proto__":{"polluted":true}}}}\n');
-    p.input.write(request(3, "getState", { threadId: "t", path: "/toolState" }));
+    p.input.write(requestLine(3, "getState", { threadId: "t", path: "/toolState" }));
     const lines = p.text.bind(p);
     await p.lines(3);
     const [, r2, r3] = lines().trim().split("\n");
@@ -45,7 +45,7 @@ describe("the server over paired streams, newline-delimited JSON", () => {
     const p = paired();
     p.input.write(JSON.stringify([{ jsonrpc: "2.0", id: "a", method: "escapePointer", params: { path: ["x/y"] } }, { jsonrpc: "2.0", method: "stats" }, { jsonrpc: "2.0", id: null, method: "parsePointer", params: { pointer: "/a" } }]) + "\n");
     p.input.write(JSON.stringify([{ jsonrpc: "2.0", method: "stats" }]) + "\n");
-    p.input.write(request(9, "stats"));
+    p.input.write(requestLine(9, "stats"));
     const [batch, last] = (await p.lines(2)) as [unknown[], { id: number }];
     expect(batch).toEqual([
       { jsonrpc: "2.0", id: "a", result: { pointer: "/x~1y" } },
@@ -60,7 +60,7 @@ describe("the server over paired streams, newline-delimited JSON", () => {
     let deep = "1";
     for (let i = 0; i < 10_000; i++) deep = `[${deep}]`;
     p.input.write(`{"jsonrpc":"2.0","id":2,"method":"normalize","params":{"ops":[],"state":${deep}}}\n`);
-    p.input.write(request(3, "stats"));
+    p.input.write(requestLine(3, "stats"));
     const [a, b, c] = (await p.lines(3)) as { error?: { code: number; data: unknown }; id: number }[];
     expect(a?.error).toMatchObject({ code: -32602, data: { code: "INVALID_PARAMS", field: "/ops/0/value/n", reason: "UNSAFE_INTEGER" } });
     expect(b?.error).toMatchObject({ code: -32003, data: { code: "LIMIT_EXCEEDED", limit: "maxDepth", max: 256 } });
@@ -81,10 +81,10 @@ describe("the server over paired streams, newline-delimited JSON", () => {
 
   it("validates params against the protocol document: missing, unknown and mistyped params name the field", async () => {
     const p = paired();
-    p.input.write(request(1, "getState", {}));
-    p.input.write(request(2, "getState", { threadId: "t", extra: 1 }));
-    p.input.write(request(3, "applyOps", { threadId: "t", ops: "nope" }));
-    p.input.write(request(4, "getState", { threadId: "" }));
+    p.input.write(requestLine(1, "getState", {}));
+    p.input.write(requestLine(2, "getState", { threadId: "t", extra: 1 }));
+    p.input.write(requestLine(3, "applyOps", { threadId: "t", ops: "nope" }));
+    p.input.write(requestLine(4, "getState", { threadId: "" }));
     const rs = (await p.lines(4)) as { error: { code: number; data: unknown } }[];
     expect(rs.map((r) => r.error.data)).toEqual([
       { code: "INVALID_PARAMS", field: "/threadId", reason: "MISSING" },
@@ -102,8 +102,8 @@ describe("the server over paired streams, newline-delimited JSON", () => {
       }
     }
     const p = paired("auto", new Broken());
-    p.input.write(request(1, "getState", { threadId: "t" }));
-    p.input.write(request(2, "escapePointer", { path: [] }));
+    p.input.write(requestLine(1, "getState", { threadId: "t" }));
+    p.input.write(requestLine(2, "escapePointer", { path: [] }));
     const [a, b] = (await p.lines(2)) as { error?: { code: number; data: unknown }; result?: unknown }[];
     expect(a?.error).toMatchObject({ code: -32603, data: { code: "INTERNAL_ERROR" } });
     expect(b?.result).toEqual({ pointer: "" });
@@ -111,14 +111,14 @@ describe("the server over paired streams, newline-delimited JSON", () => {
 
   it("returns the OpenRPC document from rpc.discover", async () => {
     const p = paired();
-    p.input.write(request(1, "rpc.discover"));
+    p.input.write(requestLine(1, "rpc.discover"));
     const [r] = (await p.lines(1)) as { result: unknown }[];
-    expect(r?.result).toEqual(openrpc);
+    expect(r?.result).toEqual(discoverDocument());
   });
 
   it("resolves done with 'end' once input ends, after answering everything it read", async () => {
     const p = paired();
-    for (let i = 1; i <= 50; i++) p.input.write(request(i, "stats"));
+    for (let i = 1; i <= 50; i++) p.input.write(requestLine(i, "stats"));
     p.input.end();
     expect(await p.server.done).toBe("end");
     const ids = p.text().trim().split("\n").map((l) => (JSON.parse(l) as { id: number }).id);
@@ -127,7 +127,7 @@ describe("the server over paired streams, newline-delimited JSON", () => {
 
   it("stops reading on stop() and resolves done with 'stopped'", async () => {
     const p = paired();
-    p.input.write(request(1, "stats"));
+    p.input.write(requestLine(1, "stats"));
     await p.lines(1);
     p.server.stop();
     expect(await p.server.done).toBe("stopped");
@@ -135,7 +135,7 @@ describe("the server over paired streams, newline-delimited JSON", () => {
 
   it("counts requests with an id in stats, this one included", async () => {
     const p = paired();
-    p.input.write(request(1, "stats") + JSON.stringify({ jsonrpc: "2.0", method: "stats" }) + "\n" + request(2, "stats"));
+    p.input.write(requestLine(1, "stats") + JSON.stringify({ jsonrpc: "2.0", method: "stats" }) + "\n" + requestLine(2, "stats"));
     const [, r] = (await p.lines(2)) as { result: { requests: number } }[];
     expect(r?.result.requests).toBe(2);
   });

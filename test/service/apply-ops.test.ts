@@ -1,7 +1,9 @@
 import { describe, expect, it } from "vitest";
+import { toWireError } from "../../src/rpc/common/wire.js";
 import { StateService } from "../../src/service/state-service.js";
-import { clientApply } from "../helpers/agui-client.js";
-import { fail, ok } from "../helpers/outcome.js";
+import { ThreadStore } from "../../src/store/thread-store.js";
+import { clientApply } from "../harness/agui-client.js";
+import { fail, ok } from "../harness/outcome.js";
 
 function opened(state = {}) {
   const svc = new StateService();
@@ -46,7 +48,7 @@ describe("applyOps with model-style input", () => {
     const svc = opened({ n: 1 });
     const before = ok(svc.getState({ threadId: "t" }));
     const e = fail(svc.applyOps({ threadId: "t", atomic: true, ops: [{ op: "replace", path: "/n", value: 2 }, { op: "remove", path: "/zz" }] }));
-    expect(e.code).toBe(-32002);
+    expect(toWireError(e).code).toBe(-32002);
     expect(e.data).toEqual({ code: "PATH_NOT_FOUND", index: 1, message: expect.any(String) });
     expect(ok(svc.getState({ threadId: "t" }))).toEqual(before);
   });
@@ -61,15 +63,16 @@ describe("applyOps with model-style input", () => {
     const svc = new StateService({ limits: { maxOps: 3 } });
     ok(svc.openRun({ threadId: "t" }));
     const e = fail(svc.applyOps({ threadId: "t", ops: Array.from({ length: 4 }, () => ({ op: "add", path: "/a", value: 1 })) }));
-    expect(e).toMatchObject({ code: -32003, data: { code: "LIMIT_EXCEEDED", limit: "maxOps", max: 3, actual: 4 } });
+    expect(toWireError(e)).toMatchObject({ code: -32003, data: { code: "LIMIT_EXCEEDED", limit: "maxOps", max: 3, actual: 4 } });
   });
 });
 
 describe("normalize", () => {
   it("touches no thread and returns the state after the delta", () => {
-    const svc = new StateService();
+    const store = new ThreadStore(10);
+    const svc = new StateService({ store });
     const out = ok(svc.normalize({ ops: [{ op: "add", path: "/list/-", value: 1 }], state: { keep: true } }));
     expect(out).toEqual({ delta: [{ op: "add", path: "/list", value: [] }, { op: "add", path: "/list/-", value: 1 }], skipped: [], state: { keep: true, list: [1] } });
-    expect(svc.store.size).toBe(0);
+    expect(store.size).toBe(0);
   });
 });

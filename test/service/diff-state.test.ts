@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
+import { toWireError } from "../../src/rpc/common/wire.js";
 import { StateService } from "../../src/service/state-service.js";
-import { clientApply } from "../helpers/agui-client.js";
-import { fail, ok } from "../helpers/outcome.js";
+import { clientApply } from "../harness/agui-client.js";
+import { fail, ok } from "../harness/outcome.js";
 
 describe("diffState", () => {
   it("gives one op for an unshift into a 10,000-element array, which the client applies", async () => {
@@ -37,7 +38,7 @@ describe("diffState", () => {
     const svc = new StateService();
     ok(svc.openRun({ threadId: "t", state: {} }));
     const e = fail(svc.diffState({ threadId: "t", path: "/no/such", value: 1 }));
-    expect(e).toMatchObject({ code: -32602, data: { code: "INVALID_PARAMS", field: "/path", reason: "PATH_NOT_FOUND" } });
+    expect(toWireError(e)).toMatchObject({ code: -32602, data: { code: "INVALID_PARAMS", field: "/path", reason: "PATH_NOT_FOUND" } });
   });
 
   it("never replaces the root when both old and new roots are objects, so the client's own keys survive", async () => {

@@ -1,18 +1,28 @@
 import { describe, expect, it } from "vitest";
+import { isObject, type Json } from "../../src/core/index.js";
+import type { CallError } from "../../src/protocol/errors.js";
+import { toWireError } from "../../src/rpc/common/wire.js";
 import { StateService } from "../../src/service/state-service.js";
-import { fail, ok } from "../helpers/outcome.js";
+import { ThreadStore } from "../../src/store/thread-store.js";
+import { fail, ok } from "../harness/outcome.js";
+
+/** The JSON-RPC code a call error goes out with. */
+const codeOf = (e: CallError): number => toWireError(e).code;
+/** `data.reason` of the errors that have one. */
+const reasonOf = (e: CallError): string | undefined => ("reason" in e.data ? e.data.reason : undefined);
 
 describe("threads", () => {
   it("evicts the least recently used thread past maxThreads; use counts as recent", () => {
-    const svc = new StateService({ limits: { maxThreads: 2 } });
+    const store = new ThreadStore(2);
+    const svc = new StateService({ limits: { maxThreads: 2 }, store });
     ok(svc.openRun({ threadId: "a" }));
     ok(svc.openRun({ threadId: "b" }));
     ok(svc.getState({ threadId: "a" })); // a is now the most recently used
     ok(svc.openRun({ threadId: "c" })); // evicts b
     expect(fail(svc.getState({ threadId: "b" })).data).toEqual({ code: "UNKNOWN_THREAD", threadId: "b", reason: "evicted" });
     expect(ok(svc.getState({ threadId: "a" })).version).toBe(0);
-    expect(svc.store.evicted).toBe(1);
-    expect(ok(svc.stats()).evicted).toBe(1);
+    expect(store.evicted).toBe(1);
+    expect(ok(svc.stats(0)).evicted).toBe(1);
   });
 
   it("tells closed, evicted and never-opened threads apart", () => {
@@ -20,12 +30,12 @@ describe("threads", () => {
     ok(svc.openRun({ threadId: "x" }));
     expect(ok(svc.closeThread({ threadId: "x" }))).toEqual({ closed: true });
     expect(ok(svc.closeThread({ threadId: "x" }))).toEqual({ closed: false });
-    expect(fail(svc.applyOps({ threadId: "x", ops: [] })).data["reason"]).toBe("closed");
+    expect(reasonOf(fail(svc.applyOps({ threadId: "x", ops: [] })))).toBe("closed");
     ok(svc.openRun({ threadId: "y" }));
     ok(svc.openRun({ threadId: "z" }));
-    expect(fail(svc.diffState({ threadId: "y", value: 1 })).data["reason"]).toBe("evicted");
+    expect(reasonOf(fail(svc.diffState({ threadId: "y", value: 1 })))).toBe("evicted");
     const e = fail(svc.diffToolState({ threadId: "never", set: {} }));
-    expect(e).toMatchObject({ code: -32001, data: { reason: "never opened", threadId: "never" } });
+    expect(toWireError(e)).toMatchObject({ code: -32001, data: { reason: "never opened", threadId: "never" } });
   });
 
   it("reopens a closed id as a new thread at version 0", () => {
@@ -49,42 +59,42 @@ describe("threads", () => {
     const svc = new StateService();
     ok(svc.openRun({ threadId: "t", toolState: {} }));
     const e = fail(svc.diffToolState({ threadId: "t", set: { a: 1 }, ifVersion: 0 }));
-    expect(e).toMatchObject({ code: -32004, data: { code: "VERSION_CONFLICT", expected: 0, actual: 1 } });
+    expect(toWireError(e)).toMatchObject({ code: -32004, data: { code: "VERSION_CONFLICT", expected: 0, actual: 1 } });
     expect(ok(svc.getState({ threadId: "t" }))).toEqual({ version: 1, state: { toolState: {} } });
-    expect(fail(svc.applyOps({ threadId: "t", ops: [{ op: "add", path: "/x", value: 1 }], ifVersion: 7 })).code).toBe(-32004);
-    expect(fail(svc.diffState({ threadId: "t", value: {}, ifVersion: 2 })).code).toBe(-32004);
-    expect(fail(svc.openRun({ threadId: "t", state: {}, ifVersion: 3 })).code).toBe(-32004);
+    expect(codeOf(fail(svc.applyOps({ threadId: "t", ops: [{ op: "add", path: "/x", value: 1 }], ifVersion: 7 })))).toBe(-32004);
+    expect(codeOf(fail(svc.diffState({ threadId: "t", value: {}, ifVersion: 2 })))).toBe(-32004);
+    expect(codeOf(fail(svc.openRun({ threadId: "t", state: {}, ifVersion: 3 })))).toBe(-32004);
     expect(ok(svc.diffToolState({ threadId: "t", set: { a: 1 }, ifVersion: 1 })).version).toBe(2);
   });
 
   it("refuses a call past maxStateBytes with LIMIT_EXCEEDED; the thread and its neighbours are unchanged", () => {
-    const svc = new StateService({ limits: { maxStateBytes: 10_000 } });
+    const store = new ThreadStore(10);
+    const svc = new StateService({ limits: { maxStateBytes: 10_000 }, store });
     ok(svc.openRun({ threadId: "big", toolState: { a: "x".repeat(5000) } }));
     ok(svc.openRun({ threadId: "other", toolState: { k: 1 } }));
     const before = ok(svc.getState({ threadId: "big" }));
     const e = fail(svc.diffToolState({ threadId: "big", set: { b: "y".repeat(6000) } }));
-    expect(e).toMatchObject({ code: -32003, data: { code: "LIMIT_EXCEEDED", limit: "maxStateBytes", max: 10_000 } });
+    expect(toWireError(e)).toMatchObject({ code: -32003, data: { code: "LIMIT_EXCEEDED", limit: "maxStateBytes", max: 10_000 } });
     expect(ok(svc.getState({ threadId: "big" }))).toEqual(before);
     expect(ok(svc.getState({ threadId: "other" }))).toEqual({ version: 1, state: { toolState: { k: 1 } } });
     const skip = ok(svc.applyOps({ threadId: "big", ops: [{ op: "add", path: "/c", value: "z".repeat(6000) }] }));
     expect(skip.skipped.map((s) => s.code)).toEqual(["LIMIT_EXCEEDED"]);
-    expect(fail(svc.openRun({ threadId: "big", state: { s: "q".repeat(20_000) } })).code).toBe(-32003);
+    expect(codeOf(fail(svc.openRun({ threadId: "big", state: { s: "q".repeat(20_000) } })))).toBe(-32003);
     expect(ok(svc.getState({ threadId: "big" }))).toEqual(before);
     // A refused openRun of a new thread neither creates it nor evicts anyone.
-    expect(fail(svc.openRun({ threadId: "new", state: { s: "q".repeat(20_000) } })).code).toBe(-32003);
-    expect(fail(svc.getState({ threadId: "new" })).data["reason"]).toBe("never opened");
-    expect(svc.store.size).toBe(2);
+    expect(codeOf(fail(svc.openRun({ threadId: "new", state: { s: "q".repeat(20_000) } })))).toBe(-32003);
+    expect(reasonOf(fail(svc.getState({ threadId: "new" })))).toBe("never opened");
+    expect(store.size).toBe(2);
   });
 
   it("reports stats: threads, approximate state bytes, requests, uptime, limits and version", () => {
     let clock = 1000;
     const svc = new StateService({ version: "9.9.9", now: () => clock, limits: { maxThreads: 5 } });
     ok(svc.openRun({ threadId: "a", state: { s: "abc" } }));
-    ok(svc.openRun({ threadId: "b", state: [1, 2] }));
+    ok(svc.openRun({ threadId: "b", state: { x: [1, 2] } }));
     clock += 250;
-    svc.requests = 3;
-    const s = ok(svc.stats());
-    expect(s).toEqual({ threads: 2, stateBytes: JSON.stringify({ s: "abc" }).length + 1 + JSON.stringify([1, 2]).length + 1, requests: 3, uptimeMs: 250, limits: { ...svc.limits }, version: "9.9.9", evicted: 0 });
+    const s = ok(svc.stats(3));
+    expect(s).toEqual({ threads: 2, stateBytes: JSON.stringify({ s: "abc" }).length + 1 + JSON.stringify({ x: [1, 2] }).length + 2, requests: 3, uptimeMs: 250, limits: { ...svc.limits }, version: "9.9.9", evicted: 0 });
     expect(s.limits.maxThreads).toBe(5);
   });
 });
@@ -126,14 +136,18 @@ describe("pointer helpers", () => {
 
 describe("ownsInput", () => {
   it("keeps the given state and map values without copying them when the caller hands them over", () => {
-    const svc = new StateService({ ownsInput: true });
+    const store = new ThreadStore(10);
+    const svc = new StateService({ ownsInput: true, store });
     const state = { big: { rows: [1, 2, 3] } };
     const value = { deep: [1] };
     ok(svc.openRun({ threadId: "t", state, toolState: {} }));
     ok(svc.diffToolState({ threadId: "t", set: { k: value } }));
-    const mirror = (svc.store.get("t") as { ok: true; thread: { doc: { root: Record<string, Record<string, unknown>> } } }).thread.doc.root;
-    expect(mirror["big"]).toBe(state.big);
-    expect(mirror["toolState"]?.["k"]).toBe(value);
+    // The store's own mirror, not a copy: the member the service kept must be the very object given.
+    const member = (root: Json | undefined, key: string): Json | undefined => (isObject(root) ? root[key] : undefined);
+    const thread = store.get("t");
+    const mirror = thread.ok ? thread.value.doc.root : undefined;
+    expect(member(mirror, "big")).toBe(state.big);
+    expect(member(member(mirror, "toolState"), "k")).toBe(value);
   });
   it("copies by default, so an in-process caller's later changes never reach the mirror", () => {
     const svc = new StateService();

@@ -1,0 +1,38 @@
+import pkg from "../../package.json" with { type: "json" };
+import { createLogger, divertConsole } from "../log.js";
+import { startServer } from "../rpc/node/server.js";
+import { StateService } from "../service/state-service.js";
+import type { ServeOptions } from "./options.js";
+
+/**
+ * `agui-state [serve]`: runs the sidecar on stdin/stdout until stdin ends, a
+ * signal arrives, or the parent closes stdout; then exits 0. Each reply is
+ * written as its message is handled, so when `done` resolves nothing is left
+ * to answer.
+ */
+export function serveCommand(options: ServeOptions): void {
+  const log = createLogger(options.logLevel);
+  divertConsole(log);
+  const service = new StateService({ limits: options.limits, version: pkg.version, ownsInput: true });
+  const server = startServer({ input: process.stdin, output: process.stdout, framing: options.framing, service, log });
+  // Handlers first, then the "serving" line: a parent may take that line as
+  // its cue, and a signal must never find the process without its handler.
+  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    process.once(signal, () => {
+      log.info({ signal }, "stopping: answering what was read, then exiting");
+      server.stop();
+    });
+  }
+  log.debug({ limits: options.limits, framing: options.framing }, "serving");
+  void server.done.then((why) => {
+    log.debug({ why, requests: server.requests }, "exiting");
+    process.stdin.destroy();
+    // No process.exit() at once: the event loop empties when the log writer
+    // has written its last records, in order, and the process exits 0 on its
+    // own. If the parent is not reading stderr, the writer would wait for it
+    // forever: after 3 s the unref'd timer exits anyway, and the log records
+    // still queued are lost (the parent got a prefix of the log, no holes).
+    process.exitCode = 0;
+    void log.settle().then(() => setTimeout(() => process.exit(0), 3000).unref());
+  });
+}

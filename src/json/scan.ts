@@ -1,0 +1,47 @@
+import { escapeSegment } from "../core/index.js";
+import { UnsafeNumber } from "./parse.js";
+
+export type ScanProblem = { kind: "unsafe-integer" | "overflow"; field: string; source: string } | { kind: "too-deep"; depth: number };
+
+/**
+ * One bounded walk over a value parsed by parseJson, before anything else reads it:
+ * - protocol/README.md §3: an integer literal beyond ±(2^53 - 1) loses digits as a
+ *   double (12345678901234567890 reads back as 12345678901234567000).
+ *   parseJson leaves an UnsafeNumber marker in its place (as it does for a
+ *   literal beyond a double's range, such as 1e400, which would become null); it is refused here,
+ *   naming its place, rather than stored changed.
+ * - Nesting past `maxNesting` is refused here, so no later recursive walk can
+ *   run out of stack. (The params walk allows --max-depth plus ENVELOPE_DEPTH, §7.)
+ */
+export function scanJson(value: unknown, maxNesting: number): ScanProblem | undefined {
+  const path: string[] = [];
+  let found: ScanProblem | undefined;
+  const walk = (v: unknown, depth: number): void => {
+    if (found) return;
+    if (typeof v !== "object" || v === null) return;
+    if (v instanceof UnsafeNumber) {
+      found = { kind: v.overflow ? "overflow" : "unsafe-integer", field: path.map((s) => "/" + escapeSegment(s)).join(""), source: v.source };
+      return;
+    }
+    if (depth >= maxNesting) {
+      found = { kind: "too-deep", depth: depth + 1 };
+      return;
+    }
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length && !found; i++) {
+        path.push(String(i));
+        walk(v[i], depth + 1);
+        path.pop();
+      }
+      return;
+    }
+    for (const k in v) {
+      path.push(k);
+      walk((v as Record<string, unknown>)[k], depth + 1);
+      path.pop();
+      if (found) return;
+    }
+  };
+  walk(value, 0);
+  return found;
+}

@@ -1,0 +1,63 @@
+import type { Result, SkipCode } from "../core/index.js";
+import type { InvalidParamsData, InvalidParamsReason, LimitExceededData, PatchFailedData, UnknownThreadData, VersionConflictData } from "./types.generated.js";
+
+/**
+ * protocol/README.md §8: the codes of the application errors, by the names
+ * the document's components.errors gives them. They sit in -32001..-32004,
+ * the range JSON-RPC 2.0 §5.1 leaves to implementations. (-32005,
+ * UNKNOWN_ACTIVITY, belongs to §10, not yet implemented.)
+ */
+export const APPLICATION_ERROR_CODES = {
+  UnknownThread: -32001,
+  PatchFailed: -32002,
+  LimitExceeded: -32003,
+  VersionConflict: -32004,
+} as const;
+
+/**
+ * A call that failed, as a value rather than an exception: which error (by
+ * its name in components.errors), a message for people, and the error's data
+ * as protocol/README.md §8 gives it. It carries no JSON-RPC code: the rpc
+ * layer gives each kind its number.
+ */
+export type CallError =
+  | { kind: "UnknownThread"; message: string; data: UnknownThreadData }
+  | { kind: "PatchFailed"; message: string; data: PatchFailedData }
+  | { kind: "LimitExceeded"; message: string; data: LimitExceededData }
+  | { kind: "VersionConflict"; message: string; data: VersionConflictData }
+  | { kind: "InvalidParams"; message: string; data: InvalidParamsData };
+
+/** What a method returns: its result, or why the call failed. */
+export type CallResult<T> = Result<T, CallError>;
+
+export const unknownThread = (threadId: string, reason: UnknownThreadData["reason"]): CallError => ({
+  kind: "UnknownThread",
+  message: `unknown thread ${JSON.stringify(threadId)} (${reason}); call openRun with the state again`,
+  data: { code: "UNKNOWN_THREAD", threadId, reason },
+});
+
+/** protocol/README.md §8: `data.code` is the failing op's skip code, not the error's name. */
+export const patchFailed = (index: number, code: SkipCode, message: string): CallError => ({
+  kind: "PatchFailed",
+  message: `op ${index} did not apply, so none did: ${message}`,
+  data: { code, index, message },
+});
+
+export const limitExceeded = (limit: LimitExceededData["limit"], max: number, actual: number): CallError => ({
+  kind: "LimitExceeded",
+  message: `${limit} is ${max}; this call would need ${actual}`,
+  data: { code: "LIMIT_EXCEEDED", limit, max, actual },
+});
+
+export const versionConflict = (expected: number, actual: number): CallError => ({
+  kind: "VersionConflict",
+  message: `ifVersion is ${expected} but the thread is at version ${actual}`,
+  data: { code: "VERSION_CONFLICT", expected, actual },
+});
+
+/** `field` is an escaped JSON pointer into the params object, e.g. "/path" (protocol/README.md §8). */
+export const invalidParams = (field: string, reason: InvalidParamsReason, message?: string): CallError => ({
+  kind: "InvalidParams",
+  message: message ?? `invalid params: ${field || "params"} ${reason}`,
+  data: { code: "INVALID_PARAMS", field, reason },
+});

@@ -1,0 +1,16 @@
+import type { Limits } from "./types.generated.js";
+
+/** The default limits (protocol/README.md §7; the document's x-limits). */
+export const DEFAULT_LIMITS: Readonly<Limits> = {
+  maxMessageBytes: 64 * 1024 * 1024,
+  maxOps: 10_000,
+  maxDepth: 256,
+  maxStateBytes: 32 * 1024 * 1024,
+  maxThreads: 10_000,
+};
+
+/**
+ * protocol/README.md §7: the params walk allows --max-depth plus the levels a
+ * value sits below params: params → ops → [i] → value.
+ */
+export const ENVELOPE_DEPTH = 3;

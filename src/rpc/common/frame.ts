@@ -1,0 +1,14 @@
+/**
+ * What a framing decoder (rpc/node/framing.ts) finds in the byte stream, and
+ * what the dispatcher answers. Bodies are UTF-8 text, checked strictly:
+ * invalid UTF-8 is reported, never replaced with U+FFFD, because that would
+ * silently change the client's strings (protocol/README.md §2).
+ */
+export type Frame =
+  | { kind: "text"; text: string }
+  /** A frame whose bytes are not UTF-8. */
+  | { kind: "bad-utf8" }
+  /** A frame over the size limit, discarded as it streamed in. `head` is its first bytes, to find an id in. */
+  | { kind: "oversized"; bytes: number; head: string }
+  /** LSP framing: a header block without a usable Content-Length. The decoder resynchronizes at the next one. */
+  | { kind: "bad-header"; detail: string };

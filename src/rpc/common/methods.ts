@@ -1,0 +1,56 @@
+import { err, ok } from "../../core/index.js";
+import { discoverDocument } from "../../protocol/discover.js";
+import type { CallResult } from "../../protocol/errors.js";
+import type { MethodName, Methods } from "../../protocol/types.js";
+import * as isParams from "../../protocol/validators.generated.js";
+import type { ParamsGuard } from "../../protocol/validators.generated.js";
+import type { StateService } from "../../service/state-service.js";
+import { paramsError } from "./validate.js";
+
+/** What a method runs against: the service, and what the transport has counted. */
+export interface CallContext {
+  readonly service: StateService;
+  /** Requests with an id received so far, this one included (protocol/README.md §6, stats). */
+  requests(): number;
+}
+
+/** A method with its params type erased: what the dispatcher looks up by name. */
+export interface Method {
+  readonly name: MethodName;
+  /**
+   * Checks the params against the method's schema (protocol/README.md §6,
+   * the order of checks, step 5) and, when they fit, runs the method on them.
+   */
+  call(context: CallContext, params: unknown): CallResult<object>;
+}
+
+/**
+ * Registers a method once: its name, its compiled validator (a type guard of
+ * its params) and its handler, which receives the params narrowed by that
+ * guard. The name ties the three to the document's types: a handler that takes
+ * or returns something else for that method does not compile.
+ */
+export function defineMethod<M extends MethodName>(
+  name: M,
+  isParams: ParamsGuard<Methods[M]["params"]>,
+  handler: (context: CallContext, params: Methods[M]["params"]) => CallResult<Methods[M]["result"]>,
+): Method {
+  return { name, call: (context, params) => (isParams(params) ? handler(context, params) : err(paramsError(isParams.errors))) };
+}
+
+/** Every method of protocol/README.md §6, by name. */
+export const METHODS: ReadonlyMap<string, Method> = new Map(
+  [
+    defineMethod("openRun", isParams.openRun, (c, p) => c.service.openRun(p)),
+    defineMethod("diffToolState", isParams.diffToolState, (c, p) => c.service.diffToolState(p)),
+    defineMethod("applyOps", isParams.applyOps, (c, p) => c.service.applyOps(p)),
+    defineMethod("normalize", isParams.normalize, (c, p) => c.service.normalize(p)),
+    defineMethod("diffState", isParams.diffState, (c, p) => c.service.diffState(p)),
+    defineMethod("getState", isParams.getState, (c, p) => c.service.getState(p)),
+    defineMethod("closeThread", isParams.closeThread, (c, p) => c.service.closeThread(p)),
+    defineMethod("escapePointer", isParams.escapePointer, (c, p) => c.service.escapePointer(p)),
+    defineMethod("parsePointer", isParams.parsePointer, (c, p) => c.service.parsePointer(p)),
+    defineMethod("stats", isParams.stats, (c) => c.service.stats(c.requests())),
+    defineMethod("rpc.discover", isParams.rpc_discover, () => ok(discoverDocument())),
+  ].map((m) => [m.name, m]),
+);

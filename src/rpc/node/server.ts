@@ -1,0 +1,85 @@
+import type { Readable, Writable } from "node:stream";
+import type { Log } from "../../log.js";
+import type { StateService } from "../../service/state-service.js";
+import { Dispatcher } from "../common/dispatch.js";
+import { FramedReader, FramedWriter, type Framing } from "./stdio.js";
+
+export interface ServerOptions {
+  input: Readable;
+  output: Writable;
+  framing: Framing;
+  /** The service to serve. Its limits (protocol/README.md §7) are the server's too. */
+  service: StateService;
+  log: Log;
+}
+
+/** Why serving ended: input ended, stop() was called, or the output was closed. */
+export type Ending = "end" | "stopped" | "output-closed";
+
+export interface Server {
+  /** Resolves once input has ended or stop() was called, every reply written, or output closed. */
+  readonly done: Promise<Ending>;
+  /** Requests with an id received so far. */
+  readonly requests: number;
+  /** Stops reading; what was read has already been answered. */
+  stop(): void;
+}
+
+/**
+ * Serves a service over a byte stream: frames in, dispatcher, replies out.
+ * Each frame is handled as it arrives and its reply written before the next
+ * frame is read, so "answered" and "read" never drift apart: when input ends
+ * or stop() is called, nothing is left in flight.
+ */
+export function startServer(opts: ServerOptions): Server {
+  const { maxMessageBytes, maxDepth } = opts.service.limits;
+  const dispatcher = new Dispatcher(opts.service, { maxMessageBytes, maxDepth }, opts.log);
+  const reader = new FramedReader(opts.input, opts.framing, maxMessageBytes);
+  let finish: (why: Ending) => void = () => undefined;
+  const done = new Promise<Ending>((resolve) => (finish = resolve));
+
+  const settle = (why: Ending): void => {
+    subscription.dispose();
+    if (why === "output-closed") {
+      finish(why);
+      return;
+    }
+    // Resolve once everything written so far has been handed to the OS.
+    if (opts.output.writableLength === 0 || writer.isClosed) finish(why);
+    else opts.output.once("drain", () => finish(why));
+  };
+
+  const writer = new FramedWriter(opts.output, () => reader.framing ?? "ndjson", {
+    error: (e) => {
+      if (e.code !== "EPIPE") opts.log.error({ err: e }, "output error");
+      settle("output-closed");
+    },
+    close: () => settle("output-closed"),
+  });
+
+  // The replies to the messages of one chunk leave in one write (writev):
+  // with many requests in flight, that is one system call instead of dozens.
+  reader.batch = { begin: () => opts.output.cork(), end: () => opts.output.uncork() };
+  const subscription = reader.listen({
+    frame: (frame) => {
+      const reply = dispatcher.handle(frame);
+      if (reply !== undefined) writer.write(reply);
+    },
+    end: () => {
+      if (reader.partial) opts.log.warn("input ended in the middle of a message; it was dropped");
+      settle("end");
+    },
+    error: (e) => opts.log.error({ err: e }, "input error"),
+  });
+
+  return {
+    done,
+    get requests() {
+      return dispatcher.requests;
+    },
+    stop: () => {
+      opts.input.pause();
+      settle("stopped");
+    },
+  };
+}

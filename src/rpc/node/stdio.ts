@@ -1,0 +1,114 @@
+import type { Readable, Writable } from "node:stream";
+import type { Frame } from "../common/frame.js";
+import { detectFraming, LspDecoder, NdjsonDecoder, type FrameDecoder } from "./framing.js";
+
+export type Framing = "auto" | "ndjson" | "lsp";
+
+export interface ReaderEvents {
+  frame(f: Frame): void;
+  /** The input ended. */
+  end(): void;
+  error(e: Error): void;
+}
+
+/**
+ * Reads frames from a byte stream in either framing (protocol/README.md §2).
+ * It hands on frames, not parsed messages: a JSON-RPC batch is an array,
+ * which vscode-jsonrpc's Message type cannot express, and a parse error must
+ * still be answered. (So it is not a vscode-jsonrpc MessageReader.)
+ */
+export class FramedReader {
+  private decoder: FrameDecoder | undefined;
+  /** The framing in use, once known; replies use the same (protocol/README.md §2). */
+  framing: "ndjson" | "lsp" | undefined;
+  /** Called around the frames of each chunk read, so their replies can leave in one write. */
+  batch: { begin(): void; end(): void } | undefined;
+
+  constructor(
+    private readonly input: Readable,
+    framing: Framing,
+    private readonly maxMessageBytes: number,
+  ) {
+    if (framing !== "auto") this.choose(framing);
+  }
+
+  private choose(framing: "ndjson" | "lsp"): void {
+    this.framing = framing;
+    this.decoder = framing === "ndjson" ? new NdjsonDecoder(this.maxMessageBytes) : new LspDecoder(this.maxMessageBytes);
+  }
+
+  /** Starts reading; `dispose` stops listening to the input. */
+  listen(events: ReaderEvents): { dispose(): void } {
+    const emit = (f: Frame): void => events.frame(f);
+    const onData = (chunk: Buffer): void => {
+      if (!this.decoder) {
+        // Auto mode: the first non-whitespace byte decides. The chunk is then
+        // decoded whole, so nothing needs pushing back onto the stream.
+        const kind = detectFraming(chunk);
+        if (!kind) return;
+        this.choose(kind);
+      }
+      this.batch?.begin();
+      try {
+        (this.decoder as FrameDecoder).push(chunk, emit);
+      } finally {
+        this.batch?.end();
+      }
+    };
+    const onEnd = (): void => events.end();
+    const onError = (e: Error): void => events.error(e);
+    this.input.on("data", onData);
+    this.input.on("end", onEnd);
+    this.input.on("error", onError);
+    // A paused stream (a consumer may have paused stdin) must flow again.
+    this.input.resume();
+    return {
+      dispose: () => {
+        this.input.off("data", onData);
+        this.input.off("end", onEnd);
+        this.input.off("error", onError);
+      },
+    };
+  }
+
+  /** True when the stream ended in the middle of a message. */
+  get partial(): boolean {
+    return this.decoder?.pending ?? false;
+  }
+}
+
+export interface WriterEvents {
+  error(e: NodeJS.ErrnoException): void;
+  close(): void;
+}
+
+/** Writes whole replies in the framing of the input; a reply is never split. */
+export class FramedWriter {
+  private closed = false;
+
+  constructor(
+    private readonly output: Writable,
+    private readonly framing: () => "ndjson" | "lsp",
+    events: WriterEvents,
+  ) {
+    output.on("error", (e: NodeJS.ErrnoException) => {
+      this.closed = true;
+      events.error(e);
+    });
+    output.on("close", () => {
+      this.closed = true;
+      events.close();
+    });
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** Writes one reply, the JSON text of a response or a batch of them. The process's stdout is never ended here. */
+  write(json: string): void {
+    if (this.closed) return;
+    if (this.framing() === "ndjson") this.output.write(json + "\n");
+    else this.output.write(`Content-Length: ${Buffer.byteLength(json)}\r\n\r\n${json}`);
+  }
+}

@@ -1,0 +1,49 @@
+import { PassThrough } from "node:stream";
+import pino from "pino";
+import { startServer as serve, type Server } from "../../src/rpc/node/server.js";
+import type { Framing } from "../../src/rpc/node/stdio.js";
+import { StateService, type ServiceOptions } from "../../src/service/state-service.js";
+import { ndjson } from "./frames.js";
+import { request, type Id } from "./jsonrpc.js";
+
+/** A server over in-memory streams: what a test writes is the sidecar's stdin. */
+export interface Paired {
+  input: PassThrough;
+  output: PassThrough;
+  server: Server;
+  service: StateService;
+  /** Everything written to the output so far. */
+  text(): string;
+  /** Waits until the output holds at least n NDJSON lines and returns them parsed. */
+  lines(n: number): Promise<unknown[]>;
+}
+
+export function paired(framing: Framing = "auto", service: StateService | ServiceOptions = {}): Paired {
+  const input = new PassThrough();
+  const output = new PassThrough();
+  const svc = service instanceof StateService ? service : new StateService(service);
+  const server = serve({ input, output, framing, service: svc, log: pino({ level: "silent" }) });
+  let out = "";
+  const waiters: (() => void)[] = [];
+  output.on("data", (c: Buffer) => {
+    out += c.toString("utf8");
+    for (const w of waiters.splice(0)) w();
+  });
+  const lines = async (n: number): Promise<unknown[]> => {
+    for (;;) {
+      const got = out.split("\n").filter((l) => l.length > 0);
+      if (got.length >= n) return got.map((l) => JSON.parse(l) as unknown);
+      await new Promise<void>((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`timed out waiting for ${n} lines; got:\n${out}`)), 2000);
+        waiters.push(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
+    }
+  };
+  return { input, output, server, service: svc, text: () => out, lines };
+}
+
+/** One request as an NDJSON line, ready for `input.write`. */
+export const requestLine = (id: Id, method: string, params?: unknown): string => ndjson(request(id, method, params));

@@ -1,0 +1,55 @@
+import { spawnSync } from "node:child_process";
+import { expect, it } from "vitest";
+import { ndjson, parseNdjson } from "../harness/frames.js";
+import { request, responses, resultOf } from "../harness/jsonrpc.js";
+import { childEnv, type Run } from "../harness/process.js";
+
+/** Shared by the release tests: set-up steps, and what every installed agui-state must do. */
+
+/** The child environment without npm_* settings from an enclosing `npm test` (and without any name `also` matches). */
+export function withoutNpm(also?: RegExp): Record<string, string> {
+  const e: Record<string, string> = {};
+  for (const [k, v] of Object.entries(childEnv())) if (v !== undefined && !/^npm_/i.test(k) && !also?.test(k)) e[k] = v;
+  return e;
+}
+
+/**
+ * Runs a set-up step to completion, niced: packing and compressing are
+ * CPU-heavy, and test files running meanwhile have time limits of their own.
+ */
+export function setUp(file: string, args: string[], cwd: string, env: Record<string, string>, timeout: number): string {
+  const r = spawnSync("nice", ["-n", "10", file, ...args], { cwd, env, encoding: "utf8", timeout, stdio: ["ignore", "pipe", "pipe"] });
+  if (r.status !== 0) throw new Error(`${file} ${args.join(" ")} exited ${r.status ?? r.signal}${r.error ? ` (${String(r.error)})` : ""}\n${r.stdout}\n${r.stderr}`);
+  return r.stdout;
+}
+
+/** Runs an installed agui-state to completion with `input` on stdin. */
+export function runInstalled(bin: string, args: string[], input: string, cwd: string, env: Record<string, string>): Run {
+  const r = spawnSync(bin, args, { cwd, env, input, timeout: 30_000 });
+  if (r.error) throw r.error;
+  return { code: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr.toString("utf8") };
+}
+
+/** What every installed agui-state does, however it was installed: its version, a JSON-RPC request on stdin, and a one-shot command. */
+export function itRunsAsInstalled(run: (args: string[], input: string) => Run, version: string): void {
+  it("agui-state --version prints the package version", () => {
+    const r = run(["--version"], "");
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(r.stdout.toString()).toBe(`${version}\n`);
+  });
+
+  it("answers a JSON-RPC request on stdin and exits 0 when stdin closes", () => {
+    const r = run([], ndjson(request(1, "escapePointer", { path: ["toolState", "raster-ops/dataset"] })));
+    expect(r.code, r.stderr).toBe(0);
+    const [response] = responses(parseNdjson(r.stdout));
+    expect(response?.id).toBe(1);
+    expect(resultOf(response)).toEqual({ pointer: "/toolState/raster-ops~1dataset" });
+  });
+
+  it("runs a one-shot command: agui-state escape toolState a/b", () => {
+    const r = run(["escape", "toolState", "a/b"], "");
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.toString()).toBe('"/toolState/a~1b"\n');
+  });
+}
