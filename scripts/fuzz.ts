@@ -18,8 +18,45 @@
  *   npm run fuzz -- --long         ~600k messages in 24 streams
  *   npm run fuzz -- --seed N       replay (also FUZZ_SEED=N); the same options give the same streams
  *   --streams N, --messages N (per stream), --huge N (per stream); FUZZ_BIN=path fuzzes another build
+ *   --witness N                    cases of the three-witness differential (test/witness/): every delta
+ *                                  applied with fast-json-patch, python-json-patch and evanphx/json-patch;
+ *                                  default 100,000 with --long, 2,000 otherwise
  */
 import { fuzz, type FuzzOptions, type StreamReport } from "../test/fuzz/run.js";
+import { startPeer } from "../test/harness/peer.js";
+import { runDifferential } from "../test/witness/differential.js";
+import { goWitness, pythonWitness, type Witness } from "../test/witness/peers.js";
+
+/** The differential, in slices of 10,000 cases so that no batch for a peer grows without bound. */
+async function witnessRun(seed: number, count: number): Promise<string[]> {
+  const witnesses: Witness[] = [];
+  const lines: string[] = [];
+  for (const p of [pythonWitness(), goWitness()]) {
+    if (p.witness) witnesses.push(p.witness);
+    else if (process.env["CI"] === "true") throw new Error(`witness missing under CI: ${p.missing}`);
+    else lines.push(`  WITNESS MISSING   ${p.missing} (install it as .ci/run does)`);
+  }
+  const peer = startPeer({ stderr: "ignore", keepFrames: false });
+  const deltas: Record<string, number> = {};
+  const agreed: Record<string, number> = {};
+  const faults: string[] = [];
+  for (let done = 0, slice = 0; done < count; slice++) {
+    const n = Math.min(10_000, count - done);
+    const r = await runDifferential(peer, witnesses, { seed: seed + slice, count: n, prefix: `w${slice}` });
+    for (const [k, v] of Object.entries(r.deltas)) deltas[k] = (deltas[k] ?? 0) + v;
+    for (const [k, v] of Object.entries(r.agreed)) agreed[k] = (agreed[k] ?? 0) + v;
+    faults.push(...r.disagreements.map((d) => `seed ${seed + slice} case ${d.caseId} (${d.method}, ${d.witness}): ${d.message.slice(0, 2000)}`));
+    done += n;
+  }
+  peer.end();
+  await peer.waitForExit(60_000);
+  lines.push(`  witness cases:     ${count} (seeds ${seed}..${seed + Math.ceil(count / 10_000) - 1})`);
+  lines.push(`  witness deltas:    ${Object.entries(deltas).map(([k, v]) => `${k} ${v}`).join(", ")}`);
+  for (const [k, v] of Object.entries(agreed)) lines.push(`  witness agreed:    ${k}: ${v}`);
+  lines.push(`  witness faults:    ${faults.length}`);
+  for (const f of faults.slice(0, 20)) lines.push(`  FAULT ${f}`);
+  return lines;
+}
 
 async function main(): Promise<void> {
   const arg = (name: string): string | undefined => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : undefined);
@@ -32,6 +69,8 @@ async function main(): Promise<void> {
   console.error(`[fuzz] seed ${seed} (replay: npm run fuzz -- ${[...others, "--seed", seed].join(" ")})`);
   const t0 = performance.now();
   const reports = await fuzz(o);
+  const witnessCount = Number(arg("--witness") ?? (long ? 100_000 : 2_000));
+  const witnessLines = witnessCount > 0 ? await witnessRun(seed, witnessCount) : [];
   const sum = (f: (r: StreamReport) => number): number => reports.reduce((a, r) => a + f(r), 0);
   const faults = reports.flatMap((r) => r.faults.map((f) => `stream seed ${r.seed} (${r.framing}): ${f}`));
   const count = (framing: string): number => reports.filter((r) => r.framing === framing).length;
@@ -44,7 +83,8 @@ async function main(): Promise<void> {
   console.log(`  faults found:      ${faults.length}`);
   console.log(`  seeds:             ${reports.map((r) => r.seed).join(", ")}`);
   for (const f of faults) console.log(`  FAULT ${f}`);
-  process.exitCode = faults.length ? 1 : 0;
+  for (const l of witnessLines) console.log(l);
+  process.exitCode = faults.length || witnessLines.some((l) => l.startsWith("  FAULT")) ? 1 : 0;
 }
 
 main().catch((e: unknown) => {
