@@ -58,7 +58,8 @@ export function diffValue(a: Json, b: Json, base: Path = []): ChangeOp[] {
   diffInto(a, b, path, ops);
   const single: ChangeOp = { op: "replace", path, value: b };
   // The exact guarantee, in serialized bytes, at the top; inner choices use estimates.
-  if (ops.length > 1 && JSON.stringify(ops.map(toWireOp)).length > JSON.stringify([toWireOp(single)]).length) return [single];
+  // One op can cost more too: a remove whose member name is longer than the value left.
+  if ((ops.length > 1 || ops[0]?.op !== "replace") && JSON.stringify(ops.map(toWireOp)).length > JSON.stringify([toWireOp(single)]).length) return [single];
   return ops;
 }
 

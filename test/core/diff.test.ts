@@ -65,3 +65,13 @@ describe("diffNamespace", () => {
     expect(JSON.stringify(ops[0])).toBe('{"op":"add","path":"/toolState","value":{"a":1,"__proto__":{"x":1}}}');
   });
 });
+
+describe("diffValue's size bound holds for a single op too", () => {
+  it("sends one replace when the one remove it would send is larger (a long member name, a small value left)", () => {
+    const ops = diffValue({ a: 1, "a-very-long-member-name": 2 }, { a: 1 }, ["p"]).map(toWireOp);
+    expect(ops).toEqual([{ op: "replace", path: "/p", value: { a: 1 } }]);
+  });
+  it("keeps the one remove when it is the smaller", () => {
+    expect(diffValue({ a: "a long value that costs more than the name", b: 1 }, { a: "a long value that costs more than the name" }, ["p"]).map(toWireOp)).toEqual([{ op: "remove", path: "/p/b" }]);
+  });
+});
