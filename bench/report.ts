@@ -25,10 +25,22 @@ export function row(r: Row): void {
   process.stderr.write(`${r.id} ${r.what}: ${r.ours} vs ${r.reference} → ${r.ratio} (target ${r.target}) ${r.met ? "met" : "MISSED"}\n`);
 }
 
+const notes: string[] = [];
+
+/** A line printed under the table: what a figure's driver cost, and such. */
+export function note(text: string): void {
+  notes.push(text);
+  process.stderr.write(`${text}\n`);
+}
+
 /** Prints the table; unless `quick`, writes it to `file` too. */
 export function writeTable(file: string, seconds: number, quick: boolean): void {
   const header = "| # | figure | ours | reference (same run) | ratio | target | |\n|---|---|---|---|---|---|---|\n";
-  const table = header + rows.map((r) => `| ${r.id} | ${r.what} | ${r.ours} | ${r.reference} | ${r.ratio} | ${r.target} | ${r.met ? "met" : "**missed**"} |`).join("\n") + "\n";
+  const table =
+    header +
+    rows.map((r) => `| ${r.id} | ${r.what} | ${r.ours} | ${r.reference} | ${r.ratio} | ${r.target} | ${r.met ? "met" : "**missed**"} |`).join("\n") +
+    "\n" +
+    notes.map((n) => `\n${n}\n`).join("");
   const machine = `${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}`;
   process.stdout.write(`\n${table}\n${machine}; ${f(seconds, 0)} s${quick ? " (--quick)" : ""}\n`);
   if (!quick) writeFileSync(file, `# Benchmark results\n\n${machine}. Medians of alternating rounds, with (min–max). Whole run: ${f(seconds, 0)} s.\n\n${table}`);

@@ -22,6 +22,24 @@ export function statusKiB(pid: number, field: "VmRSS" | "VmHWM"): number {
   }
 }
 
+/**
+ * CPU time a process has used so far (user + system), in µs, from
+ * /proc/<pid>/stat; NaN when it cannot be read. The kernel counts in clock
+ * ticks (USER_HZ, 100 a second on Linux), so a figure per request needs
+ * thousands of requests to mean anything.
+ */
+export function cpuMicros(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Fields after the command name, which is in parentheses and may hold spaces: utime and stime are the 12th and 13th.
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return ((Number(f[11]) + Number(f[12])) * 1e6) / USER_HZ;
+  } catch {
+    return NaN;
+  }
+}
+const USER_HZ = 100;
+
 /** Resident set size of a process in bytes; 0 when it cannot be read. */
 export function rssOf(pid: number): number {
   const kib = statusKiB(pid, "VmRSS");

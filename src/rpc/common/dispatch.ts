@@ -1,21 +1,23 @@
 import type { ResponseMessage } from "vscode-jsonrpc";
 import { err, type Result } from "../../core/index.js";
-import { scanJson, type ScanProblem } from "../../json/scan.js";
+import { mayNestPast, scanJson, type ScanProblem } from "../../json/scan.js";
 import { mayHoldUnsafeNumber, parseJson } from "../../json/parse.js";
 import type { Log } from "../../log.js";
 import { invalidParams, limitExceeded, type CallError } from "../../protocol/errors.js";
 import { ENVELOPE_DEPTH } from "../../protocol/limits.js";
 import type { StateService } from "../../service/state-service.js";
 import type { Frame } from "./frame.js";
-import { encodeResponse } from "./encode.js";
+import { encodeResult } from "./encode.js";
 import { METHODS, type CallContext } from "./methods.js";
-import { failed, internalError, invalidRequest, methodNotFound, parseError, result, toWireError, type Id, type WireError } from "./wire.js";
+import { failed, internalError, invalidRequest, methodNotFound, parseError, toWireError, type Id, type WireError } from "./wire.js";
 
 /** The limits the dispatcher itself enforces (protocol/README.md §7); the service holds the others. */
 export interface DispatchLimits {
   maxMessageBytes: number;
   maxDepth: number;
 }
+
+const reply = (response: ResponseMessage): string => JSON.stringify(response);
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
@@ -45,6 +47,7 @@ export class Dispatcher {
   private readonly context: CallContext;
   /** Nesting the params walk allows (protocol/README.md §7). */
   private readonly maxNesting: number;
+  private readonly debug: boolean;
 
   constructor(
     service: StateService,
@@ -53,6 +56,8 @@ export class Dispatcher {
   ) {
     this.context = { service, requests: () => this.count };
     this.maxNesting = limits.maxDepth + ENVELOPE_DEPTH;
+    // The level is set once, at start: asking pino per request costs a lookup on the hot path.
+    this.debug = log.isLevelEnabled("debug");
   }
 
   /** Requests with an id received so far: every well-formed request with an id, whatever its answer. */
@@ -82,19 +87,16 @@ export class Dispatcher {
   handleText(text: string): string | undefined {
     let msg: unknown;
     // The params scan (unsafe integers, nesting) can only find something in
-    // a message with a long digit run, or one long enough to nest past the
-    // limit: each level costs at least two bytes. Small messages skip it.
+    // a message with a long digit run, or one with enough brackets to nest
+    // past the limit. Most messages have neither and skip it.
     const unsafe = mayHoldUnsafeNumber(text);
-    const scan = unsafe || text.length >= 2 * this.maxNesting;
+    const scan = unsafe || mayNestPast(text, this.maxNesting);
     try {
       msg = parseJson(text, unsafe);
     } catch (e) {
       return JSON.stringify(failed(null, parseError((e as Error).message)));
     }
-    if (!Array.isArray(msg)) {
-      const r = this.handleOne(msg, scan);
-      return r === undefined ? undefined : encodeResponse(r);
-    }
+    if (!Array.isArray(msg)) return this.handleOne(msg, scan);
     // JSON-RPC 2.0 §6: an empty batch is one invalid request; a batch of
     // notifications gets nothing at all.
     if (msg.length === 0) return JSON.stringify(failed(null, invalidRequest("empty batch")));
@@ -103,7 +105,7 @@ export class Dispatcher {
     const out: string[] = [];
     for (const m of msg) {
       const r = this.handleOne(m, scan);
-      if (r !== undefined) out.push(encodeResponse(r));
+      if (r !== undefined) out.push(r);
     }
     return out.length ? `[${out.join(",")}]` : undefined;
   }
@@ -111,26 +113,28 @@ export class Dispatcher {
   /**
    * One request or notification (JSON-RPC 2.0 §4), checked member by member
    * in the order protocol/README.md §6 gives, so the first failure answers.
+   * Returns the response's JSON text, or undefined for a notification.
    */
-  private handleOne(msg: unknown, scan: boolean): ResponseMessage | undefined {
-    if (!isRecord(msg)) return failed(null, invalidRequest("a request must be an object"));
+  private handleOne(msg: unknown, scan: boolean): string | undefined {
+    if (!isRecord(msg)) return reply(failed(null, invalidRequest("a request must be an object")));
     const hasId = "id" in msg;
     let id: Id = null;
     if (hasId) {
       const given = msg["id"];
-      if (!isId(given)) return failed(null, invalidRequest("id must be a string, a number (a safe integer) or null"));
+      if (!isId(given)) return reply(failed(null, invalidRequest("id must be a string, a number (a safe integer) or null")));
       id = given;
     }
     const method = msg["method"];
-    if (msg["jsonrpc"] !== "2.0") return failed(id, invalidRequest('jsonrpc must be "2.0"'));
-    if (typeof method !== "string") return failed(id, invalidRequest("method must be a string"));
+    if (msg["jsonrpc"] !== "2.0") return reply(failed(id, invalidRequest('jsonrpc must be "2.0"')));
+    if (typeof method !== "string") return reply(failed(id, invalidRequest("method must be a string")));
     const raw = "params" in msg ? msg["params"] : {};
     if (hasId) this.count++;
-    const started = this.log.isLevelEnabled("debug") ? performance.now() : 0;
+    const started = this.debug ? performance.now() : 0;
     const out = this.call(method, raw, scan);
     if (started) this.log.debug({ id, method, ms: +(performance.now() - started).toFixed(3), ok: out.ok }, "request");
     if (!hasId) return undefined;
-    return out.ok ? result(id, out.value) : failed(id, out.error);
+    // Serialized at once: a later member of a batch may change a value this delta still refers to.
+    return out.ok ? encodeResult(id, out.value) : reply(failed(id, out.error));
   }
 
   private call(method: string, raw: unknown, scan: boolean): Result<object, WireError> {

@@ -105,10 +105,13 @@ export class FramedWriter {
     return this.closed;
   }
 
-  /** Writes one reply, the JSON text of a response or a batch of them. The process's stdout is never ended here. */
-  write(json: string): void {
-    if (this.closed) return;
-    if (this.framing() === "ndjson") this.output.write(json + "\n");
-    else this.output.write(`Content-Length: ${Buffer.byteLength(json)}\r\n\r\n${json}`);
+  /** One reply (the JSON text of a response or of a batch of them) in the framing of the input. */
+  frame(json: string): string {
+    return this.framing() === "ndjson" ? json + "\n" : `Content-Length: ${Buffer.byteLength(json)}\r\n\r\n${json}`;
+  }
+
+  /** Writes framed replies, whole. The process's stdout is never ended here. */
+  write(framed: string): void {
+    if (!this.closed) this.output.write(framed);
   }
 }
