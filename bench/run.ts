@@ -13,12 +13,14 @@ import { ROOT } from "../test/harness/fixtures.js";
 import { cpuMicros, statusKiB } from "../test/harness/os.js";
 import { startPeer, type Peer } from "../test/harness/peer.js";
 import { childEnv, Child, SEA, type Command } from "../test/harness/process.js";
+import { runSoak } from "../test/soak/driver.js";
 import { hardening } from "./hardening.js";
 import { alternate, stat, type Stat } from "./lib.js";
 import { f, note, range, row, writeTable } from "./report.js";
 
 const ECHO: Command = { name: "echo loop", file: process.execPath, args: [path.join(ROOT, "bench/echo.mjs")] };
 const QUICK = process.argv.includes("--quick");
+const MiB = 1024 * 1024;
 
 /**
  * Round-trip figures pin this driver to CPU 0 and the process under test to
@@ -224,6 +226,28 @@ async function memory(): Promise<void> {
   row({ id: "B7", what: `resident memory holding ${f(stats.threads, 0)} threads of ~10 KB`, ours: `${f(rss / 1024, 0)} MiB (empty process ${f(baseline / 1024, 0)} MiB)`, reference: `raw JSON ${f(rawKiB / 1024, 0)} MiB`, ratio: `${f(ratio, 2)}× raw above baseline`, target: "≤ 3× raw + baseline", met: ratio <= 3 });
 }
 
+/**
+ * B11: the soak's churn (test/soak/), shortened: many more thread ids than
+ * --max-threads, so threads are opened, evicted and reopened all along. The
+ * figure is (peak RSS − the empty process's RSS) / the live state bytes at
+ * the end, as the soak reports it.
+ */
+async function churn(): Promise<void> {
+  const o = QUICK ? { requests: 60_000, ids: 4_000, maxThreads: 2_000 } : { requests: 200_000, ids: 20_000, maxThreads: 10_000 };
+  const r = await runSoak({ ...o, seed: 20261201, checkMemory: false });
+  if (r.failures.length) throw new Error(`B11's soak failed:\n${r.failures.join("\n")}`);
+  const ratio = r.churnRatio ?? NaN;
+  row({
+    id: "B11",
+    what: `peak resident memory under churn: ${f(o.requests, 0)} requests over ${f(o.ids, 0)} thread ids, --max-threads ${f(o.maxThreads, 0)} (the soak's mix)`,
+    ours: `peak ${f(r.peakRssKiB / 1024, 0)} MiB (empty process ${f(r.emptyRssKiB / 1024, 0)} MiB)`,
+    reference: `live state at the end ${f(r.liveStateBytes / MiB, 1)} MiB`,
+    ratio: `${f(ratio, 2)}× live above the empty process`,
+    target: "≤ 4×",
+    met: ratio <= 4,
+  });
+}
+
 async function startup(): Promise<void> {
   const firstResponse = async (): Promise<number> => {
     const t = performance.now();
@@ -256,6 +280,7 @@ if (wanted("B3", "B4")) await sizeIndependence();
 if (wanted("B5")) await namespaceDiff();
 if (wanted("B6")) prependDiff();
 if (wanted("B7")) await memory();
+if (wanted("B11")) await churn();
 if (wanted("B8")) await startup();
 if (wanted("H")) await hardening(row, QUICK);
 

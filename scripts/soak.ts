@@ -6,13 +6,13 @@
 //   npx tsx scripts/soak.ts [--requests N] [--ids N] [--max-threads N] [--seed N]
 //                           [--window N] [--stats-every N] [--sample-every N]
 //                           [--tolerance PCT] [--warmup-turnovers N]
-//                           [--node-options "--max-old-space-size=300"] [--binary PATH]
+//                           [--max-heap 256MiB] [--node-options "--max-old-space-size=300"] [--binary PATH]
 import { runSoak } from "../test/soak/driver.js";
 import { defaults, type SoakOptions } from "../test/soak/options.js";
 import { formatCurve, formatHeader, formatRow, formatSummary, TABLE_HEAD } from "../test/soak/report.js";
 
 const USAGE =
-  "usage: tsx scripts/soak.ts [--requests N] [--ids N] [--max-threads N] [--seed N] [--window N] [--stats-every N] [--sample-every N] [--tolerance PCT] [--warmup-turnovers N] [--node-options OPTS] [--binary PATH]";
+  "usage: tsx scripts/soak.ts [--requests N] [--ids N] [--max-threads N] [--seed N] [--window N] [--stats-every N] [--sample-every N] [--tolerance PCT] [--warmup-turnovers N] [--max-heap SIZE] [--node-options OPTS] [--binary PATH]";
 
 type IntegerOption = "requests" | "ids" | "maxThreads" | "seed" | "window" | "statsEvery" | "sampleEvery" | "warmupTurnovers";
 
@@ -40,6 +40,10 @@ function parse(argv: string[]): SoakOptions {
     if (raw === undefined) throw new Error(`${flag} needs a value\n${USAGE}`);
     if (flag === "--binary") {
       o.binary = raw;
+      continue;
+    }
+    if (flag === "--max-heap") {
+      o.maxHeap = raw;
       continue;
     }
     if (flag === "--node-options") {

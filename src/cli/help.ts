@@ -1,7 +1,7 @@
 import { LIMIT_FLAGS } from "./options.js";
 import { DEFAULT_LIMITS } from "../protocol/limits.js";
 
-const limitLines = LIMIT_FLAGS.map((l) => `  --${l.flag} N`.padEnd(28) + `default ${DEFAULT_LIMITS[l.key]}`.padEnd(20) + `env ${l.env}`).join("\n");
+const limitLines = LIMIT_FLAGS.map((l) => `  --${l.flag} N`.padEnd(30) + `default ${DEFAULT_LIMITS[l.key]}`.padEnd(20) + `env ${l.env}`).join("\n");
 
 const HELP = {
   main: `agui-state: a sidecar that keeps a mirror of each AG-UI thread's shared state
@@ -35,6 +35,9 @@ Flags (a flag wins over its environment variable):
                               default info        env AGUI_STATE_LOG_LEVEL
 ${limitLines}
   Byte sizes also take a KiB, MiB or GiB suffix: --max-state-bytes 8MiB.
+  Past --max-threads, opening a thread evicts the least recently used one.
+  When the heap's live data nears --max-heap (at least 32MiB), the least
+  recently used threads are evicted, and a warning says how many.
 
 Examples:
   echo '{"jsonrpc":"2.0","id":1,"method":"stats"}' | agui-state

@@ -18,6 +18,7 @@ export const LIMIT_FLAGS: readonly { key: keyof Limits; flag: string; env: strin
   { key: "maxDepth", flag: "max-depth", env: "AGUI_STATE_MAX_DEPTH", min: 1 },
   { key: "maxStateBytes", flag: "max-state-bytes", env: "AGUI_STATE_MAX_STATE_BYTES", min: 2 },
   { key: "maxThreads", flag: "max-threads", env: "AGUI_STATE_MAX_THREADS", min: 1 },
+  { key: "maxHeapBytes", flag: "max-heap", env: "AGUI_STATE_MAX_HEAP", min: 32 * 1024 * 1024 },
 ];
 
 export const SERVE_FLAGS = {

@@ -1,6 +1,7 @@
 import pkg from "../../package.json" with { type: "json" };
 import { createLogger, divertConsole } from "../log.js";
 import { startServer } from "../rpc/node/server.js";
+import { effectiveCeiling, HeapCeiling, tuneHeap, v8Heap } from "../runtime/heap-ceiling.js";
 import { StateService } from "../service/state-service.js";
 import type { ServeOptions } from "./options.js";
 
@@ -13,8 +14,14 @@ import type { ServeOptions } from "./options.js";
 export function serveCommand(options: ServeOptions): void {
   const log = createLogger(options.logLevel);
   divertConsole(log);
-  const service = new StateService({ limits: options.limits, version: pkg.version, ownsInput: true });
-  const server = startServer({ input: process.stdin, output: process.stdout, framing: options.framing, service, log });
+  tuneHeap();
+  const asked = options.limits.maxHeapBytes;
+  const { ceiling, clamped } = effectiveCeiling(asked);
+  const limits = { ...options.limits, maxHeapBytes: ceiling };
+  const service = new StateService({ limits, version: pkg.version, ownsInput: true, sharesResults: true });
+  const heap = new HeapCeiling(ceiling, v8Heap(), service, log);
+  if (clamped) log.warn({ asked, maxHeapBytes: ceiling }, "--max-heap is above 80% of V8's own heap limit; using that instead");
+  const server = startServer({ input: process.stdin, output: process.stdout, framing: options.framing, service, log, afterChunk: () => heap.check() });
   // Handlers first, then the "serving" line: a parent may take that line as
   // its cue, and a signal must never find the process without its handler.
   for (const signal of ["SIGTERM", "SIGINT"] as const) {

@@ -2430,7 +2430,8 @@ export const DISCOVER_JSON = String.raw`{
                 "maxOps": 10000,
                 "maxDepth": 256,
                 "maxStateBytes": 33554432,
-                "maxThreads": 10000
+                "maxThreads": 10000,
+                "maxHeapBytes": 1073741824
               },
               "version": "0.1.0",
               "evicted": 0
@@ -2454,7 +2455,8 @@ export const DISCOVER_JSON = String.raw`{
                 "maxOps": 10000,
                 "maxDepth": 256,
                 "maxStateBytes": 33554432,
-                "maxThreads": 10000
+                "maxThreads": 10000,
+                "maxHeapBytes": 1073741824
               },
               "version": "0.1.0",
               "evicted": 0
@@ -2823,6 +2825,11 @@ export const DISCOVER_JSON = String.raw`{
           "maxThreads": {
             "type": "integer",
             "minimum": 1
+          },
+          "maxHeapBytes": {
+            "description": "The heap ceiling: when the JavaScript heap's live data nears it, the least recently used threads are evicted (protocol/README.md §7).",
+            "type": "integer",
+            "minimum": 1
           }
         },
         "required": [
@@ -2830,7 +2837,8 @@ export const DISCOVER_JSON = String.raw`{
           "maxOps",
           "maxDepth",
           "maxStateBytes",
-          "maxThreads"
+          "maxThreads",
+          "maxHeapBytes"
         ],
         "additionalProperties": false
       },
@@ -3318,7 +3326,8 @@ export const DISCOVER_JSON = String.raw`{
     "maxOps": 10000,
     "maxDepth": 256,
     "maxStateBytes": 33554432,
-    "maxThreads": 10000
+    "maxThreads": 10000,
+    "maxHeapBytes": 1073741824
   },
   "x-skip-codes": [
     "INVALID_OP",

@@ -7,6 +7,9 @@ export const DEFAULT_LIMITS: Readonly<Limits> = {
   maxDepth: 256,
   maxStateBytes: 32 * 1024 * 1024,
   maxThreads: 10_000,
+  // protocol/README.md §7: a fixed 1 GiB, not derived from the other limits (10,000 threads of up to
+  // 32 MiB each would allow 320 GB). It leaves room for the largest single request the defaults allow.
+  maxHeapBytes: 1024 * 1024 * 1024,
 };
 
 /**

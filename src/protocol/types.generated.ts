@@ -370,6 +370,10 @@ export interface Limits {
   maxDepth: number;
   maxStateBytes: number;
   maxThreads: number;
+  /**
+   * The heap ceiling: when the JavaScript heap's live data nears it, the least recently used threads are evicted (protocol/README.md §7).
+   */
+  maxHeapBytes: number;
 }
 export interface DiscoverParams {}
 /**

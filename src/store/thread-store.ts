@@ -66,6 +66,26 @@ export class ThreadStore {
     return thread;
   }
 
+  /**
+   * Evicts least recently used threads until their state bytes add up to
+   * `bytes`, always keeping the `keep` most recently used. Evicted exactly as
+   * `--max-threads` evicts: remembered as "evicted", counted in `evicted`.
+   * Returns the ids evicted, oldest first.
+   */
+  shed(bytes: number, keep = 1): string[] {
+    const out: string[] = [];
+    let freed = 0;
+    while (freed < bytes && this.threads.size > keep) {
+      const [id, thread] = this.threads.entries().next().value as [string, Thread];
+      this.threads.delete(id);
+      this.bury(id, "evicted");
+      this.evictions++;
+      freed += thread.doc.bytes;
+      out.push(id);
+    }
+    return out;
+  }
+
   close(id: string): boolean {
     if (!this.threads.delete(id)) return false;
     this.bury(id, "closed");

@@ -30,14 +30,15 @@ describe("agui-state serve", () => {
   });
 
   it("takes each limit from its flag or its environment variable, the flag winning", () => {
-    const env = { AGUI_STATE_MAX_OPS: "7", AGUI_STATE_MAX_THREADS: "9", AGUI_STATE_MAX_STATE_BYTES: "1MiB" };
+    const env = { AGUI_STATE_MAX_OPS: "7", AGUI_STATE_MAX_THREADS: "9", AGUI_STATE_MAX_STATE_BYTES: "1MiB", AGUI_STATE_MAX_HEAP: "64MiB" };
     const r = agui(["--max-ops", "3", "--max-depth=12", "--max-message-bytes", "2KiB"], stats, env);
-    expect(limitsOf(r.stdout)).toEqual({ maxMessageBytes: 2048, maxOps: 3, maxDepth: 12, maxStateBytes: 1 << 20, maxThreads: 9 });
+    expect(limitsOf(r.stdout)).toEqual({ maxMessageBytes: 2048, maxOps: 3, maxDepth: 12, maxStateBytes: 1 << 20, maxThreads: 9, maxHeapBytes: 64 << 20 });
+    expect(limitsOf(agui(["--max-heap", "2GiB"], stats, env).stdout).maxHeapBytes).toBe(2 * 1024 ** 3);
   });
 
   it("refuses a bad flag value, an unknown flag or command at start: one line on stderr, exit 2, nothing on stdout", () => {
     // "demo" is no command of the binary: the demo is a client (npm run demo, scripts/demo.ts).
-    for (const args of [["--max-ops", "0"], ["--max-threads", "ten"], ["--framing", "xml"], ["--log-level", "loud"], ["--nope"], ["frobnicate"], ["demo"]]) {
+    for (const args of [["--max-ops", "0"], ["--max-threads", "ten"], ["--max-heap", "16MiB"], ["--framing", "xml"], ["--log-level", "loud"], ["--nope"], ["frobnicate"], ["demo"]]) {
       const r = agui(args, stats);
       expect(r.status, args.join(" ")).toBe(2);
       expect(r.stdout).toBe("");

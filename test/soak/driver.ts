@@ -42,12 +42,15 @@ export async function runSoak(input: SoakOptions): Promise<SoakReport> {
   const pending = new Map<number, Pending>();
   let sent = 0;
 
-  const peer = new Peer({
-    command: { name: "agui-state", file: opts.binary, args: [] },
-    args: ["--max-threads", String(opts.maxThreads)],
-    env: opts.nodeOptions ? { NODE_OPTIONS: opts.nodeOptions } : {},
-    keepFrames: false,
-  });
+  const spawnSidecar = (): Peer =>
+    new Peer({
+      command: { name: "agui-state", file: opts.binary, args: [] },
+      args: ["--max-threads", String(opts.maxThreads), ...(opts.maxHeap ? ["--max-heap", opts.maxHeap] : [])],
+      env: opts.nodeOptions ? { NODE_OPTIONS: opts.nodeOptions } : {},
+      keepFrames: false,
+    });
+  const emptyRssKiB = await emptyRss(spawnSidecar());
+  const peer = spawnSidecar();
   const pid = peer.pid;
   let stopped: string | undefined;
 
@@ -178,8 +181,12 @@ export async function runSoak(input: SoakOptions): Promise<SoakReport> {
   const found = readCurve(curve, w.fullAt, w.plateauAt, s.evictions, opts, opts.checkMemory ? fail : () => undefined);
   if (mismatches > MAX_DETAILS) failures.push(`${mismatches} failures in all`);
 
+  const liveStateBytes = last?.stateBytes ?? 0;
   return {
     options: opts,
+    emptyRssKiB,
+    liveStateBytes,
+    churnRatio: liveStateBytes > 0 ? ((peakRssKiB - emptyRssKiB) * 1024) / liveStateBytes : undefined,
     sent,
     responses: peer.answered,
     curve,
@@ -200,4 +207,13 @@ export async function runSoak(input: SoakOptions): Promise<SoakReport> {
     exitCode,
     failures,
   };
+}
+
+/** The resident set of the same sidecar, started the same way, once it has answered one call: what B11 subtracts. */
+async function emptyRss(p: Peer): Promise<number> {
+  await p.ok("stats", {});
+  const kib = statusKiB(p.pid, "VmRSS");
+  p.end();
+  await p.waitForExit(10_000);
+  return kib;
 }

@@ -37,6 +37,8 @@ export interface SoakOptions {
   warmupTurnovers?: number;
   /** NODE_OPTIONS for the sidecar (for example a V8 heap cap); none by default. */
   nodeOptions?: string;
+  /** The sidecar's --max-heap (protocol/README.md §7), such as "64MiB"; its default when empty. */
+  maxHeap?: string;
   binary?: string;
   /** Fails the run when no response arrives for this long. */
   stallMs?: number;
@@ -55,6 +57,12 @@ export interface Sample {
 
 export interface SoakReport {
   options: SoakSettings;
+  /** VmRSS of the same sidecar started the same way, after one call. */
+  emptyRssKiB: number;
+  /** stats.stateBytes at the last sample: the live state. */
+  liveStateBytes: number;
+  /** B11: (peak RSS − empty RSS) / live state bytes; undefined with no live state. */
+  churnRatio: number | undefined;
   sent: number;
   responses: number;
   curve: Sample[];
@@ -105,6 +113,7 @@ export function defaults(o: SoakOptions): SoakSettings {
     trendFloor: o.trendFloor ?? 0.03,
     warmupTurnovers: o.warmupTurnovers ?? 2,
     nodeOptions: o.nodeOptions ?? "",
+    maxHeap: o.maxHeap ?? "",
     binary: o.binary ?? BINARY,
     stallMs: o.stallMs ?? 20_000,
   };

@@ -6,7 +6,7 @@ import type { Sample, SoakReport, SoakSettings } from "./options.js";
 const num = (n: number): string => n.toLocaleString("en-US");
 
 export function formatHeader(o: SoakSettings): string {
-  return `soak: ${num(o.requests)} requests over ${num(o.ids)} thread ids, --max-threads ${num(o.maxThreads)}, seed ${o.seed}, ${o.window} in flight, stats every ${num(o.statsEvery)}${o.nodeOptions ? `, NODE_OPTIONS=${o.nodeOptions}` : ""}`;
+  return `soak: ${num(o.requests)} requests over ${num(o.ids)} thread ids, --max-threads ${num(o.maxThreads)}, seed ${o.seed}, ${o.window} in flight, stats every ${num(o.statsEvery)}${o.maxHeap ? `, --max-heap ${o.maxHeap}` : ""}${o.nodeOptions ? `, NODE_OPTIONS=${o.nodeOptions}` : ""}`;
 }
 
 export function formatRow(s: Sample): string {
@@ -36,6 +36,11 @@ export function formatSummary(r: SoakReport): string {
     `errors by code (every one predicted by the model): ${errs || "none"}`,
     `duration ${(r.durationMs / 1000).toFixed(1)} s (${num(Math.round(r.sent / (r.durationMs / 1000)))} requests/s); peak RSS (VmHWM) ${mib(r.peakRssKiB)} MiB`,
   ];
+  if (r.churnRatio !== undefined) {
+    lines.push(
+      `B11, memory under churn: (peak RSS ${mib(r.peakRssKiB)} MiB − empty process ${mib(r.emptyRssKiB)} MiB) / live state ${mib(r.liveStateBytes / 1024)} MiB (stats.stateBytes at the end) = ${r.churnRatio.toFixed(2)}×`,
+    );
+  }
   const pct = (x: number): string => `${x >= 0 ? "+" : ""}${(x * 100).toFixed(1)}%`;
   const end = r.curve[r.curve.length - 1];
   if (r.fullAt !== undefined && r.fullSample && r.fullGrowth !== undefined && end) {

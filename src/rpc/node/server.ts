@@ -11,6 +11,8 @@ export interface ServerOptions {
   /** The service to serve. Its limits (protocol/README.md §7) are the server's too. */
   service: StateService;
   log: Log;
+  /** Called after the messages of each chunk of input are answered, between calls (the heap ceiling's check). */
+  afterChunk?: () => void;
 }
 
 /** Why serving ended: input ended, stop() was called, or the output was closed. */
@@ -69,6 +71,7 @@ export function startServer(opts: ServerOptions): Server {
       const replies = pending;
       pending = undefined;
       if (replies && replies.length > 0) writer.write(replies.length === 1 ? (replies[0] as string) : replies.join(""));
+      opts.afterChunk?.();
     },
   };
   const subscription = reader.listen({

@@ -1,0 +1,134 @@
+import { getHeapStatistics, setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
+import type { Log } from "../log.js";
+
+/**
+ * The heap ceiling (protocol/README.md §7, `--max-heap`): when the heap's live
+ * data nears the ceiling, the least recently used threads are evicted, the
+ * same eviction as `--max-threads`, before V8 could run out.
+ *
+ * The ceiling is ours, not V8's. V8's own limit (`--max-old-space-size`) can
+ * only be set when the process starts: passed to the single binary it makes
+ * the binary reject its code cache and print a warning that is not a JSON
+ * line, and V8 reaching it kills the process. Watching the heap from inside
+ * needs neither.
+ */
+
+/** What the ceiling needs to know of the heap: V8 in the process, a fake in unit tests. */
+export interface HeapProbe {
+  /** Bytes of the heap in use, garbage not yet collected included. */
+  used(): number;
+  /** A full collection, so that used() is the live data; false when it cannot be forced. */
+  collect(): boolean;
+}
+
+/** What the ceiling needs of the threads: their bytes, and a way to evict the oldest. */
+export interface Sheddable {
+  stateBytes(): number;
+  /** Evicts least recently used threads whose state bytes add up to `bytes`; returns their ids. */
+  shed(bytes: number): string[];
+}
+
+/** Above this fraction of the ceiling, the heap is looked at closely (a full collection). */
+export const HIGH = 0.9;
+/** Eviction frees down to this fraction of the ceiling, so the next look is not the next request. */
+export const TARGET = 0.7;
+/** At least this many checks between two forced collections that evicted nothing. */
+export const COOL_DOWN = 256;
+
+export class HeapCeiling {
+  private checks = 0;
+  private lastCollect = -Infinity;
+
+  constructor(
+    readonly ceiling: number,
+    private readonly heap: HeapProbe,
+    private readonly threads: Sheddable,
+    private readonly log: Log,
+    /** Heap in use before any thread existed: what eviction cannot free. */
+    private readonly floor = heap.used(),
+  ) {}
+
+  /**
+   * Called between chunks of input, never during a call. Cheap when the heap
+   * is below HIGH × ceiling (one V8 statistics read, about 0.6 µs). Above it:
+   * a full collection, and if the live data is still above TARGET × ceiling,
+   * evictions of the oldest threads sized by how many heap bytes a state
+   * byte has cost. Returns the ids evicted.
+   */
+  check(): string[] {
+    this.checks++;
+    const used = this.heap.used();
+    if (used < HIGH * this.ceiling) return [];
+    // Over the ceiling itself, look at once; between HIGH and the ceiling, not
+    // more often than COOL_DOWN checks apart, or a live set that sits there
+    // would cost a full collection per request.
+    if (used < this.ceiling && this.checks - this.lastCollect < COOL_DOWN) return [];
+    this.lastCollect = this.checks;
+    const live = this.heap.collect() ? this.heap.used() : used;
+    if (live <= TARGET * this.ceiling) return [];
+    const stateBytes = this.threads.stateBytes();
+    // Heap bytes per state byte, as the threads cost now (2 to 3 for typical JSON; never taken below 1).
+    const perByte = Math.max(1, (live - this.floor) / Math.max(1, stateBytes));
+    const evicted = this.threads.shed(Math.ceil((live - TARGET * this.ceiling) / perByte));
+    this.log.warn(
+      { heapUsed: live, maxHeapBytes: this.ceiling, evicted: evicted.length, first: evicted[0], last: evicted[evicted.length - 1] },
+      evicted.length
+        ? "the heap neared --max-heap: evicted the least recently used threads"
+        : "the heap neared --max-heap, and no thread is left to evict but the most recent",
+    );
+    if (evicted.length) this.heap.collect();
+    return evicted;
+  }
+}
+
+/**
+ * V8's heap in this process. The full collection is V8's own gc(), reached
+ * through a flag set at run time (--expose-gc on the command line would
+ * change the flags the single binary's code cache was made with), and only
+ * the first time it is needed: the new context it takes costs start-up time.
+ */
+export function v8Heap(): HeapProbe {
+  let gc: (() => void) | null | undefined;
+  const reach = (): (() => void) | null => {
+    try {
+      setFlagsFromString("--expose-gc");
+      return runInNewContext("gc") as () => void;
+    } catch {
+      return null;
+    }
+  };
+  return {
+    used: () => getHeapStatistics().used_heap_size,
+    collect: () => {
+      if (gc === undefined) gc = reach();
+      if (gc === null) return false;
+      gc();
+      return true;
+    },
+  };
+}
+
+/**
+ * V8's heap sizing, set at start, for a heap that follows its live data:
+ * - the old generation grows 30% past what a full collection left before the
+ *   next one (V8's default picks 1.1× to 4× from the collector's speed; under
+ *   churn it picked the high end);
+ * - the young generation keeps its first 1 MiB semi-space instead of growing
+ *   to 16 MiB (each of its three spaces counts toward RSS).
+ * Both are read by the collector as it runs, so setting them after start
+ * works, and neither touches the single binary's code cache. Measured under
+ * the soak's churn (docs/memory.md): peak RSS 7.0–7.7× the live state above
+ * the empty process with V8's defaults, 3.4× with these, for about 25% more
+ * CPU time spent collecting. 10% instead of 30% reached 3.0×, at twice the CPU.
+ */
+export function tuneHeap(): void {
+  setFlagsFromString("--heap-growing-percent=30");
+  setFlagsFromString("--semi-space-growth-factor=1");
+}
+
+/** The ceiling to use: the one asked for, kept under V8's own limit with room to collect. */
+export function effectiveCeiling(asked: number, v8Limit = getHeapStatistics().heap_size_limit): { ceiling: number; clamped: boolean } {
+  const most = Math.floor(v8Limit * 0.8);
+  return asked <= most ? { ceiling: asked, clamped: false } : { ceiling: most, clamped: true };
+}

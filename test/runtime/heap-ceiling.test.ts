@@ -1,0 +1,125 @@
+import pino from "pino";
+import { describe, expect, it } from "vitest";
+import { COOL_DOWN, effectiveCeiling, HeapCeiling, HIGH, TARGET, v8Heap, type HeapProbe } from "../../src/runtime/heap-ceiling.js";
+import { StateService } from "../../src/service/state-service.js";
+import { fail, ok } from "../harness/outcome.js";
+
+const MB = 1024 * 1024;
+
+/**
+ * A heap that costs `perByte` heap bytes per state byte of the threads still
+ * held, over a fixed floor, plus garbage that a collection clears.
+ */
+function fakeHeap(service: StateService, floor: number, perByte: number): HeapProbe & { garbage: number; collections: number } {
+  const heap = {
+    garbage: 0,
+    collections: 0,
+    used: () => floor + perByte * service.stateBytes() + heap.garbage,
+    collect: () => {
+      heap.collections++;
+      heap.garbage = 0;
+      return true;
+    },
+  };
+  return heap;
+}
+
+const silent = pino({ level: "silent" });
+const state = (i: number) => ({ blob: "x".repeat(100_000), i });
+
+function setup(threads: number) {
+  const service = new StateService({ limits: { maxThreads: 1000, maxHeapBytes: 64 * MB } });
+  for (let i = 0; i < threads; i++) ok(service.openRun({ threadId: `t${i}`, state: state(i) }));
+  return service;
+}
+
+describe("HeapCeiling", () => {
+  it("does nothing below HIGH × the ceiling: no collection, no eviction", () => {
+    const service = setup(10); // ~1 MB of state, 3 MB of heap
+    const heap = fakeHeap(service, 4 * MB, 3);
+    const ceiling = new HeapCeiling(64 * MB, heap, service, silent, 4 * MB);
+    heap.garbage = HIGH * 64 * MB - heap.used() - 1;
+    expect(ceiling.check()).toEqual([]);
+    expect(heap.collections).toBe(0);
+    expect(ok(service.stats(0)).threads).toBe(10);
+  });
+
+  it("collects first, and evicts nothing when the collection alone brings the heap under TARGET", () => {
+    const service = setup(10);
+    const heap = fakeHeap(service, 4 * MB, 3);
+    const ceiling = new HeapCeiling(64 * MB, heap, service, silent, 4 * MB);
+    heap.garbage = 64 * MB; // garbage, not live data
+    expect(ceiling.check()).toEqual([]);
+    expect(heap.collections).toBe(1);
+    expect(ok(service.stats(0)).evicted).toBe(0);
+  });
+
+  it("evicts the least recently used threads, oldest first, until the live heap is at TARGET × the ceiling", () => {
+    const service = setup(200); // ~20 MB of state, ~60 MB of heap with the floor: over HIGH × 64 MB
+    ok(service.getState({ threadId: "t0" })); // t0 is now the most recently used
+    const heap = fakeHeap(service, 4 * MB, 3);
+    const ceiling = new HeapCeiling(64 * MB, heap, service, silent, 4 * MB);
+    const before = heap.used();
+    expect(before).toBeGreaterThan(HIGH * 64 * MB);
+    const evicted = ceiling.check();
+    expect(evicted[0]).toBe("t1");
+    expect(evicted).toEqual(evicted.map((_, i) => `t${i + 1}`));
+    expect(heap.used()).toBeLessThanOrEqual(TARGET * 64 * MB);
+    // Not much more than needed: one thread's worth of slack.
+    expect(heap.used()).toBeGreaterThan(TARGET * 64 * MB - 3 * 100_100);
+    expect(ok(service.stats(0)).evicted).toBe(evicted.length);
+    for (const id of evicted) expect(fail(service.getState({ threadId: id })).data).toMatchObject({ code: "UNKNOWN_THREAD", reason: "evicted" });
+    expect(ok(service.getState({ threadId: "t0" })).state).toEqual(state(0));
+    expect(ok(service.getState({ threadId: "t199" })).state).toEqual(state(199));
+  });
+
+  it("keeps the most recently used thread even when it alone is over the ceiling", () => {
+    const service = setup(3);
+    const heap = fakeHeap(service, 4 * MB, 300); // each thread costs 30 MB of heap here
+    const ceiling = new HeapCeiling(64 * MB, heap, service, silent, 4 * MB);
+    expect(ceiling.check()).toEqual(["t0", "t1"]);
+    expect(ok(service.getState({ threadId: "t2" })).state).toEqual(state(2));
+    expect(ceiling.check()).toEqual([]);
+  });
+
+  it("between HIGH and the ceiling, forces a collection at most once per COOL_DOWN checks", () => {
+    const service = setup(10);
+    const heap = fakeHeap(service, 4 * MB, 3);
+    const ceiling = new HeapCeiling(64 * MB, heap, service, silent, 4 * MB);
+    const between = () => (heap.garbage = 0.95 * 64 * MB - heap.used() + heap.garbage);
+    between();
+    ceiling.check();
+    expect(heap.collections).toBe(1);
+    for (let i = 1; i < COOL_DOWN; i++) {
+      between();
+      ceiling.check();
+    }
+    expect(heap.collections).toBe(1);
+    between();
+    ceiling.check();
+    expect(heap.collections).toBe(2);
+    // Over the ceiling itself, it looks at once.
+    heap.garbage = 64 * MB;
+    ceiling.check();
+    expect(heap.collections).toBe(3);
+  });
+});
+
+describe("effectiveCeiling", () => {
+  it("keeps a ceiling under 80% of V8's own limit, and lowers one above it", () => {
+    expect(effectiveCeiling(1024 * MB, 4096 * MB)).toEqual({ ceiling: 1024 * MB, clamped: false });
+    expect(effectiveCeiling(4096 * MB, 4096 * MB)).toEqual({ ceiling: Math.floor(4096 * MB * 0.8), clamped: true });
+  });
+});
+
+describe("v8Heap", () => {
+  it("forces a real full collection, with no --expose-gc on the command line", () => {
+    const heap = v8Heap();
+    const holder: { garbage?: unknown[] } = { garbage: Array.from({ length: 200_000 }, (_, i) => ({ i, s: `garbage ${i}` })) };
+    const withGarbage = heap.used();
+    expect(holder.garbage?.length).toBe(200_000);
+    delete holder.garbage;
+    expect(heap.collect()).toBe(true);
+    expect(heap.used()).toBeLessThan(withGarbage - 8 * MB);
+  });
+});
