@@ -118,7 +118,12 @@ function rootRule(doc: Doc, op: Op, limits: StateLimits): ChangeOp[] | OpError |
   }
 }
 
-function rootDiff(from: Json, to: Json): ChangeOp[] | OpError {
+/**
+ * The per-member ops that turn the root `from` into the object `to` (§5 rule
+ * 7: no op names the root); FORBIDDEN_KEY when only an op on the root itself
+ * could do it. Used by the normalizer and by diffState at the root.
+ */
+export function rootDiff(from: Json, to: Json): ChangeOp[] | OpError<"FORBIDDEN_KEY"> {
   const ops = diffValue(from, to);
   // Only a member no op may name (a root `__proto__` that changes) makes diffValue replace the root itself.
   if (ops.some((o) => o.path.length === 0)) return opError("FORBIDDEN_KEY", "a root member named __proto__ would change, and no op can name it");

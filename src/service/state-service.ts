@@ -18,6 +18,7 @@ import {
   normalize,
   ok,
   parsePointer,
+  rootDiff,
   stateOverLimit,
   toWireOp,
   valueAt,
@@ -232,11 +233,11 @@ export class StateService {
     const at = valueAt(thread.doc.root, path.value);
     let ops: ChangeOp[];
     if (path.value.length === 0) {
-      // protocol/README.md §11: the root stays an object, and no op names it. diffValue
-      // goes per member at the root; only a changing root `__proto__` would need the root itself.
+      // protocol/README.md §11: the root stays an object, and no op names it.
       if (!isObject(p.value)) return err(invalidParams("/value", "ROOT_NOT_OBJECT", "the value at the root must be a JSON object (protocol/README.md §11)"));
-      ops = diffValue(thread.doc.root, p.value);
-      if (ops.some((o) => o.path.length === 0)) return err(invalidParams("/value", "FORBIDDEN_KEY", "a root member named __proto__ would change, and no op can name it"));
+      const diff = rootDiff(thread.doc.root, p.value);
+      if (!Array.isArray(diff)) return err(invalidParams("/value", diff.code, diff.message));
+      ops = diff;
     } else if (at.ok) ops = diffValue(at.value, p.value, path.value);
     // A missing member or the element just past the end: set it with one add.
     else if ((at.error.code === "PATH_NOT_FOUND" || at.error.code === "INDEX_OUT_OF_BOUNDS") && valueAt(thread.doc.root, path.value.slice(0, -1)).ok) ops = [{ op: "add", path: path.value, value: p.value }];
