@@ -1,7 +1,18 @@
 import { LIMIT_FLAGS } from "./options.js";
 import { DEFAULT_LIMITS } from "../protocol/limits.js";
+import { METHOD_PARAMS } from "../protocol/types.js";
 
 const limitLines = LIMIT_FLAGS.map((l) => `  --${l.flag} N`.padEnd(30) + `default ${DEFAULT_LIMITS[l.key]}`.padEnd(20) + `env ${l.env}`).join("\n");
+
+/** Every method the document defines, wrapped: the generated table is the one list. */
+const methodLines = Object.keys(METHOD_PARAMS)
+  .reduce<string[]>((lines, m) => {
+    const last = lines[lines.length - 1];
+    if (last !== undefined && last.length + m.length + 1 <= 76) lines[lines.length - 1] = `${last} ${m}`;
+    else lines.push(`  ${m}`);
+    return lines;
+  }, [])
+  .join("\n");
 
 const HELP = {
   main: `agui-state: a sidecar that keeps a mirror of each AG-UI thread's shared state
@@ -38,6 +49,10 @@ ${limitLines}
   Past --max-threads, opening a thread evicts the least recently used one.
   When the heap's live data nears --max-heap (at least 32MiB), the least
   recently used threads are evicted, and a warning says how many.
+
+Methods (protocol/README.md §6 and §10 for activities; rpc.discover returns
+the OpenRPC document):
+${methodLines}
 
 Examples:
   echo '{"jsonrpc":"2.0","id":1,"method":"stats"}' | agui-state

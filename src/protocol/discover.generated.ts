@@ -2142,6 +2142,860 @@ export const DISCOVER_JSON = String.raw`{
       ]
     },
     {
+      "name": "activitySnapshot",
+      "summary": "Create an activity, or replace its type and content.",
+      "description": "protocol/README.md §10. Creates the activity \u0060messageId\u0060 in the thread, or replaces its type and content. With \u0060replace: false\u0060 an existing activity is left exactly as it is (the client does the same) and a new one is created. \u0060content\u0060 must be a JSON object (-32602 ROOT_NOT_OBJECT, field \u0060/content\u0060). Returns one ACTIVITY_SNAPSHOT event, always, even when nothing changed: a snapshot is also how a server resynchronizes a client; it carries \u0060replace: false\u0060 only when the call did. \u0060version\u0060 is the thread's: it goes up by one if and only if the activity changed (created, retyped, or content not JSON-equal). The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM. Checks run in this order (protocol/README.md §6): the params walk (-32602 UNSAFE_INTEGER or NUMBER_OVERFLOW, -32003 maxDepth), the params schema (-32602), request-level limits (-32003), the thread (-32001), ifVersion (-32004), then the method's own checks; the state limits (-32003 maxStateBytes, maxDepth) are checked last, as the change is applied.",
+      "params": [
+        {
+          "name": "threadId",
+          "required": true,
+          "schema": {
+            "$ref": "#/components/schemas/ThreadId"
+          }
+        },
+        {
+          "name": "messageId",
+          "required": true,
+          "schema": {
+            "$ref": "#/components/schemas/MessageId"
+          }
+        },
+        {
+          "name": "activityType",
+          "required": true,
+          "schema": {
+            "$ref": "#/components/schemas/ActivityType"
+          }
+        },
+        {
+          "name": "content",
+          "required": true,
+          "schema": {
+            "$ref": "#/components/schemas/Json"
+          },
+          "description": "The activity's content: a JSON object."
+        },
+        {
+          "name": "replace",
+          "required": false,
+          "schema": {
+            "type": "boolean"
+          },
+          "description": "Default true. False: an existing activity is left as it is."
+        },
+        {
+          "name": "ifVersion",
+          "required": false,
+          "schema": {
+            "$ref": "#/components/schemas/Version"
+          },
+          "description": "If given and not the thread's version, the call fails with -32004 and nothing changes."
+        }
+      ],
+      "result": {
+        "name": "activitySnapshotResult",
+        "schema": {
+          "$ref": "#/components/schemas/ActivitySnapshotResult"
+        }
+      },
+      "errors": [
+        {
+          "$ref": "#/components/errors/InvalidParams"
+        },
+        {
+          "$ref": "#/components/errors/UnknownThread"
+        },
+        {
+          "$ref": "#/components/errors/VersionConflict"
+        },
+        {
+          "$ref": "#/components/errors/LimitExceeded"
+        },
+        {
+          "$ref": "#/components/errors/InternalError"
+        }
+      ],
+      "paramStructure": "by-name",
+      "examples": [
+        {
+          "name": "01-create",
+          "description": "Creates the activity and returns its ACTIVITY_SNAPSHOT; the thread's version goes up. Setup: openRun {\"threadId\":\"as1\",\"state\":{\"plan\":\"p\"}}.",
+          "params": [
+            {
+              "name": "threadId",
+              "value": "as1"
+            },
+            {
+              "name": "messageId",
+              "value": "search-1"
+            },
+            {
+              "name": "activityType",
+              "value": "search"
+            },
+            {
+              "name": "content",
+              "value": {
+                "query": "raster ops",
+                "results": []
+              }
+            }
+          ],
+          "result": {
+            "name": "activitySnapshotResult",
+            "value": {
+              "version": 2,
+              "events": [
+                {
+                  "type": "ACTIVITY_SNAPSHOT",
+                  "messageId": "search-1",
+                  "activityType": "search",
+                  "content": {
+                    "query": "raster ops",
+                    "results": []
+                  }
+                }
+              ]
+            }
+          },
+          "x-file": "examples/activitySnapshot/01-create.json"
+        },
+        {
+          "name": "02-replace-false",
+          "description": "replace: false leaves an existing activity exactly as it is, as the client does; the event carries what the mirror holds, with replace: false, and the version does not move. Setup: openRun {\"threadId\":\"as2\",\"state\":{\"plan\":\"p\"}}; diffActivity {\"threadId\":\"as2\",\"messageId\":\"plan-1\",\"activityType\":\"plan\",\"content\":{\"steps\":[{\"title\":\"search\",\"done\":false}]}}.",
+          "params": [
+            {
+              "name": "threadId",
+              "value": "as2"
+            },
+            {
+              "name": "messageId",
+              "value": "plan-1"
+            },
+            {
+              "name": "activityType",
+              "value": "other"
+            },
+            {
+              "name": "content",
+              "value": {}
+            },
+            {
+              "name": "replace",
+              "value": false
+            }
+          ],
+          "result": {
+            "name": "activitySnapshotResult",
+            "value": {
+              "version": 2,
+              "events": [
+                {
+                  "type": "ACTIVITY_SNAPSHOT",
+                  "messageId": "plan-1",
+                  "activityType": "plan",
+                  "content": {
+                    "steps": [
+                      {
+                        "title": "search",
+                        "done": false
+                      }
+                    ]
+                  },
+                  "replace": false
+                }
+              ]
+            }
+          },
+          "x-file": "examples/activitySnapshot/02-replace-false.json"
+        },
+        {
+          "name": "03-content-not-object",
+          "description": "An activity's content is always a JSON object. Setup: openRun {\"threadId\":\"as3\",\"state\":{\"plan\":\"p\"}}.",
+          "params": [
+            {
+              "name": "threadId",
+              "value": "as3"
+            },
+            {
+              "name": "messageId",
+              "value": "m"
+            },
+            {
+              "name": "activityType",
+              "value": "plan"
+            },
+            {
+              "name": "content",
+              "value": [
+                1,
+                2
+              ]
+            }
+          ],
+          "x-error": {
+            "code": -32602,
+            "data": {
+              "code": "INVALID_PARAMS",
+              "field": "/content",
+              "reason": "ROOT_NOT_OBJECT"
+            }
+          },
+          "x-file": "examples/activitySnapshot/03-content-not-object.json"
+        }
+      ]
+    },
+    {
+      "name": "applyActivityOps",
+      "summary": "Normalize and apply ops to an activity's content.",
+      "description": "protocol/README.md §10. Normalizes (§5) and applies the ops to the activity's content exactly as applyOps does to a thread's state: the same skips, atomic mode and -32002, the same rules for what is emitted. An op that would leave the content something other than an object is skipped with ROOT_NOT_OBJECT. \u0060activityType\u0060, when given and different, retypes the activity. \u0060events\u0060 is one ACTIVITY_DELTA whose \u0060patch\u0060 is \u0060delta\u0060 and whose \u0060activityType\u0060 is the activity's type after the call; [] when \u0060delta\u0060 is empty and the type did not change. \u0060version\u0060 goes up by one if and only if \u0060delta\u0060 is non-empty or the type changed. An activity the thread does not hold fails with -32005. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM. Checks run in this order (protocol/README.md §6): the params walk (-32602 UNSAFE_INTEGER or NUMBER_OVERFLOW, -32003 maxDepth), the params schema (-32602), request-level limits (-32003), the thread (-32001), ifVersion (-32004), then the method's own checks; the state limits (-32003 maxStateBytes, maxDepth) are checked last, as the change is applied.",
+      "params": [
+        {
+          "name": "threadId",
+          "required": true,
+          "schema": {
+            "$ref": "#/components/schemas/ThreadId"
+          }
+        },
+        {
+          "name": "messageId",
+          "required": true,
+          "schema": {
+            "$ref": "#/components/schemas/MessageId"
+          }
+        },
+        {
+          "name": "ops",
+          "required": true,
+          "schema": {
+            "$ref": "#/components/schemas/OpsParam"
+          },
+          "x-element-schema": {
+            "$ref": "#/components/schemas/Op"
+          }
+        },
+        {
+          "name": "activityType",
+          "required": false,
+          "schema": {
+            "$ref": "#/components/schemas/ActivityType"
+          },
+          "description": "When given and different, retypes the activity."
+        },
+        {
+          "name": "atomic",
+          "required": false,
+          "schema": {
+            "type": "boolean"
+          },
+          "description": "Default false. When true, any skip fails the whole call with -32002."
+        },
+        {
+          "name": "ifVersion",
+          "required": false,
+          "schema": {
+            "$ref": "#/components/schemas/Version"
+          },
+          "description": "If given and not the thread's version, the call fails with -32004 and nothing changes."
+        }
+      ],
+      "result": {
+        "name": "applyActivityOpsResult",
+        "schema": {
+          "$ref": "#/components/schemas/ApplyActivityOpsResult"
+        }
+      },
+      "errors": [
+        {
+          "$ref": "#/components/errors/InvalidParams"
+        },
+        {
+          "$ref": "#/components/errors/UnknownThread"
+        },
+        {
+          "$ref": "#/components/errors/UnknownActivity"
+        },
+        {
+          "$ref": "#/components/errors/PatchFailed"
+        },
+        {
+          "$ref": "#/components/errors/VersionConflict"
+        },
+        {
+          "$ref": "#/components/errors/LimitExceeded"
+        },
+        {
+          "$ref": "#/components/errors/InternalError"
+        }
+      ],
+      "paramStructure": "by-name",
+      "examples": [
+        {
+          "name": "01-normalized",
+          "description": "Ops on the content are normalized as applyOps normalizes them: an append to a missing array creates it, a replace of a missing member becomes an add, and a replace of the root with an array is skipped with ROOT_NOT_OBJECT. The ACTIVITY_DELTA carries the activity's type. Setup: openRun {\"threadId\":\"ao1\",\"state\":{\"plan\":\"p\"}}; diffActivity {\"threadId\":\"ao1\",\"messageId\":\"plan-1\",\"activityType\":\"plan\",\"content\":{\"steps\":[{\"title\":\"search\",\"done\":false}]}}.",
+          "params": [
+            {
+              "name": "threadId",
+              "value": "ao1"
+            },
+            {
+              "name": "messageId",
+              "value": "plan-1"
+            },
+            {
+              "name": "ops",
+              "value": [
+                {
+                  "op": "add",
+                  "path": "/notes/-",
+                  "value": "started"
+                },
+                {
+                  "op": "replace",
+                  "path": "/status",
+                  "value": "running"
+                },
+                {
+                  "op": "replace",
+                  "path": "",
+                  "value": []
+                }
+              ]
+            }
+          ],
+          "result": {
+            "name": "applyActivityOpsResult",
+            "value": {
+              "version": 3,
+              "delta": [
+                {
+                  "op": "add",
+                  "path": "/notes",
+                  "value": []
+                },
+                {
+                  "op": "add",
+                  "path": "/notes/-",
+                  "value": "started"
+                },
+                {
+                  "op": "add",
+                  "path": "/status",
+                  "value": "running"
+                }
+              ],
+              "skipped": [
+                {
+                  "index": 2,
+                  "op": {
+                    "op": "replace",
+                    "path": "",
+                    "value": []
+                  },
+                  "code": "ROOT_NOT_OBJECT",
+                  "message": ""
+                }
+              ],
+              "events": [
+                {
+                  "type": "ACTIVITY_DELTA",
+                  "messageId": "plan-1",
+                  "activityType": "plan",
+                  "patch": [
+                    {
+                      "op": "add",
+                      "path": "/notes",
+                      "value": []
+                    },
+                    {
+                      "op": "add",
+                      "path": "/notes/-",
+                      "value": "started"
+                    },
+                    {
+                      "op": "add",
+                      "path": "/status",
+                      "value": "running"
+                    }
+                  ]
+                }
+              ]
+            }
+          },
+          "x-file": "examples/applyActivityOps/01-normalized.json"
+        },
+        {
+          "name": "02-retype",
+          "description": "activityType retypes the activity: the delta carries the new type, even with no ops. Setup: openRun {\"threadId\":\"ao2\",\"state\":{\"plan\":\"p\"}}; diffActivity {\"threadId\":\"ao2\",\"messageId\":\"plan-1\",\"activityType\":\"plan\",\"content\":{\"steps\":[{\"title\":\"search\",\"done\":false}]}}.",
+          "params": [
+            {
+              "name": "threadId",
+              "value": "ao2"
+            },
+            {
+              "name": "messageId",
+              "value": "plan-1"
+            },
+            {
+              "name": "ops",
+              "value": []
+            },
+            {
+              "name": "activityType",
+              "value": "plan-done"
+            }
+          ],
+          "result": {
+            "name": "applyActivityOpsResult",
+            "value": {
+              "version": 3,
+              "delta": [],
+              "skipped": [],
+              "events": [
+                {
+                  "type": "ACTIVITY_DELTA",
+                  "messageId": "plan-1",
+                  "activityType": "plan-done",
+                  "patch": []
+                }
+              ]
+            }
+          },
+          "x-file": "examples/applyActivityOps/02-retype.json"
+        },
+        {
+          "name": "03-unknown-activity",
+          "description": "An activity the thread does not hold (never created, or lost with a restarted sidecar): -32005. diffActivity or activitySnapshot creates it. Setup: openRun {\"threadId\":\"ao3\",\"state\":{\"plan\":\"p\"}}.",
+          "params": [
+            {
+              "name": "threadId",
+              "value": "ao3"
+            },
+            {
+              "name": "messageId",
+              "value": "plan-1"
+            },
+            {
+              "name": "ops",
+              "value": [
+                {
+                  "op": "add",
+                  "path": "/a",
+                  "value": 1
+                }
+              ]
+            }
+          ],
+          "x-error": {
+            "code": -32005,
+            "data": {
+              "code": "UNKNOWN_ACTIVITY",
+              "threadId": "ao3",
+              "messageId": "plan-1"
+            }
+          },
+          "x-file": "examples/applyActivityOps/03-unknown-activity.json"
+        },
+        {
+          "name": "04-atomic-patch-failed",
+          "description": "Atomic mode: the first op that would be skipped fails the call with -32002 and nothing changes. Setup: openRun {\"threadId\":\"ao4\",\"state\":{\"plan\":\"p\"}}; diffActivity {\"threadId\":\"ao4\",\"messageId\":\"plan-1\",\"activityType\":\"plan\",\"content\":{\"steps\":[{\"title\":\"search\",\"done\":false}]}}.",
+          "params": [
+            {
+              "name": "threadId",
+              "value": "ao4"
+            },
+            {
+              "name": "messageId",
+              "value": "plan-1"
+            },
+            {
+              "name": "atomic",
+              "value": true
+            },
+            {
+              "name": "ops",
+              "value": [
+                {
+                  "op": "add",
+                  "path": "/status",
+                  "value": "x"
+                },
+                {
+                  "op": "remove",
+                  "path": "/missing"
+                }
+              ]
+            }
+          ],
+          "x-error": {
+            "code": -32002,
+            "data": {
+              "code": "PATH_NOT_FOUND",
+              "index": 1,
+              "message": ""
+            }
+          },
+          "x-file": "examples/applyActivityOps/04-atomic-patch-failed.json"
+        }
+      ]
+    },
+    {
+      "name": "diffActivity",
+      "summary": "Set an activity's content and return a minimal delta.",
+      "description": "protocol/README.md §10. Sets the activity's content to \u0060content\u0060 (a JSON object: otherwise -32602 ROOT_NOT_OBJECT, field \u0060/content\u0060) and returns a minimal ACTIVITY_DELTA by diffState's rules at the root (per member, never an op on \"\"; a member named \u0060__proto__\u0060 that would change fails with -32602 FORBIDDEN_KEY, field \u0060/content\u0060). When the activity does not exist yet it is created, and the event is an ACTIVITY_SNAPSHOT, because the client has no baseline to patch; \u0060activityType\u0060 is required then (-32602 MISSING, field \u0060/activityType\u0060) and \u0060delta\u0060 is []. Omitted later, the type stays; given and different, it retypes the activity. Equal content and an unchanged type give \u0060delta: []\u0060 and \u0060events: []\u0060. \u0060version\u0060 goes up by one if and only if something changed. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM. Checks run in this order (protocol/README.md §6): the params walk (-32602 UNSAFE_INTEGER or NUMBER_OVERFLOW, -32003 maxDepth), the params schema (-32602), request-level limits (-32003), the thread (-32001), ifVersion (-32004), then the method's own checks; the state limits (-32003 maxStateBytes, maxDepth) are checked last, as the change is applied.",
+      "params": [
+        {
+          "name": "threadId",
+          "required": true,
+          "schema": {
+            "$ref": "#/components/schemas/ThreadId"
+          }
+        },
+        {
+          "name": "messageId",
+          "required": true,
+          "schema": {
+            "$ref": "#/components/schemas/MessageId"
+          }
+        },
+        {
+          "name": "content",
+          "required": true,
+          "schema": {
+            "$ref": "#/components/schemas/Json"
+          },
+          "description": "The activity's new content: a JSON object."
+        },
+        {
+          "name": "activityType",
+          "required": false,
+          "schema": {
+            "$ref": "#/components/schemas/ActivityType"
+          },
+          "description": "Required when the activity does not exist yet."
+        },
+        {
+          "name": "ifVersion",
+          "required": false,
+          "schema": {
+            "$ref": "#/components/schemas/Version"
+          },
+          "description": "If given and not the thread's version, the call fails with -32004 and nothing changes."
+        }
+      ],
+      "result": {
+        "name": "diffActivityResult",
+        "schema": {
+          "$ref": "#/components/schemas/DiffActivityResult"
+        }
+      },
+      "errors": [
+        {
+          "$ref": "#/components/errors/InvalidParams"
+        },
+        {
+          "$ref": "#/components/errors/UnknownThread"
+        },
+        {
+          "$ref": "#/components/errors/VersionConflict"
+        },
+        {
+          "$ref": "#/components/errors/LimitExceeded"
+        },
+        {
+          "$ref": "#/components/errors/InternalError"
+        }
+      ],
+      "paramStructure": "by-name",
+      "examples": [
+        {
+          "name": "01-create",
+          "description": "An activity that does not exist yet is created, and the event is an ACTIVITY_SNAPSHOT: the client has no baseline to patch. Setup: openRun {\"threadId\":\"da1\",\"state\":{\"plan\":\"p\"}}.",
+          "params": [
+            {
+              "name": "threadId",
+              "value": "da1"
+            },
+            {
+              "name": "messageId",
+              "value": "plan-1"
+            },
+            {
+              "name": "activityType",
+              "value": "plan"
+            },
+            {
+              "name": "content",
+              "value": {
+                "steps": [
+                  {
+                    "title": "search",
+                    "done": false
+                  }
+                ]
+              }
+            }
+          ],
+          "result": {
+            "name": "diffActivityResult",
+            "value": {
+              "version": 2,
+              "delta": [],
+              "events": [
+                {
+                  "type": "ACTIVITY_SNAPSHOT",
+                  "messageId": "plan-1",
+                  "activityType": "plan",
+                  "content": {
+                    "steps": [
+                      {
+                        "title": "search",
+                        "done": false
+                      }
+                    ]
+                  }
+                }
+              ]
+            }
+          },
+          "x-file": "examples/diffActivity/01-create.json"
+        },
+        {
+          "name": "02-minimal-delta",
+          "description": "A minimal ACTIVITY_DELTA from the old content to the new. Setup: openRun {\"threadId\":\"da2\",\"state\":{\"plan\":\"p\"}}; diffActivity {\"threadId\":\"da2\",\"messageId\":\"plan-1\",\"activityType\":\"plan\",\"content\":{\"steps\":[{\"title\":\"search\",\"done\":false}]}}.",
+          "params": [
+            {
+              "name": "threadId",
+              "value": "da2"
+            },
+            {
+              "name": "messageId",
+              "value": "plan-1"
+            },
+            {
+              "name": "content",
+              "value": {
+                "steps": [
+                  {
+                    "title": "search",
+                    "done": true
+                  },
+                  {
+                    "title": "rank",
+                    "done": false
+                  }
+                ]
+              }
+            }
+          ],
+          "result": {
+            "name": "diffActivityResult",
+            "value": {
+              "version": 3,
+              "delta": [
+                {
+                  "op": "replace",
+                  "path": "/steps",
+                  "value": [
+                    {
+                      "title": "search",
+                      "done": true
+                    },
+                    {
+                      "title": "rank",
+                      "done": false
+                    }
+                  ]
+                }
+              ],
+              "events": [
+                {
+                  "type": "ACTIVITY_DELTA",
+                  "messageId": "plan-1",
+                  "activityType": "plan",
+                  "patch": [
+                    {
+                      "op": "replace",
+                      "path": "/steps",
+                      "value": [
+                        {
+                          "title": "search",
+                          "done": true
+                        },
+                        {
+                          "title": "rank",
+                          "done": false
+                        }
+                      ]
+                    }
+                  ]
+                }
+              ]
+            }
+          },
+          "x-file": "examples/diffActivity/02-minimal-delta.json"
+        },
+        {
+          "name": "03-equal",
+          "description": "Equal content and an unchanged type: no delta, no events, no new version. Setup: openRun {\"threadId\":\"da3\",\"state\":{\"plan\":\"p\"}}; diffActivity {\"threadId\":\"da3\",\"messageId\":\"plan-1\",\"activityType\":\"plan\",\"content\":{\"steps\":[{\"title\":\"search\",\"done\":false}]}}.",
+          "params": [
+            {
+              "name": "threadId",
+              "value": "da3"
+            },
+            {
+              "name": "messageId",
+              "value": "plan-1"
+            },
+            {
+              "name": "content",
+              "value": {
+                "steps": [
+                  {
+                    "title": "search",
+                    "done": false
+                  }
+                ]
+              }
+            }
+          ],
+          "result": {
+            "name": "diffActivityResult",
+            "value": {
+              "version": 2,
+              "delta": [],
+              "events": []
+            }
+          },
+          "x-file": "examples/diffActivity/03-equal.json"
+        },
+        {
+          "name": "04-missing-type",
+          "description": "Creating an activity needs its activityType. Setup: openRun {\"threadId\":\"da4\",\"state\":{\"plan\":\"p\"}}.",
+          "params": [
+            {
+              "name": "threadId",
+              "value": "da4"
+            },
+            {
+              "name": "messageId",
+              "value": "plan-1"
+            },
+            {
+              "name": "content",
+              "value": {}
+            }
+          ],
+          "x-error": {
+            "code": -32602,
+            "data": {
+              "code": "INVALID_PARAMS",
+              "field": "/activityType",
+              "reason": "MISSING"
+            }
+          },
+          "x-file": "examples/diffActivity/04-missing-type.json"
+        }
+      ]
+    },
+    {
+      "name": "getActivity",
+      "summary": "Read an activity.",
+      "description": "protocol/README.md §10. Returns the thread's version, the activity's type and its content. An activity the thread does not hold fails with -32005. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
+      "params": [
+        {
+          "name": "threadId",
+          "required": true,
+          "schema": {
+            "$ref": "#/components/schemas/ThreadId"
+          }
+        },
+        {
+          "name": "messageId",
+          "required": true,
+          "schema": {
+            "$ref": "#/components/schemas/MessageId"
+          }
+        }
+      ],
+      "result": {
+        "name": "getActivityResult",
+        "schema": {
+          "$ref": "#/components/schemas/GetActivityResult"
+        }
+      },
+      "errors": [
+        {
+          "$ref": "#/components/errors/InvalidParams"
+        },
+        {
+          "$ref": "#/components/errors/UnknownThread"
+        },
+        {
+          "$ref": "#/components/errors/UnknownActivity"
+        },
+        {
+          "$ref": "#/components/errors/InternalError"
+        }
+      ],
+      "paramStructure": "by-name",
+      "examples": [
+        {
+          "name": "01-read",
+          "description": "The activity's type and content, and the thread's version. Setup: openRun {\"threadId\":\"ga1\",\"state\":{\"plan\":\"p\"}}; diffActivity {\"threadId\":\"ga1\",\"messageId\":\"plan-1\",\"activityType\":\"plan\",\"content\":{\"steps\":[{\"title\":\"search\",\"done\":false}]}}.",
+          "params": [
+            {
+              "name": "threadId",
+              "value": "ga1"
+            },
+            {
+              "name": "messageId",
+              "value": "plan-1"
+            }
+          ],
+          "result": {
+            "name": "getActivityResult",
+            "value": {
+              "version": 2,
+              "activityType": "plan",
+              "content": {
+                "steps": [
+                  {
+                    "title": "search",
+                    "done": false
+                  }
+                ]
+              }
+            }
+          },
+          "x-file": "examples/getActivity/01-read.json"
+        },
+        {
+          "name": "02-unknown-activity",
+          "description": "An activity the thread does not hold: -32005. Setup: openRun {\"threadId\":\"ga2\",\"state\":{\"plan\":\"p\"}}.",
+          "params": [
+            {
+              "name": "threadId",
+              "value": "ga2"
+            },
+            {
+              "name": "messageId",
+              "value": "plan-1"
+            }
+          ],
+          "x-error": {
+            "code": -32005,
+            "data": {
+              "code": "UNKNOWN_ACTIVITY",
+              "threadId": "ga2",
+              "messageId": "plan-1"
+            }
+          },
+          "x-file": "examples/getActivity/02-unknown-activity.json"
+        }
+      ]
+    },
+    {
       "name": "closeThread",
       "summary": "Forget a thread.",
       "description": "Forgets the thread. Returns {closed: true} if it was live, {closed: false} otherwise (never an error). Later calls on the id fail with -32001, reason \"closed\", until an openRun creates it again at version 0. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM. Checks run in this order (protocol/README.md §6): the params walk (-32602 UNSAFE_INTEGER or NUMBER_OVERFLOW, -32003 maxDepth), the params schema (-32602), request-level limits (-32003), the thread (-32001), ifVersion (-32004), then the method's own checks; the state limits (-32003 maxStateBytes, maxDepth) are checked last, as the change is applied.",
@@ -2434,7 +3288,8 @@ export const DISCOVER_JSON = String.raw`{
                 "maxHeapBytes": 1073741824
               },
               "version": "0.1.0",
-              "evicted": 0
+              "evicted": 0,
+              "activities": 0
             }
           },
           "x-file": "examples/stats/01-fresh.json"
@@ -2459,7 +3314,8 @@ export const DISCOVER_JSON = String.raw`{
                 "maxHeapBytes": 1073741824
               },
               "version": "0.1.0",
-              "evicted": 0
+              "evicted": 0,
+              "activities": 0
             }
           },
           "x-file": "examples/stats/02-one-thread.json"
@@ -3031,7 +3887,7 @@ export const DISCOVER_JSON = String.raw`{
             "minimum": 0
           },
           "stateBytes": {
-            "description": "Sum over live threads of each mirror's approximate JSON size, the same figure maxStateBytes is checked against: the length of the compact JSON text for ASCII text without escapes, except that every member and element counts one separator (so one byte too many per non-empty object or array); string escapes and UTF-8 widths are not counted. It is kept current as ops apply, never by re-serializing the mirror.",
+            "description": "Sum over live threads of each mirror's approximate JSON size, the same figure maxStateBytes is checked against: the length of the compact JSON text for ASCII text without escapes, except that every member and element counts one separator (so one byte too many per non-empty object or array); string escapes and UTF-8 widths are not counted. It is kept current as ops apply, never by re-serializing the mirror. Each thread's activities' contents count too, as they do toward maxStateBytes.",
             "type": "integer",
             "minimum": 0
           },
@@ -3056,6 +3912,11 @@ export const DISCOVER_JSON = String.raw`{
             "description": "Threads evicted by maxThreads since start (least recently used first), so that an operator can tell eviction from closing.",
             "type": "integer",
             "minimum": 0
+          },
+          "activities": {
+            "description": "Activities held, over all live threads.",
+            "type": "integer",
+            "minimum": 0
           }
         },
         "required": [
@@ -3065,7 +3926,8 @@ export const DISCOVER_JSON = String.raw`{
           "uptimeMs",
           "limits",
           "version",
-          "evicted"
+          "evicted",
+          "activities"
         ],
         "additionalProperties": false
       },
@@ -3122,7 +3984,7 @@ export const DISCOVER_JSON = String.raw`{
         "additionalProperties": false
       },
       "InvalidParamsReason": {
-        "description": "Why params were refused. POSITIONAL_PARAMS: params is an array (field \"\"). MISSING: a required param is absent. UNKNOWN_PARAM: a member the method does not define (params objects are closed). INVALID_VALUE: a value that does not fit the param's schema (type, length, range). UNSAFE_INTEGER: an integer literal that a double cannot hold exactly, anywhere in params (field points at it). NUMBER_OVERFLOW: a number literal beyond the range of a double (1e400), which would arrive as null. CONFLICTING_PARAMS: diffToolState mixes \u0060toolState\u0060 with \u0060set\u0060/\u0060remove\u0060 (field \u0060/toolState\u0060), or names a key in both \u0060set\u0060 and \u0060remove\u0060 (field \u0060/remove/<i>\u0060, that key's position in \u0060remove\u0060). NOT_NAMESPACE_MODE: diffToolState on a thread not in namespace mode (field \u0060/threadId\u0060). ROOT_NOT_OBJECT: a state root that is not a JSON object (protocol/README.md §11): openRun's or normalize's \u0060state\u0060 (field \u0060/state\u0060), or diffState's \u0060value\u0060 at the root (field \u0060/value\u0060). NAMESPACE_NOT_OBJECT: mirror[namespace] exists but is not an object (openRun without toolState; field \u0060/state\u0060 if \u0060state\u0060 was given, else \u0060/threadId\u0060), or is missing or not an object (diffToolState; field \u0060/threadId\u0060). INVALID_POINTER, INVALID_INDEX, PATH_NOT_FOUND, INDEX_OUT_OF_BOUNDS, FORBIDDEN_KEY also for diffState at the root when a root member named \u0060__proto__\u0060 would change (field \u0060/value\u0060). INVALID_POINTER, INVALID_INDEX, PATH_NOT_FOUND, INDEX_OUT_OF_BOUNDS, FORBIDDEN_KEY: as the skip codes of the same names, for getState/diffState \u0060path\u0060 (field \u0060/path\u0060), parsePointer \u0060pointer\u0060 (INVALID_POINTER, field \u0060/pointer\u0060), escapePointer \u0060path\u0060 (INVALID_POINTER, field \u0060/path\u0060) or openRun \u0060namespace\u0060 (FORBIDDEN_KEY, field \u0060/namespace\u0060).",
+        "description": "Why params were refused. POSITIONAL_PARAMS: params is an array (field \"\"). MISSING: a required param is absent. UNKNOWN_PARAM: a member the method does not define (params objects are closed). INVALID_VALUE: a value that does not fit the param's schema (type, length, range). UNSAFE_INTEGER: an integer literal that a double cannot hold exactly, anywhere in params (field points at it). NUMBER_OVERFLOW: a number literal beyond the range of a double (1e400), which would arrive as null. CONFLICTING_PARAMS: diffToolState mixes \u0060toolState\u0060 with \u0060set\u0060/\u0060remove\u0060 (field \u0060/toolState\u0060), or names a key in both \u0060set\u0060 and \u0060remove\u0060 (field \u0060/remove/<i>\u0060, that key's position in \u0060remove\u0060). NOT_NAMESPACE_MODE: diffToolState on a thread not in namespace mode (field \u0060/threadId\u0060). ROOT_NOT_OBJECT: a state root that is not a JSON object (protocol/README.md §11): openRun's or normalize's \u0060state\u0060 (field \u0060/state\u0060), diffState's \u0060value\u0060 at the root (field \u0060/value\u0060), or an activity's \u0060content\u0060 in activitySnapshot or diffActivity (field \u0060/content\u0060, protocol/README.md §10). NAMESPACE_NOT_OBJECT: mirror[namespace] exists but is not an object (openRun without toolState; field \u0060/state\u0060 if \u0060state\u0060 was given, else \u0060/threadId\u0060), or is missing or not an object (diffToolState; field \u0060/threadId\u0060). INVALID_POINTER, INVALID_INDEX, PATH_NOT_FOUND, INDEX_OUT_OF_BOUNDS, FORBIDDEN_KEY also for diffState at the root when a root member named \u0060__proto__\u0060 would change (field \u0060/value\u0060). INVALID_POINTER, INVALID_INDEX, PATH_NOT_FOUND, INDEX_OUT_OF_BOUNDS, FORBIDDEN_KEY: as the skip codes of the same names, for getState/diffState \u0060path\u0060 (field \u0060/path\u0060), parsePointer \u0060pointer\u0060 (INVALID_POINTER, field \u0060/pointer\u0060), escapePointer \u0060path\u0060 (INVALID_POINTER, field \u0060/path\u0060) or openRun \u0060namespace\u0060 (FORBIDDEN_KEY, field \u0060/namespace\u0060).",
         "enum": [
           "POSITIONAL_PARAMS",
           "MISSING",
@@ -3280,6 +4142,200 @@ export const DISCOVER_JSON = String.raw`{
           "actual"
         ],
         "additionalProperties": false
+      },
+      "MessageId": {
+        "description": "An activity's AG-UI messageId: a string of 1 to 256 characters (protocol/README.md §10).",
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 256
+      },
+      "ActivityType": {
+        "description": "An activity's AG-UI activityType: a string of 1 to 256 characters.",
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 256
+      },
+      "ActivityContent": {
+        "description": "An activity's content: always a JSON object (protocol/README.md §10, §11).",
+        "type": "object"
+      },
+      "ActivitySnapshotEvent": {
+        "description": "AG-UI ACTIVITY_SNAPSHOT: the client creates the activity message, or replaces its type and content; with \u0060replace: false\u0060 it leaves an existing one as it is. \u0060replace\u0060 is present only when false.",
+        "type": "object",
+        "properties": {
+          "type": {
+            "const": "ACTIVITY_SNAPSHOT"
+          },
+          "messageId": {
+            "$ref": "#/components/schemas/MessageId"
+          },
+          "activityType": {
+            "$ref": "#/components/schemas/ActivityType"
+          },
+          "content": {
+            "$ref": "#/components/schemas/ActivityContent"
+          },
+          "replace": {
+            "const": false
+          }
+        },
+        "required": [
+          "type",
+          "messageId",
+          "activityType",
+          "content"
+        ],
+        "additionalProperties": false
+      },
+      "ActivityDeltaEvent": {
+        "description": "AG-UI ACTIVITY_DELTA: applied by the client to the activity's content with fast-json-patch applyPatch(content, patch, true, false); the message takes \u0060activityType\u0060 from it. A delta for a messageId the client has no activity for is ignored.",
+        "type": "object",
+        "properties": {
+          "type": {
+            "const": "ACTIVITY_DELTA"
+          },
+          "messageId": {
+            "$ref": "#/components/schemas/MessageId"
+          },
+          "activityType": {
+            "$ref": "#/components/schemas/ActivityType"
+          },
+          "patch": {
+            "$ref": "#/components/schemas/Delta"
+          }
+        },
+        "required": [
+          "type",
+          "messageId",
+          "activityType",
+          "patch"
+        ],
+        "additionalProperties": false
+      },
+      "ActivityEvent": {
+        "description": "An AG-UI activity event to forward to the client, in its wire shape.",
+        "oneOf": [
+          {
+            "$ref": "#/components/schemas/ActivitySnapshotEvent"
+          },
+          {
+            "$ref": "#/components/schemas/ActivityDeltaEvent"
+          }
+        ]
+      },
+      "ActivityEvents": {
+        "description": "The AG-UI activity events to forward, in order; \u0060[]\u0060 when nothing moved.",
+        "type": "array",
+        "items": {
+          "$ref": "#/components/schemas/ActivityEvent"
+        }
+      },
+      "ActivitySnapshotResult": {
+        "type": "object",
+        "properties": {
+          "version": {
+            "$ref": "#/components/schemas/Version"
+          },
+          "events": {
+            "description": "Exactly one ACTIVITY_SNAPSHOT, even when nothing changed.",
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/ActivitySnapshotEvent"
+            },
+            "minItems": 1,
+            "maxItems": 1
+          }
+        },
+        "required": [
+          "version",
+          "events"
+        ],
+        "additionalProperties": false
+      },
+      "ApplyActivityOpsResult": {
+        "type": "object",
+        "properties": {
+          "version": {
+            "$ref": "#/components/schemas/Version"
+          },
+          "delta": {
+            "$ref": "#/components/schemas/Delta"
+          },
+          "skipped": {
+            "$ref": "#/components/schemas/Skipped"
+          },
+          "events": {
+            "$ref": "#/components/schemas/ActivityEvents"
+          }
+        },
+        "required": [
+          "version",
+          "delta",
+          "skipped",
+          "events"
+        ],
+        "additionalProperties": false
+      },
+      "DiffActivityResult": {
+        "type": "object",
+        "properties": {
+          "version": {
+            "$ref": "#/components/schemas/Version"
+          },
+          "delta": {
+            "$ref": "#/components/schemas/Delta"
+          },
+          "events": {
+            "$ref": "#/components/schemas/ActivityEvents"
+          }
+        },
+        "required": [
+          "version",
+          "delta",
+          "events"
+        ],
+        "additionalProperties": false
+      },
+      "GetActivityResult": {
+        "type": "object",
+        "properties": {
+          "version": {
+            "$ref": "#/components/schemas/Version"
+          },
+          "activityType": {
+            "$ref": "#/components/schemas/ActivityType"
+          },
+          "content": {
+            "$ref": "#/components/schemas/ActivityContent"
+          }
+        },
+        "required": [
+          "version",
+          "activityType",
+          "content"
+        ],
+        "additionalProperties": false
+      },
+      "UnknownActivityData": {
+        "description": "-32005. The thread exists but holds no activity with this messageId: it was never created, or the thread was reopened after the sidecar lost it. The fix is activitySnapshot or diffActivity (which creates it and returns a snapshot).",
+        "type": "object",
+        "properties": {
+          "code": {
+            "const": "UNKNOWN_ACTIVITY"
+          },
+          "threadId": {
+            "$ref": "#/components/schemas/ThreadId"
+          },
+          "messageId": {
+            "$ref": "#/components/schemas/MessageId"
+          }
+        },
+        "required": [
+          "code",
+          "threadId",
+          "messageId"
+        ],
+        "additionalProperties": false
       }
     },
     "errors": {
@@ -3318,6 +4374,10 @@ export const DISCOVER_JSON = String.raw`{
       "VersionConflict": {
         "code": -32004,
         "message": "Version conflict"
+      },
+      "UnknownActivity": {
+        "code": -32005,
+        "message": "Unknown activity"
       }
     }
   },
@@ -3396,6 +4456,12 @@ export const DISCOVER_JSON = String.raw`{
       "code": -32004,
       "schema": {
         "$ref": "#/components/schemas/VersionConflictData"
+      }
+    },
+    "UnknownActivity": {
+      "code": -32005,
+      "schema": {
+        "$ref": "#/components/schemas/UnknownActivityData"
       }
     }
   }

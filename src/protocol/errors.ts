@@ -1,17 +1,17 @@
 import type { Result, SkipCode } from "../core/index.js";
-import type { InvalidParamsData, InvalidParamsReason, LimitExceededData, PatchFailedData, UnknownThreadData, VersionConflictData } from "./types.generated.js";
+import type { InvalidParamsData, InvalidParamsReason, LimitExceededData, PatchFailedData, UnknownActivityData, UnknownThreadData, VersionConflictData } from "./types.generated.js";
 
 /**
  * protocol/README.md §8: the codes of the application errors, by the names
  * the document's components.errors gives them. They sit in -32001..-32004,
- * the range JSON-RPC 2.0 §5.1 leaves to implementations. (-32005,
- * UNKNOWN_ACTIVITY, belongs to §10, not yet implemented.)
+ * the range JSON-RPC 2.0 §5.1 leaves to implementations.
  */
 export const APPLICATION_ERROR_CODES = {
   UnknownThread: -32001,
   PatchFailed: -32002,
   LimitExceeded: -32003,
   VersionConflict: -32004,
+  UnknownActivity: -32005,
 } as const;
 
 /**
@@ -25,6 +25,7 @@ export type CallError =
   | { kind: "PatchFailed"; message: string; data: PatchFailedData }
   | { kind: "LimitExceeded"; message: string; data: LimitExceededData }
   | { kind: "VersionConflict"; message: string; data: VersionConflictData }
+  | { kind: "UnknownActivity"; message: string; data: UnknownActivityData }
   | { kind: "InvalidParams"; message: string; data: InvalidParamsData };
 
 /** What a method returns: its result, or why the call failed. */
@@ -34,6 +35,13 @@ export const unknownThread = (threadId: string, reason: UnknownThreadData["reaso
   kind: "UnknownThread",
   message: `unknown thread ${JSON.stringify(threadId)} (${reason}); call openRun with the state again`,
   data: { code: "UNKNOWN_THREAD", threadId, reason },
+});
+
+/** protocol/README.md §10: the thread holds no activity with this messageId. */
+export const unknownActivity = (threadId: string, messageId: string): CallError => ({
+  kind: "UnknownActivity",
+  message: `thread ${JSON.stringify(threadId)} has no activity ${JSON.stringify(messageId)}; create it with activitySnapshot or diffActivity`,
+  data: { code: "UNKNOWN_ACTIVITY", threadId, messageId },
 });
 
 /** protocol/README.md §8: `data.code` is the failing op's skip code, not the error's name. */

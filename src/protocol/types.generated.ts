@@ -81,6 +81,22 @@ export type Pointer = string;
  */
 export type Path = (string | number)[];
 /**
+ * An activity's AG-UI messageId: a string of 1 to 256 characters (protocol/README.md §10).
+ */
+export type MessageId = string;
+/**
+ * An activity's AG-UI activityType: a string of 1 to 256 characters.
+ */
+export type ActivityType = string;
+/**
+ * An AG-UI activity event to forward to the client, in its wire shape.
+ */
+export type ActivityEvent = ActivitySnapshotEvent | ActivityDeltaEvent;
+/**
+ * The AG-UI activity events to forward, in order; `[]` when nothing moved.
+ */
+export type ActivityEvents = ActivityEvent[];
+/**
  * An RFC 6902 operation as a client may give it (protocol/README.md §3). `value` is required for add, replace and test (`null` is a value); `from` is required for move and copy. Members not listed are ignored, as RFC 6902 §4 requires. This is the documented shape only: elements of an `ops` param are decoded one by one by the server, and an element that does not fit is reported in `skipped` (INVALID_OP / INVALID_POINTER), not refused by schema.
  */
 export type Op =
@@ -102,7 +118,7 @@ export type Op =
       [k: string]: Json | "move" | "copy" | PointerOrPath;
     };
 /**
- * Why params were refused. POSITIONAL_PARAMS: params is an array (field ""). MISSING: a required param is absent. UNKNOWN_PARAM: a member the method does not define (params objects are closed). INVALID_VALUE: a value that does not fit the param's schema (type, length, range). UNSAFE_INTEGER: an integer literal that a double cannot hold exactly, anywhere in params (field points at it). NUMBER_OVERFLOW: a number literal beyond the range of a double (1e400), which would arrive as null. CONFLICTING_PARAMS: diffToolState mixes `toolState` with `set`/`remove` (field `/toolState`), or names a key in both `set` and `remove` (field `/remove/<i>`, that key's position in `remove`). NOT_NAMESPACE_MODE: diffToolState on a thread not in namespace mode (field `/threadId`). ROOT_NOT_OBJECT: a state root that is not a JSON object (protocol/README.md §11): openRun's or normalize's `state` (field `/state`), or diffState's `value` at the root (field `/value`). NAMESPACE_NOT_OBJECT: mirror[namespace] exists but is not an object (openRun without toolState; field `/state` if `state` was given, else `/threadId`), or is missing or not an object (diffToolState; field `/threadId`). INVALID_POINTER, INVALID_INDEX, PATH_NOT_FOUND, INDEX_OUT_OF_BOUNDS, FORBIDDEN_KEY also for diffState at the root when a root member named `__proto__` would change (field `/value`). INVALID_POINTER, INVALID_INDEX, PATH_NOT_FOUND, INDEX_OUT_OF_BOUNDS, FORBIDDEN_KEY: as the skip codes of the same names, for getState/diffState `path` (field `/path`), parsePointer `pointer` (INVALID_POINTER, field `/pointer`), escapePointer `path` (INVALID_POINTER, field `/path`) or openRun `namespace` (FORBIDDEN_KEY, field `/namespace`).
+ * Why params were refused. POSITIONAL_PARAMS: params is an array (field ""). MISSING: a required param is absent. UNKNOWN_PARAM: a member the method does not define (params objects are closed). INVALID_VALUE: a value that does not fit the param's schema (type, length, range). UNSAFE_INTEGER: an integer literal that a double cannot hold exactly, anywhere in params (field points at it). NUMBER_OVERFLOW: a number literal beyond the range of a double (1e400), which would arrive as null. CONFLICTING_PARAMS: diffToolState mixes `toolState` with `set`/`remove` (field `/toolState`), or names a key in both `set` and `remove` (field `/remove/<i>`, that key's position in `remove`). NOT_NAMESPACE_MODE: diffToolState on a thread not in namespace mode (field `/threadId`). ROOT_NOT_OBJECT: a state root that is not a JSON object (protocol/README.md §11): openRun's or normalize's `state` (field `/state`), diffState's `value` at the root (field `/value`), or an activity's `content` in activitySnapshot or diffActivity (field `/content`, protocol/README.md §10). NAMESPACE_NOT_OBJECT: mirror[namespace] exists but is not an object (openRun without toolState; field `/state` if `state` was given, else `/threadId`), or is missing or not an object (diffToolState; field `/threadId`). INVALID_POINTER, INVALID_INDEX, PATH_NOT_FOUND, INDEX_OUT_OF_BOUNDS, FORBIDDEN_KEY also for diffState at the root when a root member named `__proto__` would change (field `/value`). INVALID_POINTER, INVALID_INDEX, PATH_NOT_FOUND, INDEX_OUT_OF_BOUNDS, FORBIDDEN_KEY: as the skip codes of the same names, for getState/diffState `path` (field `/path`), parsePointer `pointer` (INVALID_POINTER, field `/pointer`), escapePointer `path` (INVALID_POINTER, field `/path`) or openRun `namespace` (FORBIDDEN_KEY, field `/namespace`).
  */
 export type InvalidParamsReason =
   | "POSITIONAL_PARAMS"
@@ -148,6 +164,22 @@ export interface Methods {
   getState: {
     params: GetStateParams;
     result: GetStateResult;
+  };
+  activitySnapshot: {
+    params: ActivitySnapshotParams;
+    result: ActivitySnapshotResult;
+  };
+  applyActivityOps: {
+    params: ApplyActivityOpsParams;
+    result: ApplyActivityOpsResult;
+  };
+  diffActivity: {
+    params: DiffActivityParams;
+    result: DiffActivityResult;
+  };
+  getActivity: {
+    params: GetActivityParams;
+    result: GetActivityResult;
   };
   closeThread: {
     params: CloseThreadParams;
@@ -309,6 +341,96 @@ export interface GetStateResult {
    */
   state: Json;
 }
+export interface ActivitySnapshotParams {
+  threadId: ThreadId;
+  messageId: MessageId;
+  activityType: ActivityType;
+  /**
+   * The activity's content: a JSON object.
+   */
+  content: Json;
+  /**
+   * Default true. False: an existing activity is left as it is.
+   */
+  replace?: boolean;
+  ifVersion?: Version;
+}
+export interface ActivitySnapshotResult {
+  version: Version;
+  /**
+   * Exactly one ACTIVITY_SNAPSHOT, even when nothing changed.
+   *
+   * @minItems 1
+   * @maxItems 1
+   */
+  events: [ActivitySnapshotEvent];
+}
+/**
+ * AG-UI ACTIVITY_SNAPSHOT: the client creates the activity message, or replaces its type and content; with `replace: false` it leaves an existing one as it is. `replace` is present only when false.
+ */
+export interface ActivitySnapshotEvent {
+  type: "ACTIVITY_SNAPSHOT";
+  messageId: MessageId;
+  activityType: ActivityType;
+  content: ActivityContent;
+  replace?: false;
+}
+/**
+ * An activity's content: always a JSON object (protocol/README.md §10, §11).
+ */
+export interface ActivityContent {
+  [k: string]: Json;
+}
+export interface ApplyActivityOpsParams {
+  threadId: ThreadId;
+  messageId: MessageId;
+  ops: OpsParam;
+  activityType?: ActivityType;
+  /**
+   * Default false. When true, any skip fails the whole call with -32002.
+   */
+  atomic?: boolean;
+  ifVersion?: Version;
+}
+export interface ApplyActivityOpsResult {
+  version: Version;
+  delta: Delta;
+  skipped: Skipped;
+  events: ActivityEvents;
+}
+/**
+ * AG-UI ACTIVITY_DELTA: applied by the client to the activity's content with fast-json-patch applyPatch(content, patch, true, false); the message takes `activityType` from it. A delta for a messageId the client has no activity for is ignored.
+ */
+export interface ActivityDeltaEvent {
+  type: "ACTIVITY_DELTA";
+  messageId: MessageId;
+  activityType: ActivityType;
+  patch: Delta;
+}
+export interface DiffActivityParams {
+  threadId: ThreadId;
+  messageId: MessageId;
+  /**
+   * The activity's new content: a JSON object.
+   */
+  content: Json;
+  activityType?: ActivityType;
+  ifVersion?: Version;
+}
+export interface DiffActivityResult {
+  version: Version;
+  delta: Delta;
+  events: ActivityEvents;
+}
+export interface GetActivityParams {
+  threadId: ThreadId;
+  messageId: MessageId;
+}
+export interface GetActivityResult {
+  version: Version;
+  activityType: ActivityType;
+  content: ActivityContent;
+}
 export interface CloseThreadParams {
   threadId: ThreadId;
 }
@@ -340,7 +462,7 @@ export interface StatsResult {
    */
   threads: number;
   /**
-   * Sum over live threads of each mirror's approximate JSON size, the same figure maxStateBytes is checked against: the length of the compact JSON text for ASCII text without escapes, except that every member and element counts one separator (so one byte too many per non-empty object or array); string escapes and UTF-8 widths are not counted. It is kept current as ops apply, never by re-serializing the mirror.
+   * Sum over live threads of each mirror's approximate JSON size, the same figure maxStateBytes is checked against: the length of the compact JSON text for ASCII text without escapes, except that every member and element counts one separator (so one byte too many per non-empty object or array); string escapes and UTF-8 widths are not counted. It is kept current as ops apply, never by re-serializing the mirror. Each thread's activities' contents count too, as they do toward maxStateBytes.
    */
   stateBytes: number;
   /**
@@ -360,6 +482,10 @@ export interface StatsResult {
    * Threads evicted by maxThreads since start (least recently used first), so that an operator can tell eviction from closing.
    */
   evicted: number;
+  /**
+   * Activities held, over all live threads.
+   */
+  activities: number;
 }
 /**
  * The limits in force (protocol/README.md §7). Defaults are in the top-level x-limits.
@@ -454,6 +580,14 @@ export interface VersionConflictData {
   expected: Version;
   actual: Version;
 }
+/**
+ * -32005. The thread exists but holds no activity with this messageId: it was never created, or the thread was reopened after the sidecar lost it. The fix is activitySnapshot or diffActivity (which creates it and returns a snapshot).
+ */
+export interface UnknownActivityData {
+  code: "UNKNOWN_ACTIVITY";
+  threadId: ThreadId;
+  messageId: MessageId;
+}
 
 export type MethodName = keyof Methods;
 
@@ -465,6 +599,10 @@ export const METHOD_PARAMS = {
   "normalize": { required: ["ops"], optional: ["state"] },
   "diffState": { required: ["threadId", "value"], optional: ["path", "ifVersion"] },
   "getState": { required: ["threadId"], optional: ["path"] },
+  "activitySnapshot": { required: ["threadId", "messageId", "activityType", "content"], optional: ["replace", "ifVersion"] },
+  "applyActivityOps": { required: ["threadId", "messageId", "ops"], optional: ["activityType", "atomic", "ifVersion"] },
+  "diffActivity": { required: ["threadId", "messageId", "content"], optional: ["activityType", "ifVersion"] },
+  "getActivity": { required: ["threadId", "messageId"], optional: [] },
   "closeThread": { required: ["threadId"], optional: [] },
   "escapePointer": { required: ["path"], optional: [] },
   "parsePointer": { required: ["pointer"], optional: [] },

@@ -1001,24 +1001,26 @@ validate18.errors = vErrors;
 return errors === 0;
 }
 
-export const closeThread = validate21;
-const schema41 = {"$id":"urn:agui-state:params:closeThread","type":"object","properties":{"threadId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ThreadId"}},"required":["threadId"],"additionalProperties":false};
+export const activitySnapshot = validate21;
+const schema41 = {"$id":"urn:agui-state:params:activitySnapshot","type":"object","properties":{"threadId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ThreadId"},"messageId":{"$ref":"urn:agui-state:openrpc#/components/schemas/MessageId"},"activityType":{"$ref":"urn:agui-state:openrpc#/components/schemas/ActivityType"},"content":{"$ref":"urn:agui-state:openrpc#/components/schemas/Json"},"replace":{"type":"boolean"},"ifVersion":{"$ref":"urn:agui-state:openrpc#/components/schemas/Version"}},"required":["threadId","messageId","activityType","content"],"additionalProperties":false};
+const schema43 = {"description":"An activity's AG-UI messageId: a string of 1 to 256 characters (protocol/README.md §10).","type":"string","minLength":1,"maxLength":256};
+const schema44 = {"description":"An activity's AG-UI activityType: a string of 1 to 256 characters.","type":"string","minLength":1,"maxLength":256};
 
 function validate21(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
-/*# sourceURL="urn:agui-state:params:closeThread" */;
+/*# sourceURL="urn:agui-state:params:activitySnapshot" */;
 let vErrors = null;
 let errors = 0;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if((data.threadId === undefined) && (missing0 = "threadId")){
+if(((((data.threadId === undefined) && (missing0 = "threadId")) || ((data.messageId === undefined) && (missing0 = "messageId"))) || ((data.activityType === undefined) && (missing0 = "activityType"))) || ((data.content === undefined) && (missing0 = "content"))){
 validate21.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(key0 === "threadId")){
+if(!((((((key0 === "threadId") || (key0 === "messageId")) || (key0 === "activityType")) || (key0 === "content")) || (key0 === "replace")) || (key0 === "ifVersion"))){
 validate21.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -1027,6 +1029,7 @@ break;
 if(_errs1 === errors){
 if(data.threadId !== undefined){
 let data0 = data.threadId;
+const _errs2 = errors;
 const _errs3 = errors;
 if(errors === _errs3){
 if(typeof data0 === "string"){
@@ -1046,6 +1049,119 @@ validate21.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui
 return false;
 }
 }
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.messageId !== undefined){
+let data1 = data.messageId;
+const _errs5 = errors;
+const _errs6 = errors;
+if(errors === _errs6){
+if(typeof data1 === "string"){
+if(func2(data1) > 256){
+validate21.errors = [{instancePath:instancePath+"/messageId",schemaPath:"urn:agui-state:openrpc#/components/schemas/MessageId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data1) < 1){
+validate21.errors = [{instancePath:instancePath+"/messageId",schemaPath:"urn:agui-state:openrpc#/components/schemas/MessageId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate21.errors = [{instancePath:instancePath+"/messageId",schemaPath:"urn:agui-state:openrpc#/components/schemas/MessageId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.activityType !== undefined){
+let data2 = data.activityType;
+const _errs8 = errors;
+const _errs9 = errors;
+if(errors === _errs9){
+if(typeof data2 === "string"){
+if(func2(data2) > 256){
+validate21.errors = [{instancePath:instancePath+"/activityType",schemaPath:"urn:agui-state:openrpc#/components/schemas/ActivityType/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data2) < 1){
+validate21.errors = [{instancePath:instancePath+"/activityType",schemaPath:"urn:agui-state:openrpc#/components/schemas/ActivityType/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate21.errors = [{instancePath:instancePath+"/activityType",schemaPath:"urn:agui-state:openrpc#/components/schemas/ActivityType/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs8 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.content !== undefined){
+const _errs11 = errors;
+var valid0 = _errs11 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.replace !== undefined){
+const _errs12 = errors;
+if(typeof data.replace !== "boolean"){
+validate21.errors = [{instancePath:instancePath+"/replace",schemaPath:"#/properties/replace/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
+return false;
+}
+var valid0 = _errs12 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.ifVersion !== undefined){
+let data5 = data.ifVersion;
+const _errs14 = errors;
+const _errs15 = errors;
+if(!((typeof data5 == "number") && (!(data5 % 1) && !isNaN(data5)))){
+validate21.errors = [{instancePath:instancePath+"/ifVersion",schemaPath:"urn:agui-state:openrpc#/components/schemas/Version/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+return false;
+}
+if(errors === _errs15){
+if(typeof data5 == "number"){
+if(data5 > 9007199254740991 || isNaN(data5)){
+validate21.errors = [{instancePath:instancePath+"/ifVersion",schemaPath:"urn:agui-state:openrpc#/components/schemas/Version/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
+if(data5 < 0 || isNaN(data5)){
+validate21.errors = [{instancePath:instancePath+"/ifVersion",schemaPath:"urn:agui-state:openrpc#/components/schemas/Version/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+return false;
+}
+}
+}
+}
+var valid0 = _errs14 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
 }
 }
 }
@@ -1059,10 +1175,498 @@ validate21.errors = vErrors;
 return errors === 0;
 }
 
-export const escapePointer = validate22;
-const schema43 = {"$id":"urn:agui-state:params:escapePointer","type":"object","properties":{"path":{"$ref":"urn:agui-state:openrpc#/components/schemas/Path"}},"required":["path"],"additionalProperties":false};
+export const applyActivityOps = validate22;
+const schema47 = {"$id":"urn:agui-state:params:applyActivityOps","type":"object","properties":{"threadId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ThreadId"},"messageId":{"$ref":"urn:agui-state:openrpc#/components/schemas/MessageId"},"ops":{"$ref":"urn:agui-state:openrpc#/components/schemas/OpsParam"},"activityType":{"$ref":"urn:agui-state:openrpc#/components/schemas/ActivityType"},"atomic":{"type":"boolean"},"ifVersion":{"$ref":"urn:agui-state:openrpc#/components/schemas/Version"}},"required":["threadId","messageId","ops"],"additionalProperties":false};
 
 function validate22(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+/*# sourceURL="urn:agui-state:params:applyActivityOps" */;
+let vErrors = null;
+let errors = 0;
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((data.threadId === undefined) && (missing0 = "threadId")) || ((data.messageId === undefined) && (missing0 = "messageId"))) || ((data.ops === undefined) && (missing0 = "ops"))){
+validate22.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((((((key0 === "threadId") || (key0 === "messageId")) || (key0 === "ops")) || (key0 === "activityType")) || (key0 === "atomic")) || (key0 === "ifVersion"))){
+validate22.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.threadId !== undefined){
+let data0 = data.threadId;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 256){
+validate22.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data0) < 1){
+validate22.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate22.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.messageId !== undefined){
+let data1 = data.messageId;
+const _errs5 = errors;
+const _errs6 = errors;
+if(errors === _errs6){
+if(typeof data1 === "string"){
+if(func2(data1) > 256){
+validate22.errors = [{instancePath:instancePath+"/messageId",schemaPath:"urn:agui-state:openrpc#/components/schemas/MessageId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data1) < 1){
+validate22.errors = [{instancePath:instancePath+"/messageId",schemaPath:"urn:agui-state:openrpc#/components/schemas/MessageId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate22.errors = [{instancePath:instancePath+"/messageId",schemaPath:"urn:agui-state:openrpc#/components/schemas/MessageId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.ops !== undefined){
+const _errs8 = errors;
+const _errs9 = errors;
+if(errors === _errs9){
+if(!(Array.isArray(data.ops))){
+validate22.errors = [{instancePath:instancePath+"/ops",schemaPath:"urn:agui-state:openrpc#/components/schemas/OpsParam/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+var valid0 = _errs8 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.activityType !== undefined){
+let data3 = data.activityType;
+const _errs11 = errors;
+const _errs12 = errors;
+if(errors === _errs12){
+if(typeof data3 === "string"){
+if(func2(data3) > 256){
+validate22.errors = [{instancePath:instancePath+"/activityType",schemaPath:"urn:agui-state:openrpc#/components/schemas/ActivityType/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data3) < 1){
+validate22.errors = [{instancePath:instancePath+"/activityType",schemaPath:"urn:agui-state:openrpc#/components/schemas/ActivityType/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate22.errors = [{instancePath:instancePath+"/activityType",schemaPath:"urn:agui-state:openrpc#/components/schemas/ActivityType/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs11 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.atomic !== undefined){
+const _errs14 = errors;
+if(typeof data.atomic !== "boolean"){
+validate22.errors = [{instancePath:instancePath+"/atomic",schemaPath:"#/properties/atomic/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
+return false;
+}
+var valid0 = _errs14 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.ifVersion !== undefined){
+let data5 = data.ifVersion;
+const _errs16 = errors;
+const _errs17 = errors;
+if(!((typeof data5 == "number") && (!(data5 % 1) && !isNaN(data5)))){
+validate22.errors = [{instancePath:instancePath+"/ifVersion",schemaPath:"urn:agui-state:openrpc#/components/schemas/Version/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+return false;
+}
+if(errors === _errs17){
+if(typeof data5 == "number"){
+if(data5 > 9007199254740991 || isNaN(data5)){
+validate22.errors = [{instancePath:instancePath+"/ifVersion",schemaPath:"urn:agui-state:openrpc#/components/schemas/Version/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
+if(data5 < 0 || isNaN(data5)){
+validate22.errors = [{instancePath:instancePath+"/ifVersion",schemaPath:"urn:agui-state:openrpc#/components/schemas/Version/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+return false;
+}
+}
+}
+}
+var valid0 = _errs16 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+}
+}
+else {
+validate22.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate22.errors = vErrors;
+return errors === 0;
+}
+
+export const diffActivity = validate23;
+const schema53 = {"$id":"urn:agui-state:params:diffActivity","type":"object","properties":{"threadId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ThreadId"},"messageId":{"$ref":"urn:agui-state:openrpc#/components/schemas/MessageId"},"content":{"$ref":"urn:agui-state:openrpc#/components/schemas/Json"},"activityType":{"$ref":"urn:agui-state:openrpc#/components/schemas/ActivityType"},"ifVersion":{"$ref":"urn:agui-state:openrpc#/components/schemas/Version"}},"required":["threadId","messageId","content"],"additionalProperties":false};
+
+function validate23(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+/*# sourceURL="urn:agui-state:params:diffActivity" */;
+let vErrors = null;
+let errors = 0;
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((data.threadId === undefined) && (missing0 = "threadId")) || ((data.messageId === undefined) && (missing0 = "messageId"))) || ((data.content === undefined) && (missing0 = "content"))){
+validate23.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(((((key0 === "threadId") || (key0 === "messageId")) || (key0 === "content")) || (key0 === "activityType")) || (key0 === "ifVersion"))){
+validate23.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.threadId !== undefined){
+let data0 = data.threadId;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 256){
+validate23.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data0) < 1){
+validate23.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate23.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.messageId !== undefined){
+let data1 = data.messageId;
+const _errs5 = errors;
+const _errs6 = errors;
+if(errors === _errs6){
+if(typeof data1 === "string"){
+if(func2(data1) > 256){
+validate23.errors = [{instancePath:instancePath+"/messageId",schemaPath:"urn:agui-state:openrpc#/components/schemas/MessageId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data1) < 1){
+validate23.errors = [{instancePath:instancePath+"/messageId",schemaPath:"urn:agui-state:openrpc#/components/schemas/MessageId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate23.errors = [{instancePath:instancePath+"/messageId",schemaPath:"urn:agui-state:openrpc#/components/schemas/MessageId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.content !== undefined){
+const _errs8 = errors;
+var valid0 = _errs8 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.activityType !== undefined){
+let data3 = data.activityType;
+const _errs9 = errors;
+const _errs10 = errors;
+if(errors === _errs10){
+if(typeof data3 === "string"){
+if(func2(data3) > 256){
+validate23.errors = [{instancePath:instancePath+"/activityType",schemaPath:"urn:agui-state:openrpc#/components/schemas/ActivityType/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data3) < 1){
+validate23.errors = [{instancePath:instancePath+"/activityType",schemaPath:"urn:agui-state:openrpc#/components/schemas/ActivityType/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate23.errors = [{instancePath:instancePath+"/activityType",schemaPath:"urn:agui-state:openrpc#/components/schemas/ActivityType/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs9 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.ifVersion !== undefined){
+let data4 = data.ifVersion;
+const _errs12 = errors;
+const _errs13 = errors;
+if(!((typeof data4 == "number") && (!(data4 % 1) && !isNaN(data4)))){
+validate23.errors = [{instancePath:instancePath+"/ifVersion",schemaPath:"urn:agui-state:openrpc#/components/schemas/Version/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+return false;
+}
+if(errors === _errs13){
+if(typeof data4 == "number"){
+if(data4 > 9007199254740991 || isNaN(data4)){
+validate23.errors = [{instancePath:instancePath+"/ifVersion",schemaPath:"urn:agui-state:openrpc#/components/schemas/Version/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
+if(data4 < 0 || isNaN(data4)){
+validate23.errors = [{instancePath:instancePath+"/ifVersion",schemaPath:"urn:agui-state:openrpc#/components/schemas/Version/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+return false;
+}
+}
+}
+}
+var valid0 = _errs12 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+}
+else {
+validate23.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate23.errors = vErrors;
+return errors === 0;
+}
+
+export const getActivity = validate24;
+const schema59 = {"$id":"urn:agui-state:params:getActivity","type":"object","properties":{"threadId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ThreadId"},"messageId":{"$ref":"urn:agui-state:openrpc#/components/schemas/MessageId"}},"required":["threadId","messageId"],"additionalProperties":false};
+
+function validate24(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+/*# sourceURL="urn:agui-state:params:getActivity" */;
+let vErrors = null;
+let errors = 0;
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((data.threadId === undefined) && (missing0 = "threadId")) || ((data.messageId === undefined) && (missing0 = "messageId"))){
+validate24.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((key0 === "threadId") || (key0 === "messageId"))){
+validate24.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.threadId !== undefined){
+let data0 = data.threadId;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 256){
+validate24.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data0) < 1){
+validate24.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate24.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.messageId !== undefined){
+let data1 = data.messageId;
+const _errs5 = errors;
+const _errs6 = errors;
+if(errors === _errs6){
+if(typeof data1 === "string"){
+if(func2(data1) > 256){
+validate24.errors = [{instancePath:instancePath+"/messageId",schemaPath:"urn:agui-state:openrpc#/components/schemas/MessageId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data1) < 1){
+validate24.errors = [{instancePath:instancePath+"/messageId",schemaPath:"urn:agui-state:openrpc#/components/schemas/MessageId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate24.errors = [{instancePath:instancePath+"/messageId",schemaPath:"urn:agui-state:openrpc#/components/schemas/MessageId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+else {
+validate24.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate24.errors = vErrors;
+return errors === 0;
+}
+
+export const closeThread = validate25;
+const schema62 = {"$id":"urn:agui-state:params:closeThread","type":"object","properties":{"threadId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ThreadId"}},"required":["threadId"],"additionalProperties":false};
+
+function validate25(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+/*# sourceURL="urn:agui-state:params:closeThread" */;
+let vErrors = null;
+let errors = 0;
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((data.threadId === undefined) && (missing0 = "threadId")){
+validate25.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(key0 === "threadId")){
+validate25.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.threadId !== undefined){
+let data0 = data.threadId;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 256){
+validate25.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data0) < 1){
+validate25.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate25.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+}
+}
+}
+else {
+validate25.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate25.errors = vErrors;
+return errors === 0;
+}
+
+export const escapePointer = validate26;
+const schema64 = {"$id":"urn:agui-state:params:escapePointer","type":"object","properties":{"path":{"$ref":"urn:agui-state:openrpc#/components/schemas/Path"}},"required":["path"],"additionalProperties":false};
+
+function validate26(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:escapePointer" */;
 let vErrors = null;
 let errors = 0;
@@ -1070,14 +1674,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((data.path === undefined) && (missing0 = "path")){
-validate22.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate26.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!(key0 === "path")){
-validate22.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate26.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -1158,7 +1762,7 @@ else {
 vErrors.push(err4);
 }
 errors++;
-validate22.errors = vErrors;
+validate26.errors = vErrors;
 return false;
 }
 else {
@@ -1179,7 +1783,7 @@ break;
 }
 }
 else {
-validate22.errors = [{instancePath:instancePath+"/path",schemaPath:"urn:agui-state:openrpc#/components/schemas/Path/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+validate26.errors = [{instancePath:instancePath+"/path",schemaPath:"urn:agui-state:openrpc#/components/schemas/Path/type",keyword:"type",params:{type: "array"},message:"must be array"}];
 return false;
 }
 }
@@ -1188,18 +1792,18 @@ return false;
 }
 }
 else {
-validate22.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate26.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate22.errors = vErrors;
+validate26.errors = vErrors;
 return errors === 0;
 }
 
-export const parsePointer = validate23;
-const schema45 = {"$id":"urn:agui-state:params:parsePointer","type":"object","properties":{"pointer":{"type":"string"}},"required":["pointer"],"additionalProperties":false};
+export const parsePointer = validate27;
+const schema66 = {"$id":"urn:agui-state:params:parsePointer","type":"object","properties":{"pointer":{"type":"string"}},"required":["pointer"],"additionalProperties":false};
 
-function validate23(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+function validate27(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:parsePointer" */;
 let vErrors = null;
 let errors = 0;
@@ -1207,14 +1811,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((data.pointer === undefined) && (missing0 = "pointer")){
-validate23.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate27.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!(key0 === "pointer")){
-validate23.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate27.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -1222,7 +1826,7 @@ break;
 if(_errs1 === errors){
 if(data.pointer !== undefined){
 if(typeof data.pointer !== "string"){
-validate23.errors = [{instancePath:instancePath+"/pointer",schemaPath:"#/properties/pointer/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate27.errors = [{instancePath:instancePath+"/pointer",schemaPath:"#/properties/pointer/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -1230,59 +1834,59 @@ return false;
 }
 }
 else {
-validate23.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate27.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate23.errors = vErrors;
+validate27.errors = vErrors;
 return errors === 0;
 }
 
-export const stats = validate24;
-const schema46 = {"$id":"urn:agui-state:params:stats","type":"object","properties":{},"required":[],"additionalProperties":false};
+export const stats = validate28;
+const schema67 = {"$id":"urn:agui-state:params:stats","type":"object","properties":{},"required":[],"additionalProperties":false};
 
-function validate24(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+function validate28(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:stats" */;
 let vErrors = null;
 let errors = 0;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 for(const key0 in data){
-validate24.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate28.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
 }
 else {
-validate24.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate28.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate24.errors = vErrors;
+validate28.errors = vErrors;
 return errors === 0;
 }
 
-export const rpc_discover = validate25;
-const schema47 = {"$id":"urn:agui-state:params:rpc.discover","type":"object","properties":{},"required":[],"additionalProperties":false};
+export const rpc_discover = validate29;
+const schema68 = {"$id":"urn:agui-state:params:rpc.discover","type":"object","properties":{},"required":[],"additionalProperties":false};
 
-function validate25(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+function validate29(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:rpc.discover" */;
 let vErrors = null;
 let errors = 0;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 for(const key0 in data){
-validate25.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate29.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
 }
 else {
-validate25.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate29.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate25.errors = vErrors;
+validate29.errors = vErrors;
 return errors === 0;
 }
 
@@ -1293,6 +1897,10 @@ export const byMethod = {
   "normalize": normalize,
   "diffState": diffState,
   "getState": getState,
+  "activitySnapshot": activitySnapshot,
+  "applyActivityOps": applyActivityOps,
+  "diffActivity": diffActivity,
+  "getActivity": getActivity,
   "closeThread": closeThread,
   "escapePointer": escapePointer,
   "parsePointer": parsePointer,

@@ -1,8 +1,6 @@
 import {
   applyAtomic,
-  applyLenient,
   cloneJson,
-  decodeOps,
   decodePath,
   diffMembers,
   diffNamespace,
@@ -24,16 +22,18 @@ import {
   valueAt,
   type ChangeOp,
   type Decoded,
+  type Doc,
   type Json,
   type JsonObject,
-  type OpError,
   type StateLimits,
   type WireOp,
 } from "../core/index.js";
-import { invalidParams, limitExceeded, patchFailed, unknownThread, versionConflict, type CallError, type CallResult } from "../protocol/errors.js";
+import { invalidParams, limitExceeded, unknownThread, versionConflict, type CallError, type CallResult } from "../protocol/errors.js";
 import { DEFAULT_LIMITS } from "../protocol/limits.js";
 import type * as P from "../protocol/types.js";
 import { ThreadStore, type Thread } from "../store/thread-store.js";
+import * as activities from "./activities.js";
+import { applyDecoded, callError, roomFor } from "./room.js";
 
 export interface ServiceOptions {
   limits?: Partial<P.Limits>;
@@ -69,31 +69,11 @@ export interface ServiceOptions {
 const deltaEvents = (delta: WireOp[]): P.AguiEvent[] => (delta.length ? [{ type: "STATE_DELTA", delta }] : []);
 
 /**
- * The error of a change the service built itself (openRun's state and
- * namespace, a diff's ops): a limit (protocol/README.md §7), or the target
- * that could not be written, reported for the param that named it (§6,
- * diffState's errors).
- */
-function callError(e: OpError, field: string): CallError {
-  if (e.limit) return limitExceeded(e.limit.limit, e.limit.max, e.limit.actual);
-  switch (e.code) {
-    case "INVALID_INDEX":
-    case "PATH_NOT_FOUND":
-    case "INDEX_OUT_OF_BOUNDS":
-    case "FORBIDDEN_KEY":
-      return invalidParams(field, e.code, e.message);
-    default:
-      // The service builds no test, move or copy, and no malformed op: any other code is a bug.
-      throw new Error(`an op built by the service did not apply: ${e.code}: ${e.message}`);
-  }
-}
-
-/**
  * Every method of protocol/README.md §6 over a ThreadStore, with typed params and
  * results; failures are CallError values. Knows nothing of JSON-RPC: the
  * RPC layer checks params against the schema, calls this, and encodes.
  */
-export class StateService {
+export class StateService implements activities.ActivityContext {
   /** The limits in force, reported by stats (protocol/README.md §7). */
   readonly limits: Readonly<P.Limits>;
   private readonly store: ThreadStore;
@@ -101,9 +81,10 @@ export class StateService {
   private readonly version: string;
   private readonly now: () => number;
   private readonly started: number;
-  private readonly adopt: boolean;
+  /** Keep given values instead of copying them (ServiceOptions.ownsInput). */
+  readonly adopt: boolean;
   /** A copy of a mirror value for a result, unless results may share it (ServiceOptions.sharesResults). */
-  private readonly out: (v: Json) => Json;
+  readonly out: (v: Json) => Json;
 
   constructor(options: ServiceOptions = {}) {
     this.adopt = options.ownsInput ?? false;
@@ -146,8 +127,9 @@ export class StateService {
     // references still hold the old root and the old namespace map afterwards.
     const before = doc.root;
     const nsBefore = namespace !== undefined && isObject(before) && hasMember(before, namespace) ? before[namespace] : undefined;
-    const out = applyAtomic(doc, ops, { limits: this.stateLimits, normalize: false, adopt: this.adopt });
-    if (!out.ok) return err(callError(out.error, out.error.index === 0 && p.state !== undefined ? "/state" : "/toolState"));
+    const room = this.room(current, current?.doc);
+    const out = applyAtomic(doc, ops, { limits: room, normalize: false, adopt: this.adopt });
+    if (!out.ok) return err(callError(out.error, out.error.index === 0 && p.state !== undefined ? "/state" : "/toolState", this.limits.maxStateBytes - room.maxStateBytes));
     const thread = current ?? this.store.open(p.threadId);
     thread.doc = doc;
     const after = thread.doc.root;
@@ -200,19 +182,11 @@ export class StateService {
     const found = this.thread(p.threadId, p.ifVersion);
     if (!found.ok) return found;
     const thread = found.value;
-    const decoded = decodeOps(p.ops);
-    let applied: ChangeOp[];
-    let skipped: P.ApplyOpsResult["skipped"] = [];
-    if (p.atomic) {
-      const out = applyAtomic(thread.doc, decoded, { limits: this.stateLimits });
-      if (!out.ok) return err(patchFailed(out.error.index, out.error.code, out.error.message));
-      applied = out.value;
-    } else {
-      ({ applied, skipped } = applyLenient(thread.doc, decoded, p.ops, { limits: this.stateLimits }));
-    }
-    if (applied.length) thread.version++;
-    const delta = applied.map(toWireOp);
-    return ok({ version: thread.version, delta, skipped, events: deltaEvents(delta) });
+    const out = applyDecoded(thread.doc, p.ops, p.atomic ?? false, this.room(thread, thread.doc));
+    if (!out.ok) return out;
+    if (out.value.applied.length) thread.version++;
+    const delta = out.value.applied.map(toWireOp);
+    return ok({ version: thread.version, delta, skipped: out.value.skipped, events: deltaEvents(delta) });
   }
 
   normalize(p: P.NormalizeParams): CallResult<P.NormalizeResult> {
@@ -272,6 +246,29 @@ export class StateService {
   }
 
   /** `requests` is what the transport has counted (protocol/README.md §6 stats): the service sees calls, not messages. */
+  // ------------------------------------------------------------ activities (protocol/README.md §10)
+
+  activitySnapshot(p: P.ActivitySnapshotParams): CallResult<P.ActivitySnapshotResult> {
+    const found = this.thread(p.threadId, p.ifVersion);
+    return found.ok ? activities.activitySnapshot(this, found.value, p) : found;
+  }
+
+  applyActivityOps(p: P.ApplyActivityOpsParams): CallResult<P.ApplyActivityOpsResult> {
+    if (p.ops.length > this.limits.maxOps) return err(limitExceeded("maxOps", this.limits.maxOps, p.ops.length));
+    const found = this.thread(p.threadId, p.ifVersion);
+    return found.ok ? activities.applyActivityOps(this, found.value, p) : found;
+  }
+
+  diffActivity(p: P.DiffActivityParams): CallResult<P.DiffActivityResult> {
+    const found = this.thread(p.threadId, p.ifVersion);
+    return found.ok ? activities.diffActivity(this, found.value, p) : found;
+  }
+
+  getActivity(p: P.GetActivityParams): CallResult<P.GetActivityResult> {
+    const found = this.thread(p.threadId, undefined);
+    return found.ok ? activities.getActivity(this, found.value, p) : found;
+  }
+
   /**
    * Evicts least recently used threads, the most recent one always kept,
    * until their states' bytes (as `stats.stateBytes` counts them) add up to
@@ -296,10 +293,16 @@ export class StateService {
       limits: { ...this.limits },
       version: this.version,
       evicted: this.store.evicted,
+      activities: this.store.activities(),
     });
   }
 
   // ------------------------------------------------------------ helpers
+
+  /** The limits a document of `thread` is held to: --max-state-bytes less its other documents (§10). */
+  private room(thread: Thread | undefined, doc: Doc | undefined): StateLimits {
+    return roomFor(this.limits, thread, doc);
+  }
 
   private checkVersion(actual: number, expected: number | undefined): CallError | undefined {
     return expected !== undefined && expected !== actual ? versionConflict(expected, actual) : undefined;
@@ -325,8 +328,9 @@ export class StateService {
 
   /** Applies ops the service built, all or nothing; bumps the version when something moved. */
   private commit(thread: Thread, ops: ChangeOp[], field: string, adopt = false): CallResult<P.ChangeResult> {
-    const out = applyAtomic(thread.doc, ops.map((op): Decoded => ok(op)), { limits: this.stateLimits, normalize: false, adopt });
-    if (!out.ok) return err(callError(out.error, field));
+    const room = this.room(thread, thread.doc);
+    const out = applyAtomic(thread.doc, ops.map((op): Decoded => ok(op)), { limits: room, normalize: false, adopt });
+    if (!out.ok) return err(callError(out.error, field, this.limits.maxStateBytes - room.maxStateBytes));
     if (ops.length) thread.version++;
     const delta = ops.map(toWireOp);
     return ok({ version: thread.version, delta, events: deltaEvents(delta) });

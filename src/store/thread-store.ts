@@ -3,10 +3,18 @@ import { err, newDoc, ok, type Doc, type Result } from "../core/index.js";
 /** Why an id names no thread. */
 export type UnknownThreadReason = "never opened" | "closed" | "evicted";
 
+/** An AG-UI activity (protocol/README.md §10): its type and its content, a document like a thread's state. */
+export interface Activity {
+  type: string;
+  doc: Doc;
+}
+
 /** One thread's mirror of what the client holds. */
 export interface Thread {
   readonly id: string;
   doc: Doc;
+  /** The thread's activities by messageId; they share its version and its --max-state-bytes. */
+  readonly activities: Map<string, Activity>;
   /** Starts at 0; +1 on every call that changed the state. */
   version: number;
   /** The root member that holds the tool state, once the thread is in namespace mode. */
@@ -61,7 +69,7 @@ export class ThreadStore {
       this.evictions++;
     }
     this.tombstones.delete(id);
-    const thread: Thread = { id, doc: newDoc({}), version: 0 };
+    const thread: Thread = { id, doc: newDoc({}), activities: new Map(), version: 0 };
     this.threads.set(id, thread);
     return thread;
   }
@@ -80,7 +88,7 @@ export class ThreadStore {
       this.threads.delete(id);
       this.bury(id, "evicted");
       this.evictions++;
-      freed += thread.doc.bytes;
+      freed += threadBytes(thread);
       out.push(id);
     }
     return out;
@@ -92,10 +100,17 @@ export class ThreadStore {
     return true;
   }
 
-  /** Sum of the threads' approximate state sizes. */
+  /** Sum of the threads' approximate state sizes, their activities' contents included. */
   stateBytes(): number {
     let total = 0;
-    for (const t of this.threads.values()) total += t.doc.bytes;
+    for (const t of this.threads.values()) total += threadBytes(t);
+    return total;
+  }
+
+  /** Activities held, over all threads. */
+  activities(): number {
+    let total = 0;
+    for (const t of this.threads.values()) total += t.activities.size;
     return total;
   }
 
@@ -110,4 +125,11 @@ export class ThreadStore {
     this.tombstones.set(id, reason);
     if (this.tombstones.size > this.maxTombstones) this.tombstones.delete(this.tombstones.keys().next().value as string);
   }
+}
+
+/** A thread's bytes as --max-state-bytes counts them: its state and its activities' contents. */
+export function threadBytes(thread: Thread): number {
+  let bytes = thread.doc.bytes;
+  for (const a of thread.activities.values()) bytes += a.doc.bytes;
+  return bytes;
 }

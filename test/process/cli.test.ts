@@ -7,6 +7,7 @@ import pkg from "../../package.json" with { type: "json" };
 import { parseNdjson } from "../harness/frames.js";
 import { ROOT } from "../harness/fixtures.js";
 import { BINARY, childEnv } from "../harness/process.js";
+import { METHOD_PARAMS } from "../../src/protocol/types.js";
 
 /** Runs the binary to completion with the given stdin; never hangs. */
 function agui(args: string[], input = "", env: Record<string, string> = {}, cwd?: string) {
@@ -126,6 +127,9 @@ describe("one-shot subcommands", () => {
       expect(agui(["help", sub]).stdout, sub).toContain(sub === "serve" ? "AGUI_STATE_MAX_THREADS" : `agui-state ${sub}`);
     }
     expect(agui(["help", "serve"]).stdout).toMatch(/--max-message-bytes[\s\S]*AGUI_STATE_MAX_MESSAGE_BYTES/);
+    // Every method of the protocol, activities included, is named in the serve help.
+    const serveHelp = agui(["help", "serve"]).stdout.split(/\s+/);
+    for (const method of Object.keys(METHOD_PARAMS)) expect(serveHelp, method).toContain(method);
     expect(agui(["--version"]).stdout).toBe(`${pkg.version}\n`);
   });
 });
@@ -154,14 +158,18 @@ describe("npm run demo", () => {
     const r = { status: demo.status, stdout: demo.stdout.toString("utf8"), stderr: demo.stderr.toString("utf8") };
     expect(r.status, r.stderr).toBe(0);
     const lines = r.stdout.trim().split("\n");
-    expect(lines.filter((l) => l.startsWith("run "))).toHaveLength(6);
+    expect(lines.filter((l) => l.startsWith("run "))).toHaveLength(11);
     expect(r.stdout).toContain("add /toolState/raster-ops~1dataset");
     expect(r.stdout).toContain("(no event: nothing moved)");
-    expect(r.stdout).toContain("run 2  openRun        STATE_DELTA  1 op   add /toolState");
-    expect(lines.slice(-4)).toEqual([
+    expect(r.stdout).toContain("run 2  openRun          STATE_DELTA     1 op   add /toolState");
+    // The plan: a snapshot first, then deltas only, the last one retyping it in the second run.
+    expect(r.stdout).toContain("run 1  diffActivity     ACTIVITY_SNAPSHOT plan-1 (plan)");
+    expect(r.stdout).toContain("run 2  applyActivityOps ACTIVITY_DELTA plan-1 (plan-done)");
+    expect(lines.slice(-5)).toEqual([
       `client's own keys after the run: selectedLayer="era5" ui={"panel":"open"}: true`,
       "applied deltas == getState: true",
       "the same through fast-json-patch, as @ag-ui/client applies them: true",
+      `the client's plan == getActivity (plan-done, {"title":"map the storm","steps":[{"title":"load era5","done":true},{"title":"draw bounds","done":true}],"log":["era5 loaded"]}): true`,
       "the sidecar exited 0 when its stdin closed: true",
     ]);
   });

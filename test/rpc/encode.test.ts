@@ -8,7 +8,7 @@ describe("encodeResult", () => {
   it("writes exactly JSON.stringify's text for a change result whose delta appears twice", () => {
     fc.assert(
       fc.property(fc.array(json, { minLength: 1, maxLength: 4 }), json, fc.boolean(), fc.oneof(fc.integer(), fc.string(), fc.constant(null)), (delta, other, withSnapshot, id) => {
-        const events: object[] = [{ type: "STATE_DELTA", delta }];
+        const events: object[] = [{ type: "STATE_DELTA", delta }, { type: "ACTIVITY_DELTA", messageId: "m", activityType: "plan", patch: delta }];
         if (withSnapshot) events.unshift({ type: "STATE_SNAPSHOT", snapshot: other });
         const value = { threadId: "t", version: 3, delta, skipped: [{ index: 0, op: other, code: "INVALID_OP", message: "m" }], events, runId: undefined, ratio: -0, big: 1e21 };
         expect(encodeResult(id, value)).toBe(JSON.stringify(result(id, value)));

@@ -13,8 +13,10 @@ const LAYERS: Record<string, RegExp> = {
   "src/protocol": /^(\.\/[\w.-]+\.js|\.\.\/core\/index\.js|ajv(\/.*)?|vscode-jsonrpc)$/,
   "src/store": /^\.\.\/core\/index\.js$/,
   "src/json": /^(\.\/[\w-]+\.js|\.\.\/core\/index\.js)$/,
-  "src/service": /^(\.\.\/core\/index\.js|\.\.\/protocol\/[\w-]+\.js|\.\.\/store\/[\w-]+\.js)$/,
+  "src/service": /^(\.\/[\w-]+\.js|\.\.\/core\/index\.js|\.\.\/protocol\/[\w-]+\.js|\.\.\/store\/[\w-]+\.js)$/,
   "src/rpc/common": /^(\.\/[\w-]+\.js|\.\.\/\.\.\/(core\/index|json\/[\w-]+|log|protocol\/[\w.-]+|service\/[\w-]+)\.js|vscode-jsonrpc|ajv)$/,
+  // The heap ceiling: V8's statistics and its gc(), the log; it sees the service only through an interface.
+  "src/runtime": /^(node:(v8|vm)|\.\.\/log\.js)$/,
   "src/rpc/node": /^(\.\/[\w-]+\.js|\.\.\/common\/[\w-]+\.js|\.\.\/\.\.\/(log|service\/[\w-]+)\.js|node:(buffer|stream))$/,
 };
 

@@ -2,9 +2,10 @@ import type { Id } from "./wire.js";
 
 /**
  * JSON text of a successful response: exactly JSON.stringify of
- * `{ jsonrpc: "2.0", id, result }` (wire.ts's result()). A change result carries its delta twice, as
- * `delta` and as the `delta` of its STATE_DELTA event (the same array, by
- * protocol/README.md §6), and JSON.stringify would write it out twice. Here
+ * `{ jsonrpc: "2.0", id, result }` (wire.ts's result()). A change result
+ * carries its delta twice, as `delta` and in its event, as a STATE_DELTA's
+ * `delta` or an ACTIVITY_DELTA's `patch` (the same array, by
+ * protocol/README.md §6 and §10), and JSON.stringify would write it out twice. Here
  * it is serialized once and its text used in both places. Only the objects on
  * the way to the delta (the result, the events array and the STATE_DELTA
  * event) are written member by member; every other value goes to one
@@ -39,7 +40,8 @@ function eventsText(events: unknown[], delta: unknown[], text: string): string {
   let out = "[";
   for (let i = 0; i < events.length; i++) {
     const e = events[i];
-    const carries = typeof e === "object" && e !== null && (e as { delta?: unknown }).delta === delta;
+    // STATE_DELTA carries it as `delta`, ACTIVITY_DELTA as `patch` (protocol/README.md §10).
+    const carries = typeof e === "object" && e !== null && ((e as { delta?: unknown }).delta === delta || (e as { patch?: unknown }).patch === delta);
     // JSON.stringify writes a hole or undefined in an array as null.
     out += `${i > 0 ? "," : ""}${carries ? withDelta(e, delta, text, undefined) : (JSON.stringify(e) ?? "null")}`;
   }

@@ -8,6 +8,7 @@ import type {
   MethodNotFoundData,
   ParseErrorData,
   PatchFailedData,
+  UnknownActivityData,
   UnknownThreadData,
   VersionConflictData,
 } from "../../protocol/types.js";
@@ -31,6 +32,7 @@ export type ErrorData =
   | InvalidParamsData
   | InternalErrorData
   | UnknownThreadData
+  | UnknownActivityData
   | PatchFailedData
   | LimitExceededData
   | VersionConflictData;

@@ -1,0 +1,51 @@
+import { applyAtomic, applyLenient, decodeOps, ok, type ChangeOp, type Doc, type Json, type OpError, type StateLimits } from "../core/index.js";
+import { invalidParams, limitExceeded, patchFailed, type CallError, type CallResult } from "../protocol/errors.js";
+import type { Skipped } from "../protocol/types.js";
+import type { Limits } from "../protocol/types.js";
+import { threadBytes, type Thread } from "../store/thread-store.js";
+
+/**
+ * The limits one document of a thread (its state, or one activity's content)
+ * is held to. --max-state-bytes is the thread's (protocol/README.md §10): the
+ * room a document has is the limit less what the thread's other documents
+ * hold. `doc` is the document being changed, undefined for one being created.
+ */
+export function roomFor(limits: Readonly<Limits>, thread: Thread | undefined, doc: { bytes: number } | undefined): StateLimits {
+  const others = thread ? threadBytes(thread) - (doc?.bytes ?? 0) : 0;
+  return { maxDepth: limits.maxDepth, maxStateBytes: Math.max(0, limits.maxStateBytes - others) };
+}
+
+/**
+ * The error of a change the service built itself (openRun's state and
+ * namespace, a diff's ops): a limit (protocol/README.md §7), or the target
+ * that could not be written, reported for the param that named it (§6,
+ * diffState's errors).
+ */
+export function callError(e: OpError, field: string, others = 0): CallError {
+  // The room was the limit less the thread's other documents: report the thread's figures.
+  if (e.limit) return e.limit.limit === "maxStateBytes" ? limitExceeded("maxStateBytes", e.limit.max + others, e.limit.actual + others) : limitExceeded(e.limit.limit, e.limit.max, e.limit.actual);
+  switch (e.code) {
+    case "INVALID_INDEX":
+    case "PATH_NOT_FOUND":
+    case "INDEX_OUT_OF_BOUNDS":
+    case "FORBIDDEN_KEY":
+      return invalidParams(field, e.code, e.message);
+    default:
+      // The service builds no test, move or copy, and no malformed op: any other code is a bug.
+      throw new Error(`an op built by the service did not apply: ${e.code}: ${e.message}`);
+  }
+}
+
+
+/**
+ * Decodes and applies ops as received (protocol/README.md §5) to one document:
+ * a thread's state (applyOps) or an activity's content (applyActivityOps).
+ * Lenient: skips are reported and later ops go on. Atomic: the first skip
+ * fails the call with -32002 and the document is as it was.
+ */
+export function applyDecoded(doc: Doc, raw: readonly Json[], atomic: boolean, limits: StateLimits): CallResult<{ applied: ChangeOp[]; skipped: Skipped }> {
+  const decoded = decodeOps(raw);
+  if (!atomic) return ok(applyLenient(doc, decoded, raw, { limits }));
+  const out = applyAtomic(doc, decoded, { limits });
+  return out.ok ? ok({ applied: out.value, skipped: [] }) : { ok: false, error: patchFailed(out.error.index, out.error.code, out.error.message) };
+}
