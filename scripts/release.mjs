@@ -2,6 +2,11 @@
 // Writes the release artifacts to dist/release/, from scratch:
 //   agui-state-<version>-<os>-<arch>.tar.gz  the single executable, LICENSE, README.md
 //   agui-state-sidecar-<version>.tgz         the npm package (npm pack)
+//   agui_state-<version>-py3-none-<platform>.whl
+//                                            the Python package with the binary inside it
+//                                            (scripts/build-wheel.mjs; needs python3 with
+//                                            setuptools and wheel, e.g. Debian's python3-setuptools
+//                                            and python3-wheel)
 //   SHA256SUMS                               `sha256sum -c` format, written last
 //   node scripts/release.mjs [--reuse-build]
 //
@@ -89,7 +94,18 @@ const tgz = path.join(out, packed[0]?.filename ?? `${name}-${version}.tgz`);
 if (!fs.existsSync(tgz)) fail(`npm pack did not write ${path.relative(root, tgz)}`);
 report(tgz);
 
-// 4. SHA256SUMS over every file in dist/release, whoever wrote it: any
+// 4. The Python wheel: the client and the very binary archived above. build-wheel.mjs reads the
+// version from package.json and the platform tag from the binary, and says why if it cannot build.
+try {
+  run(process.execPath, [path.join(root, "scripts/build-wheel.mjs"), "--out", out], { stdio: ["ignore", "ignore", "inherit"] });
+} catch {
+  fail("the Python wheel did not build (see above)");
+}
+const wheels = fs.readdirSync(out).filter((f) => f.endsWith(".whl"));
+if (wheels.length !== 1) fail(`expected one wheel in ${path.relative(root, out)}, found ${JSON.stringify(wheels)}`);
+report(path.join(out, wheels[0]));
+
+// 5. SHA256SUMS over every file in dist/release, whoever wrote it: any
 // artifact a later step adds must be written before this one.
 const sums = path.join(out, "SHA256SUMS");
 const lines = fs

@@ -24,37 +24,15 @@ type Options struct {
 	Args   []string  // extra arguments, e.g. {"--max-ops", "500"}
 	Env    []string  // the environment; nil inherits this process's
 	Stderr io.Writer // the sidecar's log lines (JSON); default os.Stderr
+
+	// CloseTimeout is how long Close and Restart wait for the process to exit
+	// after its stdin is closed (it answers what it has read, then exits 0)
+	// before they kill it. Zero means DefaultCloseTimeout.
+	CloseTimeout time.Duration
 }
 
-// CloseTimeout is how long Close and Restart wait for the old process to exit
-// after its stdin is closed before they kill it.
-var CloseTimeout = 5 * time.Second
-
-// Error is an error response from the sidecar. Compare it with errors.Is
-// against ErrUnknownThread, ErrPatchFailed, ... (by code), never by message.
-type Error struct {
-	Code    int             `json:"code"`
-	Message string          `json:"message"`
-	Data    json.RawMessage `json:"data,omitempty"` // always an object with a string "code"
-}
-
-func (e *Error) Error() string { return fmt.Sprintf("agui-state: %s (%d)", e.Message, e.Code) }
-
-// Is reports whether target is an *Error with the same code.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
-}
-
-// Sentinels for errors.Is.
-var (
-	ErrInvalidParams   = &Error{Code: -32602, Message: "invalid params"}
-	ErrInternal        = &Error{Code: -32603, Message: "internal error"}
-	ErrUnknownThread   = &Error{Code: -32001, Message: "unknown thread"} // call OpenRun with the state again
-	ErrPatchFailed     = &Error{Code: -32002, Message: "patch failed"}   // atomic ApplyOps; nothing changed
-	ErrLimitExceeded   = &Error{Code: -32003, Message: "limit exceeded"}
-	ErrVersionConflict = &Error{Code: -32004, Message: "version conflict"}
-)
+// DefaultCloseTimeout is the CloseTimeout used when Options leaves it zero.
+const DefaultCloseTimeout = 5 * time.Second
 
 // ExitError is returned by every call pending on, or made after, a sidecar
 // process that has exited. Restart starts a fresh one.
@@ -270,14 +248,16 @@ func (p *proc) forget(id int64) {
 }
 
 // stop closes stdin, which makes the sidecar answer what it has read and exit
-// 0; after CloseTimeout it is killed.
-func (p *proc) stop() error {
+// 0; after timeout it is killed.
+func (p *proc) stop(timeout time.Duration) error {
 	p.wmu.Lock()
 	_ = p.stdin.Close()
 	p.wmu.Unlock()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
 	select {
 	case <-p.done:
-	case <-time.After(CloseTimeout):
+	case <-timer.C:
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	}
@@ -292,7 +272,7 @@ func (p *proc) stop() error {
 func (c *Client) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.p.stop()
+	return c.p.stop(c.closeTimeout())
 }
 
 // Restart stops the current process (if it is still running) and starts a
@@ -301,11 +281,18 @@ func (c *Client) Close() error {
 func (c *Client) Restart(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_ = c.p.stop()
+	_ = c.p.stop(c.closeTimeout())
 	p, err := c.spawn(ctx)
 	if err != nil {
 		return err
 	}
 	c.p = p
 	return nil
+}
+
+func (c *Client) closeTimeout() time.Duration {
+	if c.opts.CloseTimeout > 0 {
+		return c.opts.CloseTimeout
+	}
+	return DefaultCloseTimeout
 }

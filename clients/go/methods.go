@@ -148,6 +148,74 @@ func (c *Client) CloseThread(ctx context.Context, threadID string) (bool, error)
 	return r.Closed, err
 }
 
+// EscapePointer writes raw segments (strings, or non-negative integers for
+// array indexes) as an escaped JSON pointer: {"a/b", 0} gives "/a~1b/0", and
+// no segments give "", the root.
+func (c *Client) EscapePointer(ctx context.Context, path []any) (string, error) {
+	if path == nil {
+		path = []any{} // a nil slice marshals as null, which is not a path
+	}
+	var r struct {
+		Pointer string `json:"pointer"`
+	}
+	err := c.Call(ctx, "escapePointer", struct {
+		Path []any `json:"path"`
+	}{path}, &r)
+	return r.Pointer, err
+}
+
+// ParsePointer splits an escaped JSON pointer into its raw segments, always
+// strings (no index conversion): "/a~1b/0" gives {"a/b", "0"}, "" gives {}.
+// A pointer without its leading "/" fails with ErrInvalidParams, Reason
+// INVALID_POINTER.
+func (c *Client) ParsePointer(ctx context.Context, pointer string) ([]string, error) {
+	var r struct {
+		Path []string `json:"path"`
+	}
+	if err := c.Call(ctx, "parsePointer", struct {
+		Pointer string `json:"pointer"`
+	}{pointer}, &r); err != nil {
+		return nil, err
+	}
+	return r.Path, nil
+}
+
+// StatsResult is what the sidecar counts (protocol/README.md §6, stats).
+type StatsResult struct {
+	Threads    int    `json:"threads"`    // live threads
+	StateBytes int64  `json:"stateBytes"` // approximate JSON size of every live mirror (§7)
+	Requests   int64  `json:"requests"`   // requests with an id since start, this one included
+	UptimeMs   int64  `json:"uptimeMs"`
+	Limits     Limits `json:"limits"`
+	Version    string `json:"version"`    // the program's version, not the protocol's
+	Evicted    int64  `json:"evicted"`    // threads evicted since start (--max-threads, --max-heap)
+	Activities int    `json:"activities"` // activities held by live threads (§10)
+}
+
+// Limits are the limits in force (protocol/README.md §7).
+type Limits struct {
+	MaxMessageBytes int64 `json:"maxMessageBytes"`
+	MaxOps          int   `json:"maxOps"`
+	MaxDepth        int   `json:"maxDepth"`
+	MaxStateBytes   int64 `json:"maxStateBytes"`
+	MaxThreads      int   `json:"maxThreads"`
+	MaxHeapBytes    int64 `json:"maxHeapBytes"`
+}
+
+// Stats returns the sidecar's counters and the limits in force.
+func (c *Client) Stats(ctx context.Context) (*StatsResult, error) {
+	return do[StatsResult](ctx, c, "stats", nil)
+}
+
+// Discover returns the OpenRPC document (rpc.discover), as it is.
+func (c *Client) Discover(ctx context.Context) (json.RawMessage, error) {
+	var r json.RawMessage
+	if err := c.Call(ctx, "rpc.discover", nil, &r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
 // do calls method and returns its decoded result, or nil and the error.
 func do[T any](ctx context.Context, c *Client, method string, params any) (*T, error) {
 	var r T

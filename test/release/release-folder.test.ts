@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -9,7 +10,9 @@ import { itRunsAsInstalled, runInstalled, setUp, withoutNpm } from "./steps.js";
 /**
  * `node scripts/release.mjs` writes dist/release/ from scratch; then the
  * binary archive is unpacked into an empty directory and its binary run with
- * PATH=/nonexistent, so there is no node to fall back on. The script runs
+ * PATH=/nonexistent, so there is no node to fall back on. The Python wheel is
+ * checked here for its name and for carrying that same binary; installing it
+ * and running both Python clients is test/clients/python-wheel.test.ts. The script runs
  * with --reuse-build: vitest's global setup has just built dist/, and the
  * script rebuilds it only if it is stale (by a rename, as build.mjs always
  * does, so the other test files spawning dist/agui-state are not disturbed).
@@ -20,6 +23,8 @@ const folder = `agui-state-${pkg.version}-${OS[process.platform] ?? process.plat
 const RELEASE = path.join(ROOT, "dist/release");
 const ARCHIVE = `${folder}.tar.gz`;
 const NPM_TARBALL = `${pkg.name}-${pkg.version}.tgz`;
+// py3-none: any Python 3; the platform part is read from the binary (clients/python/setup.py).
+const WHEEL = new RegExp(`^agui_state-${pkg.version.replace(/\./g, "\\.")}-py3-none-manylinux_2_\\d+_(x86_64|aarch64)\\.whl$`);
 const SLOW = 600_000;
 
 const work = mkdtempSync(path.join(tmpdir(), "agui-release-"));
@@ -38,9 +43,29 @@ beforeAll(() => {
 
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
+/** The one wheel in dist/release. */
+function wheel(): string {
+  const found = readdirSync(RELEASE).filter((f) => f.endsWith(".whl"));
+  expect(found).toHaveLength(1);
+  return found[0] as string;
+}
+
+const sha256 = (file: string): string => createHash("sha256").update(readFileSync(file)).digest("hex");
+
 describe("dist/release", () => {
-  it("has the binary archive, the npm tarball and SHA256SUMS", () => {
+  it("has the binary archive, the npm tarball, the Python wheel and SHA256SUMS", () => {
     for (const f of [ARCHIVE, NPM_TARBALL, "SHA256SUMS"]) expect(existsSync(path.join(RELEASE, f)), f).toBe(true);
+    expect(wheel()).toMatch(WHEEL);
+    expect(readdirSync(RELEASE).sort()).toEqual([ARCHIVE, NPM_TARBALL, "SHA256SUMS", wheel()].sort());
+  });
+
+  it("the wheel carries the archive's binary, byte for byte, as an executable", () => {
+    // Python's zipfile reads the member (83 MB: hashed there rather than piped through spawnSync's buffer).
+    const read = "import hashlib, sys, zipfile\n"
+      + "info = zipfile.ZipFile(sys.argv[1]).getinfo('agui_state/bin/agui-state')\n"
+      + "print(hashlib.sha256(zipfile.ZipFile(sys.argv[1]).read(info)).hexdigest(), oct(info.external_attr >> 16 & 0o777))\n";
+    const out = sh("/usr/bin/python3", ["-c", read, path.join(RELEASE, wheel())], work).trim();
+    expect(out).toBe(`${sha256(bin)} 0o755`);
   });
 
   it("SHA256SUMS lists every other file in the folder", () => {

@@ -4,10 +4,12 @@
 
   Keys. Params are Clojure maps; their top-level keys may be kebab-case keywords
   (:thread-id -> \"threadId\", :tool-state -> \"toolState\", :if-version ->
-  \"ifVersion\") or strings, which are sent as they are. Nil-valued params are left
-  out. Everything below the top level (state, tool-state maps, ops, values) is
-  sent as data: string keys as they are, keyword keys by their full text
-  (:raster-ops/dataset -> \"raster-ops/dataset\", never just \"dataset\").
+  \"ifVersion\") or strings, which are sent as they are. A nil param means \"not
+  given\" and is left out, except :value (diffState), which is JSON data: nil sends
+  null there, as Python's None and Go's nil do. Everything below the top level
+  (state, tool-state maps, ops, values) is sent as data, nil as null: string keys
+  as they are, keyword keys by their full text (:raster-ops/dataset ->
+  \"raster-ops/dataset\", never just \"dataset\").
   Results: only the result map's own keys become kebab-case keywords
   (:version :delta :events :skipped :state :thread-id :run-id ...). Everything
   inside them keeps the JSON's string keys exactly, so state keys such as
@@ -43,8 +45,17 @@
         (nil? k) (throw (IllegalArgumentException. "JSON object keys may not be nil"))
         :else (str k)))
 
+(def ^:private data-params
+  "Params that are JSON data themselves, where nil is the value null rather than
+  \"not given\". Only diffState's value: every other param whose schema admits null
+  (openRun's and normalize's state) has a better meaning when left out."
+  #{"value"})
+
 (defn- wire-params [params]
-  (into {} (for [[k v] params :when (some? v)] [(camel k) v])))
+  (into {} (for [[k v] params
+                 :let [wire (camel k)]
+                 :when (or (some? v) (contains? data-params wire))]
+             [wire v])))
 
 (defn- result-keys [r]
   (if (map? r) (into {} (for [[k v] r] [(kebab-keyword k) v])) r))
@@ -53,7 +64,7 @@
 
 (def ^:private kinds
   {-32001 :unknown-thread, -32002 :patch-failed, -32003 :limit-exceeded,
-   -32004 :version-conflict, -32602 :invalid-params})
+   -32004 :version-conflict, -32005 :unknown-activity, -32602 :invalid-params})
 
 (defn- rpc-error [method {:strs [code message data]}]
   (ex-info (str "agui-state " method ": " message " (" code ")")
@@ -128,9 +139,11 @@
 
 ;;; The client
 
+(defn- close-timeout-ms [opts] (:close-timeout-ms opts 5000))
+
 (defrecord Client [conn opts ^AtomicLong ids]
   Closeable
-  (close [_] (disconnect @conn (:close-timeout-ms opts 5000))))
+  (close [_] (disconnect @conn (close-timeout-ms opts))))
 
 (defn start
   "Spawns the sidecar and returns a client (java.io.Closeable: use with-open).
@@ -145,11 +158,12 @@
   ^Process [client] (:process @(:conn client)))
 
 (defn restart
-  "Ends the current process (if it still runs) and starts a fresh one. Threads
-  live in the process: openRun each thread again with its state afterwards."
+  "Ends the current process (if it still runs: as close does, waiting up to
+  :close-timeout-ms for it to exit once its stdin ends) and starts a fresh one.
+  Threads live in the process: openRun each thread again with its state afterwards."
   [client]
   (locking (:conn client)               ; two restarts at once start one process each, in turn
-    (disconnect @(:conn client) 1000)
+    (disconnect @(:conn client) (close-timeout-ms (:opts client)))
     (reset! (:conn client) (connect (:opts client))))
   client)
 
@@ -182,6 +196,9 @@
 
 (defn- thread-params [p] (if (string? p) {:thread-id p} p))
 
+;;; One wrapper per method of protocol/openrpc.json (protocol/README.md §6, §10).
+;;; Each takes the params map and returns the result map (see the namespace doc).
+
 (defn open-run
   "{:thread-id :run-id :state :namespace :tool-state :snapshot :if-version}"
   [client params] (call client "openRun" params))
@@ -200,13 +217,56 @@
   [client params] (call client "normalize" params))
 
 (defn diff-state
-  "{:thread-id :value :path :if-version}"
+  "{:thread-id :value :path :if-version}; :value is required, and nil sends null."
   [client params] (call client "diffState" params))
 
 (defn get-state
   "{:thread-id :path}, or just the thread id. Returns {:version :state}."
   [client params] (call client "getState" (thread-params params)))
 
+(defn activity-snapshot
+  "{:thread-id :message-id :activity-type :content :replace :if-version}: creates the
+  activity or replaces its type and content. Returns {:version :events}, one
+  ACTIVITY_SNAPSHOT."
+  [client params] (call client "activitySnapshot" params))
+
+(defn apply-activity-ops
+  "{:thread-id :message-id :ops :activity-type :atomic :if-version}: applyOps on the
+  activity's content. Returns {:version :delta :skipped :events}."
+  [client params] (call client "applyActivityOps" params))
+
+(defn diff-activity
+  "{:thread-id :message-id :content :activity-type :if-version}: sets the content,
+  creating the activity if needed. Returns {:version :delta :events}."
+  [client params] (call client "diffActivity" params))
+
+(defn get-activity
+  "{:thread-id :message-id}. Returns {:version :activity-type :content}."
+  [client params] (call client "getActivity" params))
+
 (defn close-thread
   "{:thread-id}, or just the thread id. Returns {:closed bool}."
   [client params] (call client "closeThread" (thread-params params)))
+
+(defn escape-pointer
+  "{:path [segments]}, or just the vector of segments (strings, or non-negative
+  integers written in decimal). Returns {:pointer \"/a~1b/0\"}."
+  [client params]
+  (call client "escapePointer" (if (map? params) params {:path params})))
+
+(defn parse-pointer
+  "{:pointer \"/a~1b/0\"}, or just the pointer. Returns {:path [\"a/b\" \"0\"]}: raw
+  string segments, no index conversion."
+  [client params]
+  (call client "parsePointer" (if (map? params) params {:pointer params})))
+
+(defn stats
+  "Returns {:threads :state-bytes :requests :uptime-ms :limits :version :evicted
+  :activities};
+  :limits keeps the protocol's names as string keys (\"maxOps\", \"maxThreads\", ...)."
+  [client] (call client "stats" {}))
+
+(defn discover
+  "rpc.discover: the OpenRPC document (protocol/openrpc.json with its examples),
+  top-level keys as keywords (:openrpc :info :methods :components ...)."
+  [client] (call client "rpc.discover" {}))

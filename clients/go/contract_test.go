@@ -1,0 +1,156 @@
+package aguistate
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// The contract is what the sidecar serves in rpc.discover (protocol/openrpc.json).
+
+// discovered maps each method the sidecar announces to its params, each
+// marked true if it is required.
+func discovered(t *testing.T) map[string]map[string]bool {
+	t.Helper()
+	c, ctx := startClient(t), testCtx(t)
+	doc, err := c.Discover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Methods []struct {
+			Name   string
+			Params []struct {
+				Name     string
+				Required bool
+			}
+		}
+	}
+	if err := json.Unmarshal(doc, &d); err != nil || len(d.Methods) == 0 {
+		t.Fatalf("rpc.discover: %v %.200s", err, doc)
+	}
+	methods := map[string]map[string]bool{}
+	for _, m := range d.Methods {
+		methods[m.Name] = map[string]bool{}
+		for _, p := range m.Params {
+			methods[m.Name][p.Name] = p.Required
+		}
+	}
+	return methods
+}
+
+// Every method the sidecar announces has a typed wrapper on *Client, named as
+// the method with its first letter upper-cased (rpc.discover: Discover). A
+// method added to the protocol fails this test until it has one.
+func TestEveryMethodHasAWrapper(t *testing.T) {
+	var c *Client
+	for method := range discovered(t) {
+		name := strings.TrimPrefix(method, "rpc.")
+		name = strings.ToUpper(name[:1]) + name[1:]
+		w, ok := reflect.TypeOf(c).MethodByName(name)
+		if !ok || w.Type.NumIn() < 2 || w.Type.In(1) != reflect.TypeOf((*context.Context)(nil)).Elem() {
+			t.Errorf("method %s has no typed wrapper (*Client).%s(ctx, ...)", method, name)
+		}
+	}
+}
+
+// Every wrapper, with every field of its params set, sends only params the
+// method declares, and every param it requires. The calls go to the recording
+// stand-in, so that each is made exactly as written, valid or not.
+func TestWireFollowsDiscover(t *testing.T) {
+	methods := discovered(t)
+	var wire lockedBuffer
+	f, ctx := startFake(t, "record", Options{Stderr: &wire}), testCtx(t)
+	ops := []any{Op{Op: "add", Path: "/a", Value: json.RawMessage(`1`)}}
+	obj := map[string]any{"k": 1}
+	v := IfVersion(0)
+	calls := []func() error{
+		func() error {
+			_, err := f.OpenRun(ctx, OpenRunParams{ThreadID: "t", RunID: "r", State: obj, Namespace: "ns", ToolState: obj, Snapshot: true, IfVersion: v})
+			return err
+		},
+		func() error {
+			_, err := f.DiffToolState(ctx, DiffToolStateParams{ThreadID: "t", ToolState: obj, Set: obj, Remove: []string{"k"}, IfVersion: v})
+			return err
+		},
+		func() error {
+			_, err := f.ApplyOps(ctx, ApplyOpsParams{ThreadID: "t", Ops: ops, Atomic: true, IfVersion: v})
+			return err
+		},
+		func() error { _, err := f.Normalize(ctx, NormalizeParams{Ops: ops, State: obj}); return err },
+		func() error {
+			_, err := f.DiffState(ctx, DiffStateParams{ThreadID: "t", Value: 1, Path: "/a", IfVersion: v})
+			return err
+		},
+		func() error { _, err := f.GetState(ctx, GetStateParams{ThreadID: "t", Path: "/a"}); return err },
+		func() error {
+			_, err := f.ActivitySnapshot(ctx, ActivitySnapshotParams{ThreadID: "t", MessageID: "m", ActivityType: "a", Content: obj, Replace: Bool(false), IfVersion: v})
+			return err
+		},
+		func() error {
+			_, err := f.ApplyActivityOps(ctx, ApplyActivityOpsParams{ThreadID: "t", MessageID: "m", Ops: ops, ActivityType: "a", Atomic: true, IfVersion: v})
+			return err
+		},
+		func() error {
+			_, err := f.DiffActivity(ctx, DiffActivityParams{ThreadID: "t", MessageID: "m", Content: obj, ActivityType: "a", IfVersion: v})
+			return err
+		},
+		func() error {
+			_, err := f.GetActivity(ctx, GetActivityParams{ThreadID: "t", MessageID: "m"})
+			return err
+		},
+		func() error { _, err := f.CloseThread(ctx, "t"); return err },
+		func() error { _, err := f.EscapePointer(ctx, []any{"a", 0}); return err },
+		func() error { _, err := f.ParsePointer(ctx, "/a"); return err },
+		func() error { _, err := f.Stats(ctx); return err },
+		func() error { _, err := f.Discover(ctx); return err },
+	}
+	for i, call := range calls {
+		if err := call(); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if err := f.Close(); err != nil { // Close waits for the process, and so for its stderr
+		t.Fatal(err)
+	}
+
+	sent := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(wire.String()), "\n") {
+		var req struct {
+			Method string
+			Params map[string]json.RawMessage
+		}
+		if err := json.Unmarshal([]byte(line), &req); err != nil {
+			t.Fatalf("request %s: %v", line, err)
+		}
+		sent[req.Method] = true
+		declared, ok := methods[req.Method]
+		if !ok {
+			t.Errorf("%s is not a method the sidecar announces", req.Method)
+			continue
+		}
+		for name := range req.Params {
+			if _, ok := declared[name]; !ok {
+				t.Errorf("%s sends %q, which it does not declare: %s", req.Method, name, line)
+			}
+		}
+		for name, required := range declared {
+			if _, ok := req.Params[name]; required && !ok {
+				t.Errorf("%s leaves out %q, which it requires: %s", req.Method, name, line)
+			}
+		}
+	}
+	var missed []string
+	for m := range methods {
+		if !sent[m] {
+			missed = append(missed, m)
+		}
+	}
+	sort.Strings(missed)
+	if len(missed) > 0 {
+		t.Errorf("no call above exercises %v: add one", missed)
+	}
+}

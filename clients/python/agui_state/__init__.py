@@ -1,0 +1,18 @@
+"""Clients for the agui-state sidecar (JSON-RPC 2.0 over stdio): `AguiState` blocks and is safe to share
+across threads; `AsyncAguiState` is awaited and never blocks the event loop. Standard library only."""
+from ._async import AsyncAguiState
+from ._common import find_binary
+from ._errors import (
+    AguiStateError, InvalidParamsError, LimitExceededError, PatchFailedError, SidecarExitedError,
+    UnknownActivityError, UnknownThreadError, VersionConflictError,
+)
+from ._sync import AguiState
+
+try:  # written by scripts/build-wheel.mjs from package.json; absent in the source tree
+    from ._version import __version__  # type: ignore[import]
+except ImportError:  # pragma: no cover
+    __version__ = "0+source"
+
+__all__ = ["AguiState", "AsyncAguiState", "AguiStateError", "UnknownThreadError", "PatchFailedError",
+           "LimitExceededError", "VersionConflictError", "UnknownActivityError", "InvalidParamsError",
+           "SidecarExitedError", "find_binary", "__version__"]

@@ -1,0 +1,69 @@
+"""The exceptions, one per error code of protocol/README.md §8, shared by both clients."""
+from __future__ import annotations
+
+import json
+import signal
+from typing import Any, Dict, Mapping, Optional, Type
+
+
+class AguiStateError(Exception):
+    """An error reply: `.code` (the JSON-RPC code), `.message`, `.data` (a dict, or None)."""
+
+    def __init__(self, code: Optional[int], message: str, data: Optional[Dict[str, Any]] = None) -> None:
+        super().__init__(message if code is None else f"{message} [{code}] {json.dumps(data)}")
+        self.code, self.message, self.data = code, message, data
+
+
+class UnknownThreadError(AguiStateError):
+    """-32001: the thread was never opened, was closed or evicted (`data["reason"]`). Call open_run again."""
+
+
+class PatchFailedError(AguiStateError):
+    """-32002: an atomic apply_ops failed; nothing changed. `data` is {code: <skip code>, index, message}."""
+
+
+class LimitExceededError(AguiStateError):
+    """-32003: a limit was exceeded; nothing changed. `data` is {code, limit, max, actual}."""
+
+
+class VersionConflictError(AguiStateError):
+    """-32004: `if_version` did not match; nothing changed. `data` is {code, expected, actual}."""
+
+
+class UnknownActivityError(AguiStateError):
+    """-32005: the thread holds no activity `data["messageId"]` (never created, or lost with a restarted
+    sidecar). `data` is {code, threadId, messageId}. diff_activity (with activity_type) or
+    activity_snapshot creates it again, with an ACTIVITY_SNAPSHOT for the client."""
+
+
+class InvalidParamsError(AguiStateError):
+    """-32602: `data` is {code: "INVALID_PARAMS", field: <pointer into params>, reason}."""
+
+
+class SidecarExitedError(AguiStateError):
+    """The sidecar process is gone. `.returncode` is its exit status (negative: killed by a signal)."""
+
+    def __init__(self, returncode: Optional[int], closed: bool = False) -> None:
+        text = f"agui-state exited with status {returncode}"
+        if returncode is None:
+            text = "agui-state closed its stdout"
+        elif returncode < 0:
+            sig = -returncode
+            text += f" (signal {signal.Signals(sig).name if sig in signal.valid_signals() else sig})"
+        super().__init__(None, text + (" after close()" if closed else ""), {"returncode": returncode})
+        self.returncode = returncode
+
+
+_BY_CODE: Dict[int, Type[AguiStateError]] = {
+    -32001: UnknownThreadError, -32002: PatchFailedError, -32003: LimitExceededError,
+    -32004: VersionConflictError, -32005: UnknownActivityError, -32602: InvalidParamsError,
+}
+
+
+def error_from_reply(err: Mapping[str, Any]) -> AguiStateError:
+    """The exception for a reply's `error` member: the subclass for its code, else AguiStateError."""
+    code = err.get("code")
+    cls: Type[AguiStateError] = _BY_CODE.get(code, AguiStateError) if isinstance(code, int) else AguiStateError
+    data = err.get("data")
+    return cls(code if isinstance(code, int) else None, str(err.get("message", "")),
+               data if isinstance(data, dict) else None)

@@ -1,0 +1,130 @@
+import { createHash } from "node:crypto";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect } from "vitest";
+import { ROOT } from "../harness/fixtures.js";
+import { runProgram, toolchain } from "../harness/toolchain.js";
+import { setUp, withoutNpm } from "../release/steps.js";
+
+/**
+ * The Python platform wheel as a user gets it: scripts/build-wheel.mjs builds
+ * it into a temporary folder; `python3 -m venv` makes a plain venv (no
+ * system site-packages); its pip installs the wheel alone with --no-index and
+ * no pip configuration of this machine's. Then programs run with the venv's
+ * python from an empty directory, with PATH holding nothing but the venv's
+ * bin/ (so no node) and no AGUI_STATE_BIN, PYTHONPATH or checkout in reach:
+ * clients/python/tests/installed_check.py for each client, and the README's
+ * two "A run" programs, whose output must be the README's.
+ */
+const PYTHON = "/usr/bin/python3";
+const build = toolchain("Python wheel build (Debian python3-setuptools, python3-wheel, python3-venv)", [PYTHON, "-c", "import setuptools, wheel, ensurepip"]);
+const binutils = toolchain("objdump (binutils)", ["objdump", "--version"]);
+const pkg = JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8")) as { version: string };
+const BINARY = path.join(ROOT, "dist/agui-state");
+const SLOW = 300_000;
+
+const work = mkdtempSync(path.join(tmpdir(), "agui-wheel-"));
+const venv = path.join(work, "venv");
+const elsewhere = path.join(work, "elsewhere");
+let wheel = "";
+
+/** For pip and venv: no npm_* or PIP_* settings, and no pip configuration file. */
+function pipEnv(): Record<string, string> {
+  const e = withoutNpm(/^(PIP_|PYTHONPATH$|VIRTUAL_ENV$)/i);
+  e["PIP_CONFIG_FILE"] = "/dev/null";
+  return e;
+}
+
+/** A user's shell with only the venv on PATH: no node, no AGUI_STATE_BIN, nothing of this checkout. */
+const userEnv = (): Record<string, string> => ({ PATH: path.join(venv, "bin"), HOME: work, LANG: "C.UTF-8" });
+
+const runHere = (script: string, args: string[] = []) =>
+  runProgram(path.join(venv, "bin/python"), [script, ...args], { cwd: elsewhere, env: userEnv(), timeout: 120_000 });
+
+/** The README's fenced block after `<!-- marker -->`. */
+function readmeBlock(marker: string): string {
+  const readme = readFileSync(path.join(ROOT, "clients/python/README.md"), "utf8");
+  const m = new RegExp(`<!-- ${marker.replace(/[()]/g, "\\$&")} -->\\n\`\`\`\\w+\\n([\\s\\S]*?)\`\`\``).exec(readme);
+  if (!m?.[1]) throw new Error(`clients/python/README.md has no block marked <!-- ${marker} -->`);
+  return m[1];
+}
+
+/** Orders dotted versions numerically: 2.9 before 2.28. */
+function byVersion(a: number[], b: number[]): number {
+  for (let i = 0; i < Math.max(a.length, b.length); i++) {
+    const d = (a[i] ?? 0) - (b[i] ?? 0);
+    if (d !== 0) return d;
+  }
+  return 0;
+}
+
+const sha256 = (file: string): string => createHash("sha256").update(readFileSync(file)).digest("hex");
+
+beforeAll(() => {
+  if (!build.available) return;
+  const house = path.join(work, "wheelhouse");
+  wheel = setUp(process.execPath, [path.join(ROOT, "scripts/build-wheel.mjs"), "--out", house], ROOT, pipEnv(), SLOW).trim();
+  setUp(PYTHON, ["-m", "venv", venv], work, pipEnv(), SLOW);
+  setUp(path.join(venv, "bin/pip"), ["install", "--no-index", "--no-input", wheel], work, pipEnv(), SLOW);
+  mkdirSync(elsewhere);
+  copyFileSync(path.join(ROOT, "clients/python/tests/installed_check.py"), path.join(elsewhere, "installed_check.py"));
+  writeFileSync(path.join(elsewhere, "run_sync.py"), readmeBlock("example: run (sync)"));
+  writeFileSync(path.join(elsewhere, "run_async.py"), readmeBlock("example: run (asyncio)"));
+}, SLOW);
+
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+describe("the Python wheel", () => {
+  build.test("is named agui_state-<package.json version>-py3-none-manylinux_2_<N>_<arch>.whl", () => {
+    expect(path.basename(wheel)).toMatch(new RegExp(`^agui_state-${pkg.version.replace(/\./g, "\\.")}-py3-none-manylinux_2_\\d+_x86_64\\.whl$`));
+  });
+
+  binutils.test("its glibc level is the newest GLIBC_ version the binary needs, as objdump reads it", () => {
+    // An independent reading of the ELF version needs (the build's own is Python, in clients/python/setup.py):
+    // the "Version References" of `objdump -p`, one "<hash> <flags> <index> GLIBC_2.28" line per version.
+    const r = runProgram("objdump", ["-p", BINARY], { cwd: work, env: withoutNpm(), timeout: 60_000 });
+    expect(r.status, r.output).toBe(0);
+    const refs = r.stdout.slice(r.stdout.indexOf("Version References:"));
+    const glibc = [...refs.matchAll(/ GLIBC_([0-9.]+)$/gm)]
+      .map((m) => (m[1] as string).split(".").map(Number))
+      .sort(byVersion)
+      .at(-1) ?? [];
+    expect(glibc[0]).toBe(2);
+    expect(path.basename(wheel)).toContain(`-manylinux_2_${glibc[1]}_x86_64.whl`);
+  });
+
+  build.test("installs the client, py.typed and the binary (executable, byte for byte dist/agui-state) into the venv", () => {
+    const site = readdirSync(path.join(venv, "lib")).map((d) => path.join(venv, "lib", d, "site-packages", "agui_state"));
+    const pkgDir = site.find((d) => existsSync(d)) ?? "";
+    expect(readdirSync(pkgDir).filter((f) => f !== "__pycache__").sort()).toEqual(["__init__.py", "_async.py", "_common.py", "_errors.py", "_sync.py", "_version.py", "bin", "py.typed"]);
+    const bundled = path.join(pkgDir, "bin/agui-state");
+    expect(statSync(bundled).mode & 0o777).toBe(0o755);
+    expect(sha256(bundled)).toBe(sha256(BINARY));
+    expect(readdirSync(path.join(venv, "bin")), "pip installed no node").not.toContain("node");
+    const metadata = readFileSync(path.join(path.dirname(pkgDir), `agui_state-${pkg.version}.dist-info/METADATA`), "utf8");
+    expect(metadata).toMatch(new RegExp(`^Version: ${pkg.version.replace(/\./g, "\\.")}$`, "m"));
+    expect(metadata, "no dependencies").not.toMatch(/^Requires-Dist:/m);
+  });
+
+  build.test("the sync client runs from an unrelated directory with no node on PATH", () => {
+    const r = runHere("installed_check.py", ["sync", pkg.version]);
+    expect(r.status, r.output).toBe(0);
+    expect(r.stdout).toBe("installed sync: ok\n");
+  });
+
+  build.test("the async client runs from an unrelated directory with no node on PATH", () => {
+    const r = runHere("installed_check.py", ["async", pkg.version]);
+    expect(r.status, r.output).toBe(0);
+    expect(r.stdout).toBe("installed async: ok\n");
+  });
+
+  build.test("the README's two runs print what the README says", () => {
+    const expected = readmeBlock("output: run");
+    for (const script of ["run_sync.py", "run_async.py"]) {
+      const r = runHere(script);
+      expect(r.status, r.output).toBe(0);
+      expect(r.stdout, script).toBe(expected);
+    }
+  });
+});
