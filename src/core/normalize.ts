@@ -69,7 +69,7 @@ function inArray(root: Json, path: Path): boolean {
   return parent.ok && Array.isArray(parent.value);
 }
 
-const notObject = (what: string): OpError => opError("ROOT_NOT_OBJECT", `${what}: the state's root must stay a JSON object (protocol/README.md §11)`);
+const notObject = (what: string): OpError => opError("ROOT_NOT_OBJECT", `${what}: the root (a thread's state, an activity's content) must stay a JSON object (protocol/README.md §11)`);
 
 /**
  * protocol/README.md §11 and §5 rule 7: the root is an object, and no emitted
