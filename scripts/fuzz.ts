@@ -19,7 +19,8 @@
  *   npm run fuzz -- --seed N       replay (also FUZZ_SEED=N); the same options give the same streams
  *   --streams N, --messages N (per stream), --huge N (per stream); FUZZ_BIN=path fuzzes another build
  *   --witness N                    cases of the three-witness differential (test/witness/): every delta
- *                                  applied with fast-json-patch, python-json-patch and evanphx/json-patch;
+ *                                  (STATE_DELTA, and ACTIVITY_DELTA patches on activity contents) applied
+ *                                  with fast-json-patch, python-json-patch and evanphx/json-patch;
  *                                  default 100,000 with --long, 2,000 otherwise
  */
 import { fuzz, type FuzzOptions, type StreamReport } from "../test/fuzz/run.js";
@@ -39,12 +40,14 @@ async function witnessRun(seed: number, count: number): Promise<string[]> {
   const peer = startPeer({ stderr: "ignore", keepFrames: false });
   const deltas: Record<string, number> = {};
   const agreed: Record<string, number> = {};
+  let baselines = 0;
   const faults: string[] = [];
   for (let done = 0, slice = 0; done < count; slice++) {
     const n = Math.min(10_000, count - done);
     const r = await runDifferential(peer, witnesses, { seed: seed + slice, count: n, prefix: `w${slice}` });
     for (const [k, v] of Object.entries(r.deltas)) deltas[k] = (deltas[k] ?? 0) + v;
     for (const [k, v] of Object.entries(r.agreed)) agreed[k] = (agreed[k] ?? 0) + v;
+    baselines += r.baselines;
     faults.push(...r.disagreements.map((d) => `seed ${seed + slice} case ${d.caseId} (${d.method}, ${d.witness}): ${d.message.slice(0, 2000)}`));
     done += n;
   }
@@ -52,6 +55,7 @@ async function witnessRun(seed: number, count: number): Promise<string[]> {
   await peer.waitForExit(60_000);
   lines.push(`  witness cases:     ${count} (seeds ${seed}..${seed + Math.ceil(count / 10_000) - 1})`);
   lines.push(`  witness deltas:    ${Object.entries(deltas).map(([k, v]) => `${k} ${v}`).join(", ")}`);
+  lines.push(`  witness baselines: ${baselines} ACTIVITY_SNAPSHOT events checked against getActivity`);
   for (const [k, v] of Object.entries(agreed)) lines.push(`  witness agreed:    ${k}: ${v}`);
   lines.push(`  witness faults:    ${faults.length}`);
   for (const f of faults.slice(0, 20)) lines.push(`  FAULT ${f}`);

@@ -237,7 +237,7 @@ func TestActivities(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantJSON(t, "activitySnapshot replace:false of a new activity", s,
-		`{"version":`+itoa(v+1)+`,"events":[{"type":"ACTIVITY_SNAPSHOT","messageId":"search-1","activityType":"search","content":`+query+`,"replace":false}]}`)
+		`{"version":`+itoa(v+1)+`,"events":[{"type":"ACTIVITY_SNAPSHOT","messageId":"search-1","activityType":"search","content":`+query+`}]}`)
 	v++
 	wantActivity(t, c, "act", "search-1", "search", query, v)
 

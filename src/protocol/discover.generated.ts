@@ -2144,7 +2144,7 @@ export const DISCOVER_JSON = String.raw`{
     {
       "name": "activitySnapshot",
       "summary": "Create an activity, or replace its type and content.",
-      "description": "protocol/README.md §10. Creates the activity \u0060messageId\u0060 in the thread, or replaces its type and content. With \u0060replace: false\u0060 an existing activity is left exactly as it is (the client does the same) and a new one is created. \u0060content\u0060 must be a JSON object (-32602 ROOT_NOT_OBJECT, field \u0060/content\u0060). Returns one ACTIVITY_SNAPSHOT event, always, even when nothing changed: a snapshot is also how a server resynchronizes a client; it carries \u0060replace: false\u0060 only when the call did. \u0060version\u0060 is the thread's: it goes up by one if and only if the activity changed (created, retyped, or content not JSON-equal). The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM. Checks run in this order (protocol/README.md §6): the params walk (-32602 UNSAFE_INTEGER or NUMBER_OVERFLOW, -32003 maxDepth), the params schema (-32602), request-level limits (-32003), the thread (-32001), ifVersion (-32004), then the method's own checks; the state limits (-32003 maxStateBytes, maxDepth) are checked last, as the change is applied.",
+      "description": "protocol/README.md §10. Creates the activity \u0060messageId\u0060 in the thread, or replaces its type and content. With \u0060replace: false\u0060 an existing activity is left exactly as it is (the client does the same) and a new one is created. \u0060content\u0060 must be a JSON object (-32602 ROOT_NOT_OBJECT, field \u0060/content\u0060). Returns one ACTIVITY_SNAPSHOT event, always, even when nothing changed: a snapshot is also how a server resynchronizes a client; it carries \u0060replace: false\u0060 only when the call did and the activity existed (then with the mirror's type and content, left as they were); creating an activity, it goes out without \u0060replace\u0060, so that it replaces any copy the client kept (protocol/README.md §10). \u0060version\u0060 is the thread's: it goes up by one if and only if the activity changed (created, retyped, or content not JSON-equal). The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM. Checks run in this order (protocol/README.md §6): the params walk (-32602 UNSAFE_INTEGER or NUMBER_OVERFLOW, -32003 maxDepth), the params schema (-32602), request-level limits (-32003), the thread (-32001), ifVersion (-32004), then the method's own checks; the state limits (-32003 maxStateBytes, maxDepth) are checked last, as the change is applied.",
       "params": [
         {
           "name": "threadId",
@@ -2342,6 +2342,51 @@ export const DISCOVER_JSON = String.raw`{
             }
           },
           "x-file": "examples/activitySnapshot/03-content-not-object.json"
+        },
+        {
+          "name": "04-replace-false-creates",
+          "description": "replace: false on an activity the mirror does not hold (here, a thread reopened in a restarted sidecar): the activity is created, and the event goes out without replace, so that it replaces any older copy the client kept; with replace: false the client would keep that copy and refuse every later delta. Setup: openRun {\"threadId\":\"as4\",\"state\":{}}.",
+          "params": [
+            {
+              "name": "threadId",
+              "value": "as4"
+            },
+            {
+              "name": "messageId",
+              "value": "plan-1"
+            },
+            {
+              "name": "activityType",
+              "value": "plan"
+            },
+            {
+              "name": "content",
+              "value": {
+                "steps": []
+              }
+            },
+            {
+              "name": "replace",
+              "value": false
+            }
+          ],
+          "result": {
+            "name": "activitySnapshotResult",
+            "value": {
+              "version": 1,
+              "events": [
+                {
+                  "type": "ACTIVITY_SNAPSHOT",
+                  "messageId": "plan-1",
+                  "activityType": "plan",
+                  "content": {
+                    "steps": []
+                  }
+                }
+              ]
+            }
+          },
+          "x-file": "examples/activitySnapshot/04-replace-false-creates.json"
         }
       ]
     },

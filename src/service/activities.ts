@@ -61,7 +61,11 @@ export function activitySnapshot(ctx: ActivityContext, thread: Thread, p: P.Acti
   const out = put(ctx, thread, p.messageId, p.activityType, p.content);
   if (!out.ok) return out;
   if (out.value.changed) thread.version++;
-  return ok({ version: thread.version, events: [snapshotEvent(ctx, p.messageId, out.value.activity, p.replace)] });
+  // Created here, the event replaces whatever the client may hold: the mirror
+  // knows nothing of it (a restarted sidecar, a reopened thread), and a client
+  // that kept an older copy under replace: false would refuse every later
+  // delta. So replace: false goes out only where it leaves the mirror's own.
+  return ok({ version: thread.version, events: [snapshotEvent(ctx, p.messageId, out.value.activity, existing ? p.replace : undefined)] });
 }
 
 export function applyActivityOps(ctx: ActivityContext, thread: Thread, p: P.ApplyActivityOpsParams): CallResult<P.ApplyActivityOpsResult> {

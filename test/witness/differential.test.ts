@@ -31,14 +31,16 @@ afterAll(async () => {
   await peer.waitForExit();
 });
 
-it(`every delta from normalize, applyOps, diffState and diffToolState applies with every witness and lands on the sidecar's state (${CASES} cases)`, async () => {
+it(`every delta from normalize, applyOps, diffState and diffToolState, and every ACTIVITY_DELTA patch from applyActivityOps and diffActivity, applies with every witness and lands on the sidecar's state or activity content (${CASES} cases)`, async () => {
   process.stderr.write(`[witness] seed ${seed} (replay: FUZZ_SEED=${seed} npx vitest run test/witness)\n`);
   const r = await runDifferential(peer, witnesses, { seed, count: CASES });
-  process.stderr.write(`[witness] deltas ${JSON.stringify(r.deltas)}; agreed ${JSON.stringify(r.agreed)}\n`);
+  process.stderr.write(`[witness] deltas ${JSON.stringify(r.deltas)}; ${r.baselines} activity baselines; agreed ${JSON.stringify(r.agreed)}\n`);
   expect(r.disagreements.slice(0, 5), `seed ${seed}`).toEqual([]);
   // Every method produced deltas, and every witness saw all of them.
   const total = Object.values(r.deltas).reduce((a, b) => a + b, 0);
-  for (const m of ["normalize", "applyOps", "diffState", "diffToolState"]) expect(r.deltas[m] ?? 0, m).toBeGreaterThan(CASES / 10);
+  for (const m of ["normalize", "applyOps", "diffState", "diffToolState", "applyActivityOps", "diffActivity"]) expect(r.deltas[m] ?? 0, m).toBeGreaterThan(CASES / 10);
+  // Every case set an activity's baseline with an ACTIVITY_SNAPSHOT that getActivity confirmed.
+  expect(r.baselines).toBe(CASES);
   expect(Object.keys(r.agreed)).toHaveLength(1 + witnesses.length);
   for (const n of Object.values(r.agreed)) expect(n).toBe(total);
 }, 600_000);

@@ -129,7 +129,8 @@ async def test_activities_replay_onto_get_activity(s: AsyncAguiState) -> None:
     assert r == {"version": held["version"], "events": [{"type": "ACTIVITY_SNAPSHOT", "messageId": "plan-1",
                  "activityType": held["activityType"], "content": held["content"], "replace": False}]}
     r = await step_activity(s, w, "search-1", await s.activity_snapshot(w.tid, "search-1", "search", {"q": None}, replace=False))
-    assert r["events"][0]["replace"] is False and r["version"] == held["version"] + 1
+    # Created here: no replace member, so it replaces any copy a client kept (protocol §10).
+    assert "replace" not in r["events"][0] and r["version"] == held["version"] + 1
     r = await step_activity(s, w, "search-1", await s.activity_snapshot(w.tid, "search-1", "search", {"q": "era5"}))
     assert "replace" not in r["events"][0]
     assert (await s.stats())["activities"] == 2

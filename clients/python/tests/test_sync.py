@@ -209,8 +209,9 @@ def test_activities_replay_onto_get_activity(s: AguiState) -> None:
     # ... on a new one: created.
     search = {"query": "raster ops", "results": []}
     r = step_activity(s, w, "search-1", s.activity_snapshot(w.tid, "search-1", "search", search, replace=False))
+    # Created here: no replace member, so it replaces any copy a client kept (protocol §10).
     assert r == {"version": v + 6, "events": [{"type": "ACTIVITY_SNAPSHOT", "messageId": "search-1",
-                 "activityType": "search", "content": search, "replace": False}]}
+                 "activityType": "search", "content": search}]}
     # replace (the default) replaces type and content; the same snapshot again is sent again, no new version.
     found = {"query": "raster ops", "results": [{"id": "era5", "score": None}]}
     r = step_activity(s, w, "search-1", s.activity_snapshot(w.tid, "search-1", "search-done", found))

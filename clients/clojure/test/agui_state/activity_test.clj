@@ -161,7 +161,8 @@
       (witness! cl "replace false, existing" tid 6 {plan (activity "plan-done" v4)})
       (step! "replace false, new" tid
              (c/activity-snapshot cl (at search :activity-type "search" :content {"q" "era5"} :replace false))
-             {:version 7 :events [(snapshot-event search "search" {"q" "era5"} false)]})
+             ;; created here: no replace member, so it replaces any copy a client kept (§10)
+             {:version 7 :events [(snapshot-event search "search" {"q" "era5"})]})
       (witness! cl "replace false, new" tid 7
                 {plan (activity "plan-done" v4) search (activity "search" {"q" "era5"})}))
 
