@@ -15,6 +15,8 @@ import { startPeer, type Peer } from "../test/harness/peer.js";
 import { childEnv, Child, SEA, type Command } from "../test/harness/process.js";
 import { runSoak } from "../test/soak/driver.js";
 import { hardening } from "./hardening.js";
+import { proxyThroughput } from "./proxy.js";
+import { fixThroughput } from "./stream.js";
 import { alternate, stat, type Stat } from "./lib.js";
 import { f, note, range, row, writeTable } from "./report.js";
 
@@ -282,6 +284,8 @@ if (wanted("B6")) prependDiff();
 if (wanted("B7")) await memory();
 if (wanted("B11")) await churn();
 if (wanted("B8")) await startup();
+if (wanted("B9")) await proxyThroughput(row, QUICK);
+if (wanted("B10")) await fixThroughput(row, QUICK);
 if (wanted("H")) await hardening(row, QUICK);
 
 writeTable(path.join(ROOT, "bench/results.md"), (performance.now() - started) / 1000, QUICK || ONLY !== undefined);

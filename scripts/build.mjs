@@ -62,7 +62,12 @@ await step(`esbuild ${path.relative(root, entry)} -> dist/agui-state.cjs`, () =>
     format: "cjs", // SEA main scripts must be CommonJS in Node 20
     platform: "node",
     target: "node20",
-    minify: false,
+    // Minified: the stream commands brought zod and @ag-ui/core's schemas into
+    // the bundle (0.48 MB to 1.09 MB), and the binary's first response went
+    // from 1.41x to 1.55x `node -e 0` (B8). Minified, it parses and loads its
+    // code cache faster (1.43x in the same run). Not keepNames: it cost the
+    // margin back in our measurements.
+    minify: true,
     sourcemap: false,
     legalComments: "none",
     logLevel: "warning",

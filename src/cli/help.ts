@@ -1,4 +1,5 @@
 import { LIMIT_FLAGS } from "./options.js";
+import { PROXY_HELP } from "./proxy.js";
 import { DEFAULT_LIMITS } from "../protocol/limits.js";
 import { METHOD_PARAMS } from "../protocol/types.js";
 
@@ -24,6 +25,11 @@ Usage:
   agui-state diff OLD.json NEW.json
   agui-state escape SEGMENT...
   agui-state parse POINTER
+  agui-state check [FILE|-] [--state FILE] [--json]
+                                      report the events of an AG-UI stream the client would not apply
+  agui-state fix [FILE|-] [--state FILE] [--report]
+                                      write the stream back with every delta made to apply
+  agui-state proxy --upstream URL     an HTTP proxy that fixes an AG-UI endpoint's event streams
   agui-state help [COMMAND]           this text, or a command's
   agui-state --version
 
@@ -33,6 +39,7 @@ Examples:
   echo '{"jsonrpc":"2.0","id":1,"method":"escapePointer","params":{"path":["toolState","raster-ops/dataset"]}}' | agui-state
   agui-state escape toolState raster-ops/dataset
   agui-state parse /toolState/raster-ops~1dataset
+  curl -N -d @run.json http://localhost:8000/agent | agui-state check
 `,
   serve: `agui-state [serve] [flags]
 
@@ -96,6 +103,68 @@ pointer is malformed.
 Example:
   agui-state parse /toolState/raster-ops~1dataset    # ["toolState","raster-ops/dataset"]
 `,
+  check: `agui-state check [FILE|-] [--state FILE] [--json]
+
+Replays an AG-UI event stream exactly as @ag-ui/client 1.0.0 would, and
+reports every event the client would not apply:
+  dropped   a STATE_DELTA or ACTIVITY_DELTA whose patch fails: the client warns
+            and keeps the old value (also an op the client strips, an unknown
+            event type)
+  ignored   an ACTIVITY_DELTA for an activity the client does not have: it is
+            skipped without a word
+  fatal     an event the client's schema refuses (a malformed pointer, a
+            missing value), or a break of the run lifecycle (the first event
+            must be RUN_STARTED, ...): the client's whole run fails there, and
+            nothing after it is applied
+The stream is Server-Sent Events (data: lines, an event ended by a blank line)
+or NDJSON (one event per line), told apart by its first non-blank line; it is
+read from FILE, or from stdin when FILE is "-" or missing.
+
+  --state FILE   the state the client holds before the stream (a JSON object;
+                 default {}); kept across the runs in the stream
+  --json         NDJSON: one object per finding, then {"summary": {...}}
+                 (protocol/README.md §13)
+
+Each finding names the event's number and its line in the input, the op and
+its pointer, a code (the skip codes of protocol/README.md §4, or §13's), and a
+hint where one applies. A summary line ends the output.
+
+Exit status: 0 when the client applies everything, 1 when anything would be
+dropped, ignored or fatal, 2 for a usage error or unreadable input.
+
+Examples:
+  agui-state check run.sse
+  curl -N -d @run.json http://localhost:8000/agent | agui-state check --json
+`,
+  fix: `agui-state fix [FILE|-] [--state FILE] [--report]
+
+Writes the stream to stdout, in the same framing, with every STATE_DELTA and
+ACTIVITY_DELTA made to apply on @ag-ui/client. Each delta is normalized
+(protocol/README.md §5) against a mirror of what the client holds:
+  - ops that do not fit are dropped (an unescaped key whose meaning is not
+    certain is dropped and reported, never rewritten);
+  - a missing array before an append is inserted;
+  - a replace of a missing member becomes an add;
+  - test ops go.
+A delta left empty is not sent, nor is an ACTIVITY_DELTA for an activity the
+client does not have. Every other event passes through byte for byte, SSE
+comments and id: lines included. Each event is written as soon as its input is
+complete, so it works on a live stream (curl -N ... | agui-state fix), and
+memory stays flat however long the stream.
+
+  --state FILE   the state the client holds before the stream (a JSON object;
+                 default {})
+  --report       write the findings, as "check" words them, to stderr
+
+Exit status: 0; 1 when an event the client refuses could not be mended and
+went out as it came (a lifecycle break, an unknown event type, an event other
+than a delta that the schema refuses); 2 for a usage error or unreadable input.
+
+Examples:
+  agui-state fix --report run.sse > fixed.sse
+  curl -N -d @run.json http://localhost:8000/agent | agui-state fix
+`,
+  proxy: PROXY_HELP,
 } satisfies Record<string, string>;
 
 /** The help text of a command, or the main one. */

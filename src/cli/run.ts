@@ -17,7 +17,24 @@ const ONESHOT: Record<string, (argv: string[], io: Io) => number> = {
   parse: parseCommand,
 };
 
+/**
+ * Commands loaded on demand: esbuild keeps a dynamic import's module lazy in
+ * the bundle (wrapped, run only when imported), so the sidecar's start never
+ * runs @ag-ui/core's schemas, zod or fast-json-patch, which only the stream
+ * commands use.
+ */
+const STREAM: Record<string, () => Promise<(argv: string[]) => Promise<number>>> = {
+  check: async () => (await import("./check.js")).checkCommand,
+  fix: async () => (await import("./fix.js")).fixCommand,
+};
+
 const wantsHelp = (argv: string[]) => argv[0] === "--help" || argv[0] === "-h";
+
+const usageFailed = (e: unknown): void => {
+  if (!(e instanceof UsageError)) throw e;
+  process.stderr.write(`agui-state: ${e.message}\n`);
+  process.exitCode = 2;
+};
 
 function guarded(fn: () => void): void {
   try {
@@ -43,6 +60,20 @@ export function runCli(argv: string[]): void {
   guarded(() => {
     if (first === "--version" || first === "-v") return void process.stdout.write(`${pkg.version}\n`);
     if (first === "help" || wantsHelp(argv)) return void process.stdout.write(help(rest[0]));
+    const stream = first !== undefined ? STREAM[first] : undefined;
+    if (stream) {
+      if (wantsHelp(rest)) return void process.stdout.write(help(first));
+      void stream()
+        .then((command) => command(rest))
+        .then((code) => void (process.exitCode = code), usageFailed);
+      return;
+    }
+    if (first === "proxy") {
+      if (wantsHelp(rest)) return void process.stdout.write(help(first));
+      // proxyCommand manages the process's lifetime and exit code itself.
+      void import("./proxy.js").then(({ proxyCommand }) => proxyCommand(rest)).catch(usageFailed);
+      return;
+    }
     const oneshot = first !== undefined ? ONESHOT[first] : undefined;
     if (oneshot) {
       if (wantsHelp(rest)) return void process.stdout.write(help(first));

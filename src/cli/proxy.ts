@@ -1,0 +1,102 @@
+import { parseArgs } from "node:util";
+import { LOG_LEVELS, type LogLevel } from "../log.js";
+import { UsageError } from "./options.js";
+
+/** What `agui-state proxy` was asked to do, from its flags. */
+export interface ProxyOptions {
+  upstream: URL;
+  host: string;
+  port: number;
+  logLevel: LogLevel;
+  /** How long SIGTERM waits for open streams before closing them, in ms. */
+  graceMs: number;
+}
+
+export const PROXY_HELP = `agui-state proxy --upstream URL [--listen HOST:PORT] [flags]
+
+An HTTP reverse proxy in front of an existing AG-UI endpoint. Each request is
+forwarded to URL with its method, path, query, headers (minus hop-by-hop ones)
+and body. A text/event-stream answer is passed through "fix": every
+STATE_DELTA and ACTIVITY_DELTA is normalized against a mirror of what the
+client holds (starting from the request's RunAgentInput.state, or {}), so it
+applies on the client; empty deltas and ACTIVITY_DELTAs for unknown activities
+are dropped; every other event passes byte for byte. Any other answer
+(JSON, application/vnd.ag-ui.event+proto, ...) passes untouched. Each
+connection has its own mirror: the proxy keeps no state between requests.
+
+When ready it prints one line to stdout, "listening on http://HOST:PORT";
+logs are JSON lines on stderr. An unreachable or failing upstream gives 502
+with a JSON body naming the cause; a client that disconnects aborts the
+upstream request. SIGTERM or SIGINT stops accepting, lets open streams finish
+(up to --grace seconds), then exits 0.
+
+Flags:
+  --upstream URL       the AG-UI endpoint's origin and base path (http or https); required
+  --listen HOST:PORT   default 127.0.0.1:8787; port 0 picks a free port; [::1]:8787 for IPv6
+  --grace SECONDS      default 10: how long SIGTERM waits for open streams
+  --log-level LEVEL    fatal, error, warn, info, debug, trace or silent
+                       default info        env AGUI_STATE_LOG_LEVEL
+
+A request for /agent/run on the proxy goes to URL's path joined with /agent/run.
+Host becomes the upstream's; X-Forwarded-For, -Host and -Proto are added. A
+gzip, deflate or br event stream is decoded, fixed, and sent unencoded. Each
+request opens its own upstream connection; one not made within 10 s is a 502.
+
+Example:
+  agui-state proxy --upstream http://127.0.0.1:8000 --listen 0.0.0.0:8787
+`;
+
+/** Splits HOST:PORT (HOST may be a bracketed IPv6 address). Throws UsageError when it is not one. */
+export function parseListen(text: string): { host: string; port: number } {
+  const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([^:[\]\s]+)):(\d{1,5})$/.exec(text);
+  const port = m ? Number(m[3]) : NaN;
+  if (!m || port > 65535) throw new UsageError(`--listen: expected HOST:PORT with a port from 0 to 65535, got ${JSON.stringify(text)}`);
+  return { host: (m[1] ?? m[2]) as string, port };
+}
+
+/** Reads the upstream URL. Throws UsageError unless it is an absolute http(s) URL without credentials' surprises. */
+export function parseUpstream(text: string | undefined): URL {
+  if (text === undefined || text === "") throw new UsageError("proxy: --upstream URL is required; see agui-state proxy --help");
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new UsageError(`--upstream: not a URL: ${JSON.stringify(text)}`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw new UsageError(`--upstream: expected an http or https URL, got ${JSON.stringify(text)}`);
+  if (url.search !== "" || url.hash !== "") throw new UsageError(`--upstream: expected no query or fragment, got ${JSON.stringify(text)}`);
+  return url;
+}
+
+export function parseProxyArgs(argv: string[], env: NodeJS.ProcessEnv): ProxyOptions {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: { upstream: { type: "string" }, listen: { type: "string" }, grace: { type: "string" }, "log-level": { type: "string" } },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  const upstream = parseUpstream(values["upstream"] as string | undefined);
+  const { host, port } = parseListen(String(values["listen"] ?? "127.0.0.1:8787"));
+  const graceText = String(values["grace"] ?? "10");
+  const grace = /^\d+(\.\d+)?$/.test(graceText) ? Number(graceText) : NaN;
+  if (!Number.isFinite(grace)) throw new UsageError(`--grace: expected a number of seconds, got ${JSON.stringify(graceText)}`);
+  const level = String(values["log-level"] ?? env["AGUI_STATE_LOG_LEVEL"] ?? "info");
+  if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new UsageError(`--log-level: expected one of ${LOG_LEVELS.join(", ")}, got ${JSON.stringify(level)}`);
+  return { upstream, host, port, logLevel: level as LogLevel, graceMs: Math.round(grace * 1000) };
+}
+
+/**
+ * `agui-state proxy`: parses the flags (a UsageError escapes to the caller,
+ * which exits 2), then runs the proxy until SIGTERM/SIGINT and exits 0, or
+ * exits 1 when it cannot listen. The server is loaded only here, so the
+ * sidecar's start never pays for node:http.
+ */
+export function proxyCommand(argv: string[]): void {
+  const options = parseProxyArgs(argv, process.env);
+  void import("../proxy/main.js").then(({ runProxy }) => runProxy(options));
+}

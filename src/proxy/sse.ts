@@ -1,0 +1,104 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Readable } from "node:stream";
+import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
+import type { Log } from "../log.js";
+import { StreamFixer, type Finding } from "../stream/fixer.js";
+import type { Baseline } from "./baseline.js";
+import { endToEnd } from "./headers.js";
+
+/** Whether a Content-Type is an AG-UI event stream in SSE framing. */
+export const isEventStream = (type: string | undefined): boolean => type !== undefined && /^\s*text\/event-stream\s*(;|$)/i.test(type);
+
+/** Whether a Content-Type is AG-UI's protobuf framing, which the fixer cannot read. */
+export const isProtobuf = (type: string | undefined): boolean => type !== undefined && /^\s*application\/vnd\.ag-ui\.event\+proto\s*(;|$)/i.test(type);
+
+/** Decoders for the content codings the fixer can see through; any other coding is passed untouched. */
+const DECODERS: Record<string, () => NodeJS.ReadWriteStream> = {
+  gzip: createGunzip,
+  "x-gzip": createGunzip,
+  deflate: createInflate,
+  br: createBrotliDecompress,
+};
+
+/** Whether the stream can be fixed: it is not encoded, or in a coding we can decode. */
+export function canDecode(encoding: string | undefined): boolean {
+  return encoding === undefined || encoding === "identity" || DECODERS[encoding.trim().toLowerCase()] !== undefined;
+}
+
+/** Counts of findings by kind, for the one summary line per stream. */
+export type FindingCounts = Record<Finding["kind"], number>;
+
+/**
+ * Sends an upstream event stream to the client through a StreamFixer whose
+ * mirror starts at the request's baseline. The fixed stream is sent decoded
+ * (without Content-Encoding) and without Content-Length, since fixing changes
+ * its length. Back-pressure: the upstream is paused while the client's
+ * socket is full. Resolves when the client has the whole stream, or when
+ * either side went away (`complete` false).
+ */
+export async function fixStream(upstream: IncomingMessage, res: ServerResponse, baseline: Promise<Baseline>, log: Log): Promise<{ complete: boolean; counts: FindingCounts }> {
+  const counts: FindingCounts = { dropped: 0, ignored: 0, fatal: 0 };
+  const { state, note } = await baseline;
+  // While the body was still arriving, the client may have left (or a 502 gone out).
+  if (res.headersSent || res.destroyed) return { complete: false, counts };
+  if (note !== undefined) log.warn({ note }, "the request's RunAgentInput.state could not be read; the mirror starts at {}");
+  const fixer = new StreamFixer({
+    state,
+    onFinding: (f) => {
+      counts[f.kind]++;
+      // One line per finding at debug only: a sloppy upstream can make one per event.
+      if (f.kind === "fatal") log.warn({ finding: f }, "event stream finding");
+      else log.debug({ finding: f }, "event stream finding");
+    },
+  });
+  const encoding = upstream.headers["content-encoding"]?.trim().toLowerCase();
+  const decoder = encoding !== undefined && encoding !== "identity" ? DECODERS[encoding] : undefined;
+  const source: Readable = decoder ? (upstream.pipe(decoder()) as unknown as Readable) : upstream;
+  res.writeHead(upstream.statusCode ?? 200, upstream.statusMessage, endToEnd(upstream.headers, ["content-length", "content-encoding"]));
+  // Many proxies and browsers wait for the first bytes before they show a
+  // stream; the headers go now rather than with the first event.
+  res.flushHeaders();
+
+  return new Promise((resolve) => {
+    let settled = false;
+    const done = (complete: boolean) => {
+      if (settled) return;
+      settled = true;
+      resolve({ complete, counts });
+    };
+    const send = (text: string) => {
+      if (text !== "" && !res.write(text)) {
+        source.pause();
+        res.once("drain", () => source.resume());
+      }
+    };
+    source.on("data", (chunk: Buffer) => {
+      try {
+        send(fixer.push(chunk));
+      } catch (e) {
+        fail(e as Error);
+      }
+    });
+    source.on("end", () => {
+      try {
+        res.end(fixer.end(), () => done(true));
+      } catch (e) {
+        fail(e as Error);
+      }
+    });
+    // The upstream (or the decoder) broke off mid-stream: the client must see
+    // a broken stream, not a clean end that would look like a finished run.
+    const fail = (e: Error) => {
+      if (settled) return;
+      log.error({ err: { message: e.message, code: (e as NodeJS.ErrnoException).code } }, "the event stream broke off mid-stream; closing the client's connection so it does not look finished");
+      res.destroy();
+      done(false);
+    };
+    source.on("error", fail);
+    if (source !== upstream) upstream.on("error", fail);
+    upstream.on("close", () => {
+      if (!upstream.complete) fail(new Error("the upstream closed the stream before its end"));
+    });
+    res.on("close", () => done(res.writableFinished));
+  });
+}

@@ -1,0 +1,227 @@
+/**
+ * An incremental reader of AG-UI event streams, in either framing:
+ * - Server-Sent Events, as the HTML Standard's "Interpreting an event stream"
+ *   (§9.2.6) reads them: lines end with CRLF, LF or CR; a blank line
+ *   dispatches the event; a line starting with ":" is a comment; "field:
+ *   value" loses one space after the colon; a line without a colon is a field
+ *   with an empty value; `data` lines join with "\n"; a block without data
+ *   dispatches nothing. `event`, `id` and `retry` are read past (they pass
+ *   through untouched). A BOM at the start is skipped.
+ * - NDJSON: one event object per line, "\n" or "\r\n".
+ * The framing is taken from the first non-blank line: SSE when it is a comment
+ * or an SSE field (`data`, `event`, `id`, `retry`), NDJSON otherwise.
+ *
+ * Every byte of the input comes out again in some item's `raw`, in order, so
+ * a caller that writes `raw` back reproduces the input exactly. Bytes that
+ * are not UTF-8 are read as U+FFFD, as @ag-ui/client's decoder reads them.
+ */
+
+export type Framing = "sse" | "ndjson";
+
+export interface StreamItem {
+  /** The item's text exactly as read. */
+  raw: string;
+  /** The event's data (SSE: its data lines joined; NDJSON: the line), or undefined for text that carries no event. */
+  data?: string;
+  /** The 1-based line the item starts on. */
+  line: number;
+}
+
+const BOM = "\uFEFF";
+/** A line that can only be SSE: a comment, or a field the SSE spec defines. */
+const SSE_LINE = /^(?::|(?:data|event|id|retry)(?::|$))/;
+
+export class EventReader {
+  private readonly decoder = new TextDecoder("utf-8", { ignoreBOM: true });
+  private buf = "";
+  /** Where the unfinished item starts in `buf`, and the offset up to which lines were read. */
+  private start = 0;
+  private pos = 0;
+  /** The line number of the next line to read, and of the unfinished item's first line. */
+  private lineNo = 1;
+  private startLine = 1;
+  /** The last line ended with a CR at the end of a chunk: a LF that follows belongs to it. */
+  private pendingCR = false;
+  private data: string[] = [];
+  private hasData = false;
+  private first = true;
+  framing: Framing | undefined;
+
+  /** Reads a chunk of the input; returns the items it completes. */
+  push(chunk: Uint8Array | string): StreamItem[] {
+    const text = typeof chunk === "string" ? chunk : this.decoder.decode(chunk, { stream: true });
+    return this.read(text, false);
+  }
+
+  /** The end of the input: whatever remains, an unterminated last line included. */
+  end(): StreamItem[] {
+    return this.read(this.decoder.decode(), true);
+  }
+
+  private read(text: string, last: boolean): StreamItem[] {
+    const out: StreamItem[] = [];
+    if (this.start > 0) {
+      this.buf = this.buf.slice(this.start);
+      this.pos -= this.start;
+      this.start = 0;
+    }
+    this.buf += text;
+    if (this.pendingCR && this.buf.length > this.pos) {
+      this.pendingCR = false;
+      // The LF of a CRLF split across chunks: part of the line before it.
+      if (this.buf.charCodeAt(this.pos) === 10) {
+        this.pos++;
+        if (this.start === this.pos - 1) this.emit(out, undefined);
+      }
+    }
+    if (this.framing === undefined && !this.detect(out, last)) return out;
+    if (this.framing === "ndjson") this.ndjson(out, last);
+    else this.sse(out, last);
+    return out;
+  }
+
+  /**
+   * Settles the framing from the first non-blank line, once it is whole: SSE
+   * when it is a comment or one of the SSE spec's fields (data, event, id,
+   * retry), NDJSON otherwise. Blank lines before it pass through.
+   */
+  private detect(out: StreamItem[], last: boolean): boolean {
+    let i = this.pos;
+    if (this.first && this.buf.startsWith(BOM)) i++;
+    for (; i < this.buf.length; i++) {
+      const c = this.buf.charCodeAt(i);
+      if (c === 32 || c === 9 || c === 10 || c === 13) continue;
+      let end = i;
+      while (end < this.buf.length && this.buf.charCodeAt(end) !== 10 && this.buf.charCodeAt(end) !== 13) end++;
+      if (end === this.buf.length && !last) return false;
+      this.framing = SSE_LINE.test(this.buf.slice(i, end)) ? "sse" : "ndjson";
+      return true;
+    }
+    if (last && this.buf.length > this.start) this.emit(out, undefined, this.buf.length);
+    return false;
+  }
+
+  private emit(out: StreamItem[], data: string | undefined, to = this.pos): void {
+    const item: StreamItem = { raw: this.buf.slice(this.start, to), line: this.startLine };
+    if (data !== undefined) item.data = data;
+    out.push(item);
+    this.start = to;
+    this.startLine = this.lineNo;
+    this.first = false;
+  }
+
+  private ndjson(out: StreamItem[], last: boolean): void {
+    const buf = this.buf;
+    for (;;) {
+      const nl = buf.indexOf("\n", this.pos);
+      const end = nl === -1 ? buf.length : nl;
+      if (nl === -1 && !(last && end > this.start)) break;
+      let content = buf.slice(this.start, end);
+      if (content.charCodeAt(content.length - 1) === 13) content = content.slice(0, -1);
+      if (this.first && content.startsWith(BOM)) content = content.slice(1);
+      this.pos = nl === -1 ? end : nl + 1;
+      this.lineNo++;
+      // A line of JSON starts with "{": only a line that starts with whitespace (or is empty) may be blank.
+      const c = content.charCodeAt(0);
+      this.emit(out, content.length === 0 || ((c === 32 || c === 9 || c === 0xfeff) && /^[ \t\uFEFF]*$/.test(content)) ? undefined : content);
+      if (nl === -1) break;
+    }
+  }
+
+  private sse(out: StreamItem[], last: boolean): void {
+    const buf = this.buf;
+    for (;;) {
+      let i = this.pos;
+      let c = 0;
+      for (; i < buf.length; i++) {
+        c = buf.charCodeAt(i);
+        if (c === 10 || c === 13) break;
+      }
+      if (i === buf.length) {
+        if (last && i > this.pos) this.field(buf.slice(this.pos, i));
+        if (last) {
+          this.pos = i;
+          if (this.pos > this.start) this.emit(out, this.hasData ? this.data.join("\n") : undefined);
+        }
+        return;
+      }
+      // A CR at the end of what has arrived ends the line now; a LF after it is skipped when it comes.
+      let next = i + 1;
+      if (c === 13) {
+        if (next < buf.length) {
+          if (buf.charCodeAt(next) === 10) next++;
+        } else if (!last) this.pendingCR = true;
+      }
+      const blank = i === this.pos;
+      if (!blank) this.field(buf.slice(this.pos, i));
+      this.pos = next;
+      this.lineNo++;
+      if (blank) {
+        // Dispatch (or, for a block without data, pass its text through).
+        this.emit(out, this.hasData ? this.data.join("\n") : undefined);
+        this.data = [];
+        this.hasData = false;
+      }
+    }
+  }
+
+  /** One SSE line: only `data` matters to the reader; the rest passes through in `raw`. */
+  private field(line: string): void {
+    if (this.first && this.pos === 0 && line.startsWith(BOM)) line = line.slice(1);
+    if (line.charCodeAt(0) === 58 /* : */) return;
+    const colon = line.indexOf(":");
+    const name = colon === -1 ? line : line.slice(0, colon);
+    if (name !== "data") return;
+    let value = colon === -1 ? "" : line.slice(colon + 1);
+    if (value.charCodeAt(0) === 32) value = value.slice(1);
+    this.data.push(value);
+    this.hasData = true;
+  }
+}
+
+/** The lines of an SSE block, each with its terminator ("" for an unterminated last line). */
+function linesOf(raw: string): { text: string; end: string }[] {
+  const out: { text: string; end: string }[] = [];
+  let s = 0;
+  for (let i = 0; i < raw.length; i++) {
+    const c = raw.charCodeAt(i);
+    if (c !== 10 && c !== 13) continue;
+    const end = c === 13 && raw.charCodeAt(i + 1) === 10 ? "\r\n" : c === 13 ? "\r" : "\n";
+    out.push({ text: raw.slice(s, i), end });
+    i += end.length - 1;
+    s = i + 1;
+  }
+  if (s < raw.length) out.push({ text: raw.slice(s), end: "" });
+  return out;
+}
+
+const isDataLine = (text: string): boolean => {
+  const t = text.startsWith(BOM) ? text.slice(1) : text;
+  return t === "data" || t.startsWith("data:");
+};
+
+/**
+ * An SSE block with its data replaced: the first `data` line carries `data`
+ * (one line: it is compact JSON), the other `data` lines go, and every other
+ * line (comments, `id`, `event`, `retry`, the blank line) stays as it was.
+ * With `data` undefined every `data` line goes; a block left with nothing but
+ * its blank line is then "" (an `id` line kept without data still moves the
+ * last event ID, as the SSE spec reads such a block).
+ */
+export function rewriteSse(raw: string, data: string | undefined): string {
+  let out = "";
+  let placed = false;
+  let kept = false;
+  for (const { text, end } of linesOf(raw)) {
+    if (isDataLine(text)) {
+      if (data !== undefined && !placed) {
+        out += (text.startsWith(BOM) ? BOM : "") + "data: " + data + end;
+        placed = true;
+      } else if (text.startsWith(BOM)) out += BOM;
+      continue;
+    }
+    if (text !== "") kept = true;
+    out += text + end;
+  }
+  return placed || kept ? out : "";
+}

@@ -1,0 +1,244 @@
+import jsonpatch, { type Operation } from "fast-json-patch";
+import { NO_LIMITS, applyOp, decodeOp, escapeSegment, formatPointer, hasMember, isObject, newDoc, parsePointer, type Json } from "../core/index.js";
+
+/** One event the client would not apply (protocol/README.md §13). */
+export interface Finding {
+  /** 1-based number of the event in the stream. */
+  event: number;
+  /** The event's first line in the input, 1-based. */
+  line: number;
+  kind: "dropped" | "ignored" | "fatal";
+  type: string;
+  /** The op's position in the event's patch, as sent. */
+  index?: number;
+  pointer?: string;
+  /** A skip code (§4), or one of §13's event codes. */
+  code: string;
+  message: string;
+  hint?: string;
+}
+
+/** Where an event sits in the input: what every finding about it names. */
+export interface At {
+  event: number;
+  line: number;
+  type: string;
+}
+
+/** The op-level part of a finding. */
+export interface OpFinding {
+  index?: number;
+  pointer?: string;
+  code: string;
+  message: string;
+  hint?: string;
+}
+
+export function finding(at: At, kind: Finding["kind"], f: Omit<Finding, "event" | "line" | "type" | "kind">): Finding {
+  const out: Finding = { event: at.event, line: at.line, kind, type: at.type } as Finding;
+  if (f.index !== undefined) out.index = f.index;
+  if (f.pointer !== undefined) out.pointer = f.pointer;
+  out.code = f.code;
+  out.message = f.message;
+  if (f.hint !== undefined) out.hint = f.hint;
+  return out;
+}
+
+export const UNUSABLE = "the client holds a value that is not JSON (an earlier op moved the root into itself, or a missing value onto it), so no patch applies to it any more";
+
+/** Whether the client can copy a value with structuredClone, as it does every state and content it keeps. */
+export function cloneable(v: unknown): boolean {
+  try {
+    structuredClone(v);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * INHERITED_MEMBER: fast-json-patch reads `obj[key]`, so `/constructor` or
+ * `/toString` "exist" on every object and a move or copy from them puts a
+ * function in the document. The patch applies; the client's structuredClone
+ * of the result then throws: outside any try for the state (the run fails),
+ * inside the patch's try for an activity (a warning).
+ */
+export function inherited(activity: boolean): { code: string; message: string } {
+  const what = "the patch reads a member every object inherits (such as `constructor` or `toString`), which fast-json-patch takes for a member, and the result holds a function";
+  return { code: "INHERITED_MEMBER", message: activity ? `${what}: the client cannot copy the patched content, warns, and keeps the activity as it was` : `${what}: copying the new state fails, and so does the client's run` };
+}
+
+/** Whether the client can print (and copy) a value: JSON.stringify neither throws nor gives undefined. */
+export function printable(v: unknown): boolean {
+  try {
+    return JSON.stringify(v) !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+/** fast-json-patch's error names, as skip codes (protocol/README.md §4). */
+const FJP_CODES: Record<string, string> = {
+  OPERATION_NOT_AN_OBJECT: "INVALID_OP",
+  OPERATION_OP_INVALID: "INVALID_OP",
+  OPERATION_PATH_INVALID: "INVALID_POINTER",
+  OPERATION_FROM_REQUIRED: "INVALID_OP",
+  OPERATION_VALUE_REQUIRED: "INVALID_OP",
+  OPERATION_VALUE_CANNOT_CONTAIN_UNDEFINED: "INVALID_OP",
+  OPERATION_PATH_CANNOT_ADD: "PATH_NOT_FOUND",
+  OPERATION_PATH_UNRESOLVABLE: "PATH_NOT_FOUND",
+  OPERATION_FROM_UNRESOLVABLE: "FROM_NOT_FOUND",
+  OPERATION_PATH_ILLEGAL_ARRAY_INDEX: "INVALID_INDEX",
+  OPERATION_VALUE_OUT_OF_BOUNDS: "INDEX_OUT_OF_BOUNDS",
+  TEST_OPERATION_FAILED: "TEST_FAILED",
+};
+
+const code = (s: string): string => "`" + s + "`";
+const pathOf = (op: unknown): string | undefined => (isObject(op as Json) && typeof (op as Record<string, unknown>)["path"] === "string" ? ((op as Record<string, unknown>)["path"] as string) : undefined);
+
+/**
+ * Runs `fn` with stack traces off: fast-json-patch signals each failure with
+ * an Error, whose stack V8 would capture at a cost many times that of the op.
+ */
+function quietly<T>(fn: () => T): T {
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  try {
+    return fn();
+  } finally {
+    Error.stackTraceLimit = limit;
+  }
+}
+
+/**
+ * fast-json-patch's verdict on a patch, as `applyPatch(doc, patch, true,
+ * false)` reaches it (one copy of the document, then the ops in order, each
+ * validated), and where and why it fails: undefined when it applies. The op
+ * is found by applying the ops one at a time, since the library's own error
+ * says index 0 for every failure its validator finds. The code is the
+ * project's core's reading of that op against the document as it stood
+ * before it, which names the failing step; where the core would have applied
+ * the op (fast-json-patch walks a move's target before the removal, §5 rule
+ * 6), fast-json-patch's error name is mapped. `indexOf` maps a position in
+ * the patch the client applied back to the op's position as sent (the schema
+ * stage may have stripped ops before it).
+ */
+export function patchVerdict(doc: Json, patch: readonly unknown[], indexOf: (i: number) => number): OpFinding | undefined {
+  return quietly(() => {
+    let work: Json;
+    try {
+      work = jsonpatch.deepClone(doc) as Json;
+    } catch {
+      // applyPatch copies the document through JSON first. That fails only once the client holds
+      // something that is not JSON, which fast-json-patch itself can leave: a cycle (a move or copy of
+      // the root into itself) or undefined (a move of a missing value onto the root).
+      return { index: indexOf(0), code: "UNUSABLE_STATE", message: UNUSABLE };
+    }
+    // fast-json-patch inserts an op's value by reference, and a later op may change it: the ops are copied.
+    const ops = jsonpatch.deepClone(patch) as unknown[];
+    for (let i = 0; i < ops.length; i++) {
+      let error: unknown;
+      try {
+        work = jsonpatch.applyOperation(work, ops[i] as Operation, true, true, true, i).newDocument as Json;
+        continue;
+      } catch (e) {
+        error = e;
+      }
+      // `work` is the document before op i (a failing move may have taken its value out already).
+      return explain(work, patch[i], error, indexOf(i));
+    }
+    return cloneable(work) ? undefined : INHERITS;
+  });
+}
+
+/** patchVerdict's answer for a patch that applies but leaves a function in the document (see inherited). */
+export const INHERITS: OpFinding = { code: "INHERITED_MEMBER", message: "" };
+
+/** The finding for op `op`, which fast-json-patch refused with `error` against `before`. */
+function explain(before: Json, op: unknown, error: unknown, index: number): OpFinding {
+  const name = (error as { name?: string }).name ?? "";
+  const mapped = { code: error instanceof TypeError && /__proto__/.test(error.message) ? "FORBIDDEN_KEY" : (FJP_CODES[name] ?? "INVALID_OP"), message: (error as Error).message };
+  const decoded = decodeOp(op);
+  let why: { code: string; message: string } = decoded.ok ? mapped : decoded.error;
+  let hint: string | undefined;
+  if (decoded.ok && printable(before)) {
+    why = applyOp(newDoc(jsonpatch.deepClone(before) as Json), decoded.value, NO_LIMITS, []) ?? mapped;
+    hint = opHint(before, op as Record<string, unknown>, why.code);
+  }
+  const out: OpFinding = { index, code: why.code, message: why.message };
+  const pointer = pathOf(op);
+  if (pointer !== undefined) out.pointer = pointer;
+  if (hint) out.hint = hint;
+  return out;
+}
+
+/** The finding for a patch the client refused (`applyPatch` threw): patchVerdict's, which is then never undefined. */
+export function diagnosePatch(doc: Json, patch: readonly unknown[], indexOf: (i: number) => number): OpFinding {
+  const f = patchVerdict(doc, patch, indexOf);
+  return f && f !== INHERITS ? f : { index: indexOf(0), code: "INVALID_OP", message: "the client refused the patch" };
+}
+
+/** Hints for an op the schema stage refused or stripped. */
+export function schemaHint(op: unknown, what: string): string | undefined {
+  if (!isObject(op as Json)) return undefined;
+  const o = op as Record<string, unknown>;
+  for (const k of ["path", "from"]) {
+    const p = o[k];
+    if (typeof p !== "string") continue;
+    if (/~(?![01])/.test(p)) return `a ${code("~")} in a key is written ${code("~0")}: write ${code(p.replace(/~(?![01])/g, "~0"))}`;
+    if (p !== "" && !p.startsWith("/")) return `a pointer starts with ${code("/")}: write ${code("/" + p.split("/").map((s) => escapeSegment(s)).join("/"))}`;
+  }
+  if (/missing "value"/.test(what)) return `${code(String(o["op"]))} needs a ${code("value")} (null is a value)`;
+  if (/is not an RFC 6902 op/.test(what)) return `the ops are add, remove, replace, move, copy and test`;
+  return undefined;
+}
+
+/** Where a path first leaves the document: the number of tokens that exist. */
+function reach(doc: Json, tokens: readonly string[]): { depth: number; container: Json } {
+  let cur = doc;
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i] as string;
+    if (isObject(cur) && hasMember(cur, t)) cur = cur[t] as Json;
+    else if (Array.isArray(cur) && /^(0|[1-9][0-9]*)$/.test(t) && Number(t) < cur.length) cur = cur[Number(t)] as Json;
+    else return { depth: i, container: cur };
+  }
+  return { depth: tokens.length, container: cur };
+}
+
+/**
+ * A hint for an op that failed against `doc`: a key with an unescaped "/"
+ * (ag-ui #2242), a missing array before an append, a replace of a member that
+ * is not there (CopilotKit #4934, soliplex #1255), an index past the end.
+ */
+function opHint(doc: Json, op: Record<string, unknown>, why: string): string | undefined {
+  const path = op["path"] as string;
+  const parsed = parsePointer(path);
+  if (!parsed.ok || parsed.value.length === 0) return undefined;
+  const tokens = parsed.value;
+  const { depth, container } = reach(doc, tokens);
+  const missing = formatPointer(tokens.slice(0, depth + 1));
+  if (depth < tokens.length && isObject(container)) {
+    // A key that holds "/" and was not escaped: the rest of the path read as one key.
+    for (let m = tokens.length; m > depth + 1; m--) {
+      const key = tokens.slice(depth, m).join("/");
+      if (hasMember(container, key)) return `the key contains ${code("/")}: write ${code(formatPointer([...tokens.slice(0, depth), key, ...tokens.slice(m)]))}`;
+    }
+  }
+  if (why === "PATH_NOT_FOUND" && depth < tokens.length) {
+    const last = depth === tokens.length - 1;
+    if (op["op"] === "add" && depth === tokens.length - 2 && tokens[tokens.length - 1] === "-" && isObject(container)) {
+      return `${code(missing)} does not exist: add it as ${code("[]")} first (${code("fix")} does this)`;
+    }
+    if (op["op"] === "replace" && last && isObject(container)) {
+      return `${code(missing)} does not exist, and replace needs a member that exists: use add (${code("fix")} does this)`;
+    }
+    if (!last && isObject(container)) {
+      const rest = tokens.slice(depth).join("/");
+      return `${code(missing)} does not exist. If ${code(rest)} is one key, write ${code(formatPointer([...tokens.slice(0, depth), rest]))}; otherwise add ${code(missing)} first`;
+    }
+  }
+  if (why === "INDEX_OUT_OF_BOUNDS" && op["op"] === "add" && depth === tokens.length - 1 && Array.isArray(container)) {
+    return `the array has ${container.length} elements: append with ${code(formatPointer([...tokens.slice(0, -1), "-"]))}`;
+  }
+  return undefined;
+}

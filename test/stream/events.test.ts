@@ -1,0 +1,131 @@
+import { describe, expect, it } from "vitest";
+import { EventReader, rewriteSse, type StreamItem } from "../../src/stream/events.js";
+
+/**
+ * The reader against the HTML Standard's "Interpreting an event stream"
+ * (§9.2.6) for SSE, and one object per line for NDJSON. Every test also
+ * checks that the items' raw text is the input, byte for byte.
+ */
+
+function read(input: string | Uint8Array, chunks?: number[]): { items: StreamItem[]; reader: EventReader } {
+  const reader = new EventReader();
+  const bytes = typeof input === "string" ? new TextEncoder().encode(input) : input;
+  const cuts = [0, ...(chunks ?? []), bytes.length];
+  const items: StreamItem[] = [];
+  for (let i = 0; i + 1 < cuts.length; i++) items.push(...reader.push(bytes.subarray(cuts[i], cuts[i + 1])));
+  items.push(...reader.end());
+  expect(items.map((i) => i.raw).join("")).toBe(new TextDecoder("utf-8", { ignoreBOM: true }).decode(bytes));
+  return { items, reader };
+}
+
+const events = (input: string, chunks?: number[]) => read(input, chunks).items.filter((i) => i.data !== undefined).map((i) => ({ data: i.data, line: i.line }));
+
+describe("the SSE reader", () => {
+  it("joins the data lines of an event with LF and dispatches on a blank line", () => {
+    expect(events('data: {"a":\ndata: 1}\n\ndata: 2\n\n')).toEqual([
+      { data: '{"a":\n1}', line: 1 },
+      { data: "2", line: 4 },
+    ]);
+  });
+
+  it("ignores comments and the id, event and retry fields, and keeps them in the raw text", () => {
+    const { items } = read(': keep-alive\nid: 7\nevent: message\nretry: 1000\ndata: {"x":1}\n\n');
+    expect(items).toEqual([{ raw: ': keep-alive\nid: 7\nevent: message\nretry: 1000\ndata: {"x":1}\n\n', data: '{"x":1}', line: 1 }]);
+  });
+
+  it("removes one space after the colon, no more, and reads a field without a colon as empty", () => {
+    expect(events("data:x\n\ndata:  x\n\ndata\ndata\n\n").map((e) => e.data)).toEqual(["x", " x", "\n"]);
+  });
+
+  it("dispatches nothing for a block without data, which passes through", () => {
+    const { items } = read(": ping\n\nid: 3\n\n\ndata: 1\n\n");
+    expect(items.map((i) => [i.raw, i.data])).toEqual([
+      [": ping\n\n", undefined],
+      ["id: 3\n\n", undefined],
+      ["\n", undefined],
+      ["data: 1\n\n", "1"],
+    ]);
+  });
+
+  it("accepts CRLF, CR alone and LF, mixed, as line ends", () => {
+    expect(events("data: 1\r\n\r\ndata: 2\r\rdata: 3\n\ndata: 4\r\n\n").map((e) => e.data)).toEqual(["1", "2", "3", "4"]);
+    expect(events("data: 1\r\n\r\ndata: 2\r\r").map((e) => e.line)).toEqual([1, 3]);
+  });
+
+  it("skips a BOM at the start of the stream and keeps it in the raw text", () => {
+    const { items, reader } = read("\uFEFFdata: 1\n\n");
+    expect(reader.framing).toBe("sse");
+    expect(items).toEqual([{ raw: "\uFEFFdata: 1\n\n", data: "1", line: 1 }]);
+  });
+
+  it("reads an event that the end of the input cuts off before its blank line, as @ag-ui/client does", () => {
+    expect(events("data: 1\n\ndata: 2\n")).toEqual([
+      { data: "1", line: 1 },
+      { data: "2", line: 3 },
+    ]);
+  });
+
+  it("gives the same items however the bytes are split, at every offset and byte by byte", () => {
+    const input = ": c\r\ndata: {\"é\":\"😀\"}\r\n\r\nid: 1\rdata: 2\r\rdata: 3\ndata: 4\n\n";
+    const bytes = new TextEncoder().encode(input);
+    // A CR that ends a blank line dispatches at once, so the LF of a CRLF cut off from it passes
+    // through as its own item: the raw text is the same in total (read() checks it), item edges may move.
+    const dataOf = (items: StreamItem[]) => items.filter((i) => i.data !== undefined).map((i) => [i.data, i.line]);
+    const whole = dataOf(read(bytes).items);
+    expect(whole).toEqual([['{"é":"😀"}', 1], ["2", 4], ["3\n4", 7]]);
+    for (let cut = 1; cut < bytes.length; cut++) expect(dataOf(read(bytes, [cut]).items)).toEqual(whole);
+    const every = Array.from({ length: bytes.length - 1 }, (_, i) => i + 1);
+    expect(dataOf(read(bytes, every).items)).toEqual(whole);
+  });
+
+  it("completes an event when its blank line arrives, before any more input", () => {
+    const reader = new EventReader();
+    expect(reader.push("data: 1\n")).toEqual([]);
+    expect(reader.push("\n")).toEqual([{ raw: "data: 1\n\n", data: "1", line: 1 }]);
+    // A CR ends the line at once; the LF of a CRLF that follows in the next chunk joins it.
+    expect(reader.push("data: 2\r\n\r")).toEqual([{ raw: "data: 2\r\n\r", data: "2", line: 3 }]);
+    expect(reader.push("\ndata: 3\r\n\r\n")).toEqual([
+      { raw: "\n", line: 5 },
+      { raw: "data: 3\r\n\r\n", data: "3", line: 5 },
+    ]);
+  });
+});
+
+describe("the NDJSON reader", () => {
+  it("reads one event per line, with LF or CRLF, and passes blank lines through", () => {
+    const { items, reader } = read('{"a":1}\r\n\n{"b":2}\n   \n{"c":3}');
+    expect(reader.framing).toBe("ndjson");
+    expect(items.map((i) => [i.data, i.line])).toEqual([
+      ['{"a":1}', 1],
+      [undefined, 2],
+      ['{"b":2}', 3],
+      [undefined, 4],
+      ['{"c":3}', 5],
+    ]);
+  });
+
+  it("takes the framing from the first non-blank line: an SSE field or comment, or else NDJSON", () => {
+    expect(read("\n\n: hi\n\n").reader.framing).toBe("sse");
+    expect(read("retry: 10\n\n").reader.framing).toBe("sse");
+    expect(read("\n  null\n").reader.framing).toBe("ndjson");
+    expect(read("\uFEFF{}\n").items).toEqual([{ raw: "\uFEFF{}\n", data: "{}", line: 1 }]);
+  });
+
+  it("gives the same events however the bytes are split", () => {
+    const input = '{"type":"X","s":"ü"}\r\n\n{"type":"Y"}\n';
+    const bytes = new TextEncoder().encode(input);
+    const whole = read(bytes).items;
+    for (let cut = 1; cut < bytes.length; cut++) expect(read(bytes, [cut]).items).toEqual(whole);
+  });
+});
+
+describe("rewriteSse", () => {
+  it("puts new data in the first data line, drops the others, and keeps every other line and its end", () => {
+    expect(rewriteSse(": c\r\nid: 1\r\ndata: {\r\ndata: }\r\n\r\n", '{"a":1}')).toBe(': c\r\nid: 1\r\ndata: {"a":1}\r\n\r\n');
+  });
+
+  it("keeps an emptied event's id and comment lines, and drops an event that had nothing else", () => {
+    expect(rewriteSse("id: 9\ndata: 1\n\n", undefined)).toBe("id: 9\n\n");
+    expect(rewriteSse("data: 1\ndata: 2\n\n", undefined)).toBe("");
+  });
+});

@@ -1,0 +1,135 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { StreamChecker } from "../../src/stream/checker.js";
+import { EventReader } from "../../src/stream/events.js";
+import { StreamFixer, type Finding } from "../../src/stream/fixer.js";
+import { replayThroughClient, sseBlocks } from "./reference.js";
+import { CORPUS, stream, toNdjson, toSse, type Case } from "./streams.js";
+
+/**
+ * The fix guarantee: the fixed stream, replayed through the real
+ * @ag-ui/client 1.0.0, gives no warning, no error and skips nothing, and ends
+ * on exactly the state and activities fix's mirror holds; what fix cannot
+ * mend (a lifecycle break, an event other than a delta that the schema
+ * refuses, an unknown type) it counts as unfixed, and only then may the
+ * client still complain.
+ */
+const seed = process.env["FUZZ_SEED"] !== undefined ? Number(process.env["FUZZ_SEED"]) : process.env["CI"] === "true" ? 20261208 : undefined;
+const numRuns = Number(process.env["FC_RUNS"] ?? 200);
+const opts = { numRuns, ...(seed !== undefined ? { seed } : {}) };
+
+function fix(text: string, state: Case["state"], chunk = Infinity): { out: string; fixer: StreamFixer; findings: Finding[] } {
+  const findings: Finding[] = [];
+  const fixer = new StreamFixer({ state: structuredClone(state), onFinding: (f) => findings.push(f) });
+  let out = "";
+  const bytes = new TextEncoder().encode(text);
+  for (let i = 0; i < bytes.length; i += chunk) out += fixer.push(bytes.subarray(i, Math.min(bytes.length, i + chunk)));
+  return { out: out + fixer.end(), fixer, findings };
+}
+
+/** The data of each event in a stream, in order. */
+const eventsOf = (text: string): string[] => {
+  const r = new EventReader();
+  return [...r.push(text), ...r.end()].flatMap((i) => (i.data === undefined ? [] : [i.data]));
+};
+
+async function guarantee(c: Case): Promise<void> {
+  const text = toSse(c.events);
+  const { out, fixer } = fix(text, c.state);
+  const real = await replayThroughClient(sseBlocks(out), c.state);
+  if (fixer.unfixed === 0) {
+    expect(real.warnings).toEqual([]);
+    expect(real.error).toBeUndefined();
+    expect([...real.verdicts]).toEqual([]);
+    expect(real.state).toEqual(fixer.state);
+    expect(real.activities).toEqual(new Map(fixer.activities));
+  } else {
+    // What fix left as it was still trips the client: fix said so.
+    expect(real.verdicts.size).toBeGreaterThan(0);
+  }
+  // check agrees: the fixed stream holds nothing but what fix could not mend.
+  const checker = new StreamChecker(structuredClone(c.state));
+  const left = [...checker.push(out), ...checker.end()];
+  if (fixer.unfixed === 0) expect(left).toEqual([]);
+  // Fixing twice changes nothing more.
+  expect(fix(out, c.state).out).toBe(out);
+}
+
+describe("fix", () => {
+  for (const c of CORPUS) it(`makes the corpus stream apply: ${c.name}`, () => guarantee(c));
+
+  it("makes fuzzed well-framed streams apply, with nothing left unfixed", async () => {
+    await fc.assert(
+      fc.asyncProperty(stream(true), async (c) => {
+        expect(fix(toSse(c.events), c.state).fixer.unfixed).toBe(0);
+        await guarantee(c);
+      }),
+      opts,
+    );
+  });
+
+  it("makes fuzzed streams apply, or says what it could not mend", async () => {
+    await fc.assert(fc.asyncProperty(stream(false), guarantee), opts);
+  });
+
+  it("reports nothing on a stream the client applies whole, passes its other events byte for byte, and lands on the same state", async () => {
+    await fc.assert(
+      fc.asyncProperty(stream(true), async (c) => {
+        const text = toSse(c.events);
+        // Ops the client applies but fix refuses by design end elsewhere, so they are left out here:
+        // those naming the root (fast-json-patch lets them leave null, or a cycle; §11, §5 rule 7)
+        // and those through prototype keys (§3; fast-json-patch reads inherited members).
+        if (/"(path|from)":""|__proto__|constructor|prototype/.test(text + JSON.stringify(c.state))) return;
+        const checker = new StreamChecker(structuredClone(c.state));
+        if ([...checker.push(text), ...checker.end()].length > 0) return;
+        const { out, findings, fixer } = fix(text, c.state);
+        expect(findings).toEqual([]);
+        // Deltas may still be re-expressed (protocol/README.md §5 rule 7: no op names the root), never anything else.
+        const others = (t: string) => sseBlocks(t).filter((b) => !/"type":"(STATE|ACTIVITY)_DELTA"/.test(b));
+        expect(others(out)).toEqual(others(text));
+        expect(fixer.state).toEqual(checker.model.state);
+        expect(new Map(fixer.activities)).toEqual(new Map(checker.model.activities));
+      }),
+      opts,
+    );
+  });
+
+  it("words its findings as check does, up to the first event it changes", () => {
+    fc.assert(
+      fc.property(stream(false), (c) => {
+        const text = toSse(c.events);
+        const checker = new StreamChecker(structuredClone(c.state));
+        const checked = [...checker.push(text), ...checker.end()];
+        // One block at a time: fix writes each event as soon as it is complete, so each block's output is its own.
+        const findings: Finding[] = [];
+        const fixer = new StreamFixer({ state: structuredClone(c.state), onFinding: (f) => findings.push(f) });
+        const blocks = sseBlocks(text);
+        const changed = blocks.findIndex((b) => fixer.push(b) !== b) + 1 || Infinity;
+        // Until then fix's mirror is what the client holds, so the findings match, up to the event
+        // where the client's run fails (check stops there; fix goes on). At that event, a delta fix
+        // sends on may also meet a lifecycle break, which fix adds after check's findings.
+        const limit = Math.min(changed, checker.model.stopped?.event ?? Infinity);
+        const before = (fs: Finding[]) => fs.filter((f) => f.event < limit);
+        expect(before(findings)).toEqual(before(checked));
+        const at = (fs: Finding[]) => fs.filter((f) => f.event === limit);
+        const ours = at(findings);
+        const theirs = at(checked);
+        expect(ours.slice(0, theirs.length)).toEqual(theirs);
+        for (const f of ours.slice(theirs.length)) expect(f.code).toMatch(/^(FIRST_EVENT|AFTER_RUN_FINISHED|AFTER_RUN_ERROR|LIFECYCLE)$/);
+      }),
+      opts,
+    );
+  });
+
+  it("gives the same events in NDJSON as in SSE, and the same for any chunking", () => {
+    fc.assert(
+      fc.property(stream(false), fc.integer({ min: 1, max: 64 }), (c, chunk) => {
+        const sse = fix(toSse(c.events), c.state).out;
+        const nd = fix(toNdjson(c.events), c.state, chunk).out;
+        expect(eventsOf(nd)).toEqual(eventsOf(sse));
+        expect(fix(toSse(c.events), c.state, chunk).out).toBe(sse);
+      }),
+      opts,
+    );
+  });
+});
