@@ -1,8 +1,8 @@
-import { applyAtomic, cloneJson, isObject, jsonEqual, newDoc, ok, err, rootDiff, stateOverLimit, toWireOp, type Decoded, type Json, type JsonObject, type WireOp } from "../core/index.js";
-import { invalidParams, limitExceeded, unknownActivity, type CallResult } from "../protocol/errors.js";
+import { cloneJson, isObject, jsonEqual, newDoc, ok, err, rootDiff, stateOverLimit, toWireOp, type Json, type JsonObject, type WireOp } from "../core/index.js";
+import { invalidParams, unknownActivity, type CallResult } from "../protocol/errors.js";
 import type * as P from "../protocol/types.js";
 import type { Activity, Thread } from "../store/thread-store.js";
-import { applyDecoded, callError, roomFor } from "./room.js";
+import { applyBuilt, applyDecoded, roomFor, threadLimit } from "./room.js";
 
 /**
  * The four activity methods of protocol/README.md §10 on one thread, found
@@ -43,7 +43,7 @@ function put(ctx: ActivityContext, thread: Thread, messageId: string, type: stri
   const existing = thread.activities.get(messageId);
   const room = roomFor(ctx.limits, thread, existing?.doc);
   const over = stateOverLimit(content, room);
-  if (over) return err(over.limit === "maxStateBytes" ? limitExceeded("maxStateBytes", ctx.limits.maxStateBytes, over.actual + ctx.limits.maxStateBytes - room.maxStateBytes) : limitExceeded(over.limit, over.max, over.actual));
+  if (over) return err(threadLimit(over, ctx.limits.maxStateBytes - room.maxStateBytes));
   const changed = existing === undefined || existing.type !== type || !jsonEqual(existing.doc.root, content);
   if (!changed && existing) return ok({ activity: existing, changed });
   const activity: Activity = { type, doc: newDoc(ctx.adopt ? content : (cloneJson(content) as JsonObject)) };
@@ -94,9 +94,8 @@ export function diffActivity(ctx: ActivityContext, thread: Thread, p: P.DiffActi
   }
   const ops = rootDiff(a.doc.root, p.content);
   if (!Array.isArray(ops)) return err(invalidParams("/content", ops.code, ops.message));
-  const room = roomFor(ctx.limits, thread, a.doc);
-  const applied = applyAtomic(a.doc, ops.map((op): Decoded => ok(op)), { limits: room, normalize: false, adopt: ctx.adopt });
-  if (!applied.ok) return err(callError(applied.error, "/content", ctx.limits.maxStateBytes - room.maxStateBytes));
+  const applied = applyBuilt(ctx.limits, thread, a.doc, ops, "/content", ctx.adopt);
+  if (!applied.ok) return applied;
   const retyped = p.activityType !== undefined && p.activityType !== a.type;
   if (retyped) a.type = p.activityType as string;
   const delta = ops.map(toWireOp);

@@ -1,7 +1,6 @@
-import { applyAtomic, applyLenient, decodeOps, ok, type ChangeOp, type Doc, type Json, type OpError, type StateLimits } from "../core/index.js";
+import { applyAtomic, applyLenient, decodeOps, err, ok, type ChangeOp, type Decoded, type Doc, type Json, type LimitHit, type OpError, type StateLimits } from "../core/index.js";
 import { invalidParams, limitExceeded, patchFailed, type CallError, type CallResult } from "../protocol/errors.js";
-import type { Skipped } from "../protocol/types.js";
-import type { Limits } from "../protocol/types.js";
+import type { Limits, Skipped } from "../protocol/types.js";
 import { threadBytes, type Thread } from "../store/thread-store.js";
 
 /**
@@ -16,14 +15,32 @@ export function roomFor(limits: Readonly<Limits>, thread: Thread | undefined, do
 }
 
 /**
+ * -32003 for a document that hit its room: the room was the limit less the
+ * thread's other documents (`others` bytes), so report the thread's figures.
+ */
+export function threadLimit(hit: LimitHit, others: number): CallError {
+  return hit.limit === "maxStateBytes" ? limitExceeded("maxStateBytes", hit.max + others, hit.actual + others) : limitExceeded(hit.limit, hit.max, hit.actual);
+}
+
+/**
+ * Applies ops the service built (openRun's namespace, a diff's ops) to one
+ * document of `thread`, all or nothing, within its room; a failure is
+ * reported for `field`, with the thread's figures.
+ */
+export function applyBuilt(limits: Readonly<Limits>, thread: Thread, doc: Doc, ops: readonly ChangeOp[], field: string, adopt: boolean): CallResult<void> {
+  const room = roomFor(limits, thread, doc);
+  const out = applyAtomic(doc, ops.map((op): Decoded => ok(op)), { limits: room, normalize: false, adopt });
+  return out.ok ? ok(undefined) : err(callError(out.error, field, limits.maxStateBytes - room.maxStateBytes));
+}
+
+/**
  * The error of a change the service built itself (openRun's state and
  * namespace, a diff's ops): a limit (protocol/README.md §7), or the target
  * that could not be written, reported for the param that named it (§6,
  * diffState's errors).
  */
 export function callError(e: OpError, field: string, others = 0): CallError {
-  // The room was the limit less the thread's other documents: report the thread's figures.
-  if (e.limit) return e.limit.limit === "maxStateBytes" ? limitExceeded("maxStateBytes", e.limit.max + others, e.limit.actual + others) : limitExceeded(e.limit.limit, e.limit.max, e.limit.actual);
+  if (e.limit) return threadLimit(e.limit, others);
   switch (e.code) {
     case "INVALID_INDEX":
     case "PATH_NOT_FOUND":

@@ -33,7 +33,7 @@ import { DEFAULT_LIMITS } from "../protocol/limits.js";
 import type * as P from "../protocol/types.js";
 import { ThreadStore, type Thread } from "../store/thread-store.js";
 import * as activities from "./activities.js";
-import { applyDecoded, callError, roomFor } from "./room.js";
+import { applyBuilt, applyDecoded, callError, roomFor } from "./room.js";
 
 export interface ServiceOptions {
   limits?: Partial<P.Limits>;
@@ -328,9 +328,8 @@ export class StateService implements activities.ActivityContext {
 
   /** Applies ops the service built, all or nothing; bumps the version when something moved. */
   private commit(thread: Thread, ops: ChangeOp[], field: string, adopt = false): CallResult<P.ChangeResult> {
-    const room = this.room(thread, thread.doc);
-    const out = applyAtomic(thread.doc, ops.map((op): Decoded => ok(op)), { limits: room, normalize: false, adopt });
-    if (!out.ok) return err(callError(out.error, field, this.limits.maxStateBytes - room.maxStateBytes));
+    const out = applyBuilt(this.limits, thread, thread.doc, ops, field, adopt);
+    if (!out.ok) return out;
     if (ops.length) thread.version++;
     const delta = ops.map(toWireOp);
     return ok({ version: thread.version, delta, events: deltaEvents(delta) });
