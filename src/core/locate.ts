@@ -15,8 +15,9 @@ export const where = (path: Path, upto: number): string => clip(formatPointer(pa
 
 /** The FORBIDDEN_KEY error for a path that goes through a key no op may name (protocol/README.md §3), if it does. */
 export function forbidden(path: Path): OpError<"FORBIDDEN_KEY"> | undefined {
+  // path[-1] would be a property lookup off the array's fast path: the first step has no previous one.
   for (let i = 0; i < path.length; i++) {
-    if (isForbiddenStep(path[i - 1], path[i] as string)) {
+    if (isForbiddenStep(i === 0 ? undefined : path[i - 1], path[i] as string)) {
       return opError("FORBIDDEN_KEY", `${where(path, i + 1)} goes through a forbidden key`);
     }
   }

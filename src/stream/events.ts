@@ -42,8 +42,8 @@ export class EventReader {
   private startLine = 1;
   /** The last line ended with a CR at the end of a chunk: a LF that follows belongs to it. */
   private pendingCR = false;
-  private data: string[] = [];
-  private hasData = false;
+  /** The data lines of the block being read, joined with "\n" as they come; undefined before the first. */
+  private data: string | undefined;
   private first = true;
   framing: Framing | undefined;
 
@@ -130,52 +130,61 @@ export class EventReader {
 
   private sse(out: StreamItem[], last: boolean): void {
     const buf = this.buf;
+    const n = buf.length;
+    // indexOf for the line ends, not a loop over charCodeAt: the engine's
+    // search is several times faster, and the reader is half of fix's time.
+    // `cr` is where the next CR is (n: none), so that a stream without CRs
+    // is searched for one once per chunk, not once per line.
+    let cr = -1;
     for (;;) {
-      let i = this.pos;
-      let c = 0;
-      for (; i < buf.length; i++) {
-        c = buf.charCodeAt(i);
-        if (c === 10 || c === 13) break;
-      }
-      if (i === buf.length) {
-        if (last && i > this.pos) this.field(buf.slice(this.pos, i));
+      const pos = this.pos;
+      if (cr < pos) cr = (cr = buf.indexOf("\r", pos)) === -1 ? n : cr;
+      let i = buf.indexOf("\n", pos);
+      if (i === -1 || cr < i) i = cr;
+      if (i === n) {
+        if (last && i > pos) this.field(buf, pos, i);
         if (last) {
           this.pos = i;
-          if (this.pos > this.start) this.emit(out, this.hasData ? this.data.join("\n") : undefined);
+          if (this.pos > this.start) this.emit(out, this.data);
         }
         return;
       }
       // A CR at the end of what has arrived ends the line now; a LF after it is skipped when it comes.
       let next = i + 1;
-      if (c === 13) {
-        if (next < buf.length) {
+      if (i === cr) {
+        if (next < n) {
           if (buf.charCodeAt(next) === 10) next++;
         } else if (!last) this.pendingCR = true;
       }
-      const blank = i === this.pos;
-      if (!blank) this.field(buf.slice(this.pos, i));
+      const blank = i === pos;
+      if (!blank) this.field(buf, pos, i);
       this.pos = next;
       this.lineNo++;
       if (blank) {
         // Dispatch (or, for a block without data, pass its text through).
-        this.emit(out, this.hasData ? this.data.join("\n") : undefined);
-        this.data = [];
-        this.hasData = false;
+        this.emit(out, this.data);
+        this.data = undefined;
       }
     }
   }
 
-  /** One SSE line: only `data` matters to the reader; the rest passes through in `raw`. */
-  private field(line: string): void {
-    if (this.first && this.pos === 0 && line.startsWith(BOM)) line = line.slice(1);
-    if (line.charCodeAt(0) === 58 /* : */) return;
-    const colon = line.indexOf(":");
-    const name = colon === -1 ? line : line.slice(0, colon);
-    if (name !== "data") return;
-    let value = colon === -1 ? "" : line.slice(colon + 1);
-    if (value.charCodeAt(0) === 32) value = value.slice(1);
-    this.data.push(value);
-    this.hasData = true;
+  /** One SSE line, buf[from, to): only `data` matters to the reader; the rest passes through in `raw`. */
+  private field(buf: string, from: number, to: number): void {
+    let value: string;
+    if (buf.startsWith("data:", from)) {
+      // The frequent case, read without slicing the line first.
+      value = buf.slice(buf.charCodeAt(from + 5) === 32 ? from + 6 : from + 5, to);
+    } else {
+      let line = buf.slice(from, to);
+      if (this.first && from === 0 && line.startsWith(BOM)) line = line.slice(1);
+      if (line.charCodeAt(0) === 58 /* : */) return;
+      const colon = line.indexOf(":");
+      const name = colon === -1 ? line : line.slice(0, colon);
+      if (name !== "data") return;
+      value = colon === -1 ? "" : line.slice(colon + 1);
+      if (value.charCodeAt(0) === 32) value = value.slice(1);
+    }
+    this.data = this.data === undefined ? value : this.data + "\n" + value;
   }
 }
 

@@ -174,8 +174,10 @@ export class StreamFixer {
     }
     // The ops the schema stage lets through, decoded; the others are already reported.
     const valid: { index: number; op: Op }[] = [];
+    // When the schema stage kept every op, each one passed it already.
+    const passed = event !== undefined && kept === undefined;
     for (let i = 0; i < ops.length; i++) {
-      if (opProblem(ops[i]) !== undefined) continue;
+      if (!passed && opProblem(ops[i]) !== undefined) continue;
       const d = decodeOp(ops[i]);
       if (d.ok) valid.push({ index: i, op: d.value });
     }

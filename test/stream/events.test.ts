@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { EventReader, rewriteSse, type StreamItem } from "../../src/stream/events.js";
+import { Rng } from "../soak/rng.js";
 
 /**
  * The reader against the HTML Standard's "Interpreting an event stream"
@@ -88,6 +89,51 @@ describe("the SSE reader", () => {
       { raw: "\n", line: 5 },
       { raw: "data: 3\r\n\r\n", data: "3", line: 5 },
     ]);
+  });
+});
+
+/**
+ * §9.2.6 read literally over the whole input: split into lines at CRLF, LF or
+ * CR; a blank line dispatches the data buffer (less its last LF) when it is
+ * not empty. One departure, @ag-ui/client's: data left at the end of the
+ * input is dispatched too.
+ */
+function specData(input: string): string[] {
+  const out: string[] = [];
+  let buffer = "";
+  const lines = input.replace(/^\uFEFF/, "").split(/\r\n|\r|\n/);
+  lines.forEach((line, n) => {
+    if (line === "") {
+      if (n < lines.length - 1 && buffer !== "") out.push(buffer.slice(0, -1));
+      buffer = n < lines.length - 1 ? "" : buffer;
+      return;
+    }
+    if (line.startsWith(":")) return;
+    const colon = line.indexOf(":");
+    const field = colon === -1 ? line : line.slice(0, colon);
+    let value = colon === -1 ? "" : line.slice(colon + 1);
+    if (value.startsWith(" ")) value = value.slice(1);
+    if (field === "data") buffer += value + "\n";
+  });
+  if (buffer !== "") out.push(buffer.slice(0, -1));
+  return out;
+}
+
+describe("the SSE reader against the HTML Standard, on random input", () => {
+  it("dispatches exactly the data the spec's algorithm does, however the input is cut", () => {
+    const rng = new Rng(6001);
+    const pieces = ["data:", "data: ", "data:  ", "data", "dat", "datax: ", "id: 7", "event: e", "retry: 1", ":", ": c", " ", "x", "{}", "é", "\r", "\n", "\r\n", "\n\n", "\r\r"];
+    for (let n = 0; n < 500; n++) {
+      let input = rng.chance(0.1) ? "\uFEFF" : "";
+      // First line an SSE field, so the framing is SSE.
+      input += "data: 0\n";
+      for (let k = rng.int(40); k > 0; k--) input += rng.pick(pieces);
+      const cuts = [...new Set(Array.from({ length: rng.int(4) }, () => 1 + rng.int(input.length)))].sort((a, b) => a - b);
+      const bytes = new TextEncoder().encode(input);
+      const byteCuts = cuts.map((c) => new TextEncoder().encode(input.slice(0, c)).length).filter((c) => c > 0 && c < bytes.length);
+      const got = read(bytes, [...new Set(byteCuts)]).items.filter((i) => i.data !== undefined).map((i) => i.data);
+      expect(got, JSON.stringify({ input, cuts: byteCuts })).toEqual(specData(input));
+    }
   });
 });
 
