@@ -118,7 +118,9 @@ reports every event the client would not apply:
             nothing after it is applied
 The stream is Server-Sent Events (data: lines, an event ended by a blank line)
 or NDJSON (one event per line), told apart by its first non-blank line; it is
-read from FILE, or from stdin when FILE is "-" or missing.
+read from FILE, or from stdin when FILE is "-" or missing. SSE is read as the
+client reads it: events end only at two LFs, so a stream whose lines end with
+CRLF runs together into one event (SSE_LINE_ENDS; fix writes LF).
 
   --state FILE   the state the client holds before the stream (a JSON object;
                  default {}); kept across the runs in the stream
@@ -148,7 +150,8 @@ ACTIVITY_DELTA made to apply on @ag-ui/client. Each delta is normalized
   - test ops go.
 A delta left empty is not sent, nor is an ACTIVITY_DELTA for an activity the
 client does not have. Every other event passes through byte for byte, SSE
-comments and id: lines included. Each event is written as soon as its input is
+comments and id: lines included, except that SSE lines ended with CRLF or CR
+are written with LF, the only line end @ag-ui/client splits events at. Each event is written as soon as its input is
 complete, so it works on a live stream (curl -N ... | agui-state fix), and
 memory stays flat however long the stream.
 

@@ -19,7 +19,8 @@ export interface Summary {
  * (client-model.ts) from `state` (default {}).
  */
 export class StreamChecker {
-  private readonly reader = new EventReader();
+  // The client's own reading of SSE: check must see the events the client sees.
+  private readonly reader = new EventReader("client");
   readonly model: ClientModel;
   readonly summary: Summary = { events: 0, deltas: 0, dropped: 0, ignored: 0, fatal: 0 };
 
@@ -41,11 +42,26 @@ export class StreamChecker {
       if (item.data === undefined) continue;
       const n = ++this.summary.events;
       const at = { event: n, line: item.line, type: "" };
-      const findings = this.model.feed(item.data, at);
+      const findings = this.model.feed(item.data, at).map((f) => (f.code === "INVALID_JSON" && item.raw.includes("\r") ? lineEnds(f) : f));
       if (PATCH_KEY[at.type] !== undefined) this.summary.deltas++;
       for (const kind of new Set(findings.map((f) => f.kind))) this.summary[kind]++;
       out.push(...findings);
     }
     return out;
   }
+}
+
+/**
+ * A block whose data the client cannot parse, and which has CRs in it: the
+ * likely cause is a server that ends its lines with CRLF (sse-starlette's
+ * default, for one). The client splits events only at "\n\n", so such a
+ * stream reaches it as one block of every event's data lines joined.
+ */
+function lineEnds(f: Finding): Finding {
+  return {
+    ...f,
+    code: "SSE_LINE_ENDS",
+    message: `the stream ends its lines with CR LF (or CR): @ag-ui/client 1.0.0 splits events only at two LFs, so it read the events from here on as one, whose data is not JSON (${f.message}), and the run fails`,
+    hint: "end SSE lines with LF alone (`fix` writes them so)",
+  };
 }

@@ -31,7 +31,17 @@ const BOM = "\uFEFF";
 /** A line that can only be SSE: a comment, or a field the SSE spec defines. */
 const SSE_LINE = /^(?::|(?:data|event|id|retry)(?::|$))/;
 
+/**
+ * How SSE is read. "spec": as the HTML Standard says (fix, which must
+ * understand every event a server meant to send). "client": as @ag-ui/client
+ * 1.0.0's own transport reads it (check, which must see what the client
+ * sees): see clientSse.
+ */
+export type SseReading = "spec" | "client";
+
 export class EventReader {
+  constructor(private readonly reading: SseReading = "spec") {}
+
   private readonly decoder = new TextDecoder("utf-8", { ignoreBOM: true });
   private buf = "";
   /** Where the unfinished item starts in `buf`, and the offset up to which lines were read. */
@@ -76,6 +86,7 @@ export class EventReader {
     }
     if (this.framing === undefined && !this.detect(out, last)) return out;
     if (this.framing === "ndjson") this.ndjson(out, last);
+    else if (this.reading === "client") this.clientSse(out, last);
     else this.sse(out, last);
     return out;
   }
@@ -166,6 +177,46 @@ export class EventReader {
         this.data = undefined;
       }
     }
+  }
+
+  /**
+   * SSE as @ag-ui/client 1.0.0 reads it (parseSSEStream in its dist): the
+   * text is cut into blocks at every "\n\n" and nowhere else, each block into
+   * lines at "\n", and the lines that start with "data:" give its data (one
+   * space after the colon dropped), joined with "\n". A block without such a
+   * line carries no event. CR ends no line here: in a stream framed with CRLF
+   * there is no "\n\n", so its events run together into one block, whose
+   * joined data is not one JSON value (the client's run then fails). What is
+   * left at the end of the input is a block too.
+   */
+  private clientSse(out: StreamItem[], last: boolean): void {
+    const buf = this.buf;
+    for (;;) {
+      // pos is where the search resumes: one short of the end, so a "\n\n" split across chunks is found.
+      const i = buf.indexOf("\n\n", Math.max(this.start, this.pos));
+      if (i === -1) {
+        if (last && buf.length > this.start) this.clientBlock(out, buf.length, buf.length);
+        else this.pos = Math.max(this.start, buf.length - 1);
+        return;
+      }
+      this.clientBlock(out, i, i + 2);
+    }
+  }
+
+  /** Emits buf[start, to) as one block of the client's, whose text ends at `end`. */
+  private clientBlock(out: StreamItem[], end: number, to: number): void {
+    let block = this.buf.slice(this.start, end);
+    // The client's TextDecoder drops a BOM at the start of the stream.
+    if (this.first && block.startsWith(BOM)) block = block.slice(1);
+    let data: string | undefined;
+    for (const line of block.split("\n")) {
+      if (!line.startsWith("data:")) continue;
+      const value = line.slice(line.charCodeAt(5) === 32 ? 6 : 5);
+      data = data === undefined ? value : data + "\n" + value;
+    }
+    for (let nl = this.buf.indexOf("\n", this.start); nl !== -1 && nl < to; nl = this.buf.indexOf("\n", nl + 1)) this.lineNo++;
+    this.pos = to;
+    this.emit(out, data, to);
   }
 
   /** One SSE line, buf[from, to): only `data` matters to the reader; the rest passes through in `raw`. */

@@ -90,8 +90,28 @@ export class StreamFixer {
 
   private write(items: StreamItem[]): string {
     let out = "";
-    for (const item of items) out += item.data === undefined ? item.raw : this.event(item, item.data);
+    for (const item of items) {
+      const text = item.data === undefined ? item.raw : this.event(item, item.data);
+      out += this.reader.framing === "sse" ? this.lineFeeds(item, text) : text;
+    }
     return out;
+  }
+
+  /** The last SSE item read ended with a CR: the reader passes the LF of its CRLF, when it comes late, as an item of its own. */
+  private crEnded = false;
+
+  /**
+   * SSE text with every line ended by LF alone. @ag-ui/client 1.0.0 splits
+   * events only at "\n\n", so a stream framed with CRLF (or CR) reaches it as
+   * one block and fails its run (protocol/README.md §13). A CR is always a
+   * line end in SSE, never data, so this changes the framing only; a stream
+   * without CRs passes byte for byte.
+   */
+  private lineFeeds(item: StreamItem, text: string): string {
+    const late = this.crEnded && item.raw === "\n";
+    this.crEnded = item.raw.charCodeAt(item.raw.length - 1) === 13;
+    if (late) return "";
+    return text.indexOf("\r") === -1 ? text : text.replace(/\r\n?/g, "\n");
   }
 
   private report(f: Finding, unfixed = false): void {

@@ -48,6 +48,18 @@ describe("agui-state check", () => {
     expect(lines[2]).toBe("4 events, 2 deltas: 2 dropped, 0 ignored, 0 fatal");
   });
 
+  it("reports an SSE stream framed with CRLF, which the client reads as one event, and fix writes it with LF", () => {
+    const crlf = [started, J({ type: "STATE_DELTA", delta: [{ op: "add", path: "/a", value: 1 }] }), finished].map((e) => `data: ${e}\r\n\r\n`).join("");
+    const r = agui(["check", "--json"], crlf);
+    expect(r.status).toBe(1);
+    const out = r.stdout.trimEnd().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(out[0]).toMatchObject({ event: 1, line: 1, kind: "fatal", code: "SSE_LINE_ENDS" });
+    expect(out[1]).toEqual({ summary: { events: 1, deltas: 0, dropped: 0, ignored: 0, fatal: 1 } });
+    const fixed = agui(["fix"], crlf);
+    expect([fixed.status, fixed.stdout]).toEqual([0, crlf.replaceAll("\r\n", "\n")]);
+    expect(agui(["check"], fixed.stdout).status).toBe(0);
+  });
+
   it("gives NDJSON with --json: one object per finding, then the summary", () => {
     const sse = [started, appendMilk, J({ type: "STATE_DELTA", delta: [{ op: "add", path: "/a~b", value: 1 }] })].map((e) => `data: ${e}\n\n`).join("");
     const r = agui(["check", "--json", "-"], sse);
@@ -76,15 +88,15 @@ describe("agui-state check", () => {
 
 describe("agui-state fix", () => {
   it("makes every delta apply and passes every other SSE byte through, comments and id lines included", () => {
-    const sse = `: hello\r\nid: 1\r\ndata: ${started}\r\n\r\nid: 2\r\ndata: ${appendMilk}\r\n\r\n: ping\r\n\r\nid: 3\r\nevent: message\r\ndata: ${replaceSteps}\r\n\r\ndata: ${finished}\r\n\r\n`;
+    const sse = `: hello\nid: 1\ndata: ${started}\n\nid: 2\ndata: ${appendMilk}\n\n: ping\n\nid: 3\nevent: message\ndata: ${replaceSteps}\n\ndata: ${finished}\n\n`;
     const r = agui(["fix"], sse);
     expect([r.status, r.stderr]).toEqual([0, ""]);
     expect(r.stdout).toBe(
-      `: hello\r\nid: 1\r\ndata: ${started}\r\n\r\n` +
-        `id: 2\r\ndata: ${J({ type: "STATE_DELTA", delta: [{ op: "add", path: "/todos", value: [] }, { op: "add", path: "/todos/-", value: "milk" }] })}\r\n\r\n` +
-        `: ping\r\n\r\n` +
-        `id: 3\r\nevent: message\r\ndata: ${J({ type: "STATE_DELTA", delta: [{ op: "add", path: "/steps", value: [] }] })}\r\n\r\n` +
-        `data: ${finished}\r\n\r\n`,
+      `: hello\nid: 1\ndata: ${started}\n\n` +
+        `id: 2\ndata: ${J({ type: "STATE_DELTA", delta: [{ op: "add", path: "/todos", value: [] }, { op: "add", path: "/todos/-", value: "milk" }] })}\n\n` +
+        `: ping\n\n` +
+        `id: 3\nevent: message\ndata: ${J({ type: "STATE_DELTA", delta: [{ op: "add", path: "/steps", value: [] }] })}\n\n` +
+        `data: ${finished}\n\n`,
     );
   });
 

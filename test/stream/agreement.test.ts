@@ -12,7 +12,7 @@ const plain = (v: unknown): boolean => {
   return printable(v);
 };
 import { replayThroughClient, sseBlocks, type Kind } from "./reference.js";
-import { CORPUS, stream, toSse, type Case } from "./streams.js";
+import { CORPUS, LINE_ENDS, stream, toSse, toSseWith, type Case } from "./streams.js";
 
 /**
  * `check` must agree with the real client: over the corpus of field mistakes
@@ -30,8 +30,7 @@ const byEvent = (findings: readonly Finding[]): Record<number, Kind[]> => {
   return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, [...v].sort()]));
 };
 
-async function agree(c: Case): Promise<void> {
-  const text = toSse(c.events);
+async function agree(c: Case, text = toSse(c.events)): Promise<void> {
   const checker = new StreamChecker(structuredClone(c.state));
   const findings = [...checker.push(new TextEncoder().encode(text)), ...checker.end()];
   const real = await replayThroughClient(sseBlocks(text), c.state);
@@ -57,6 +56,21 @@ describe("check agrees with @ag-ui/client 1.0.0", () => {
   });
 
   it("on fuzzed streams", async () => {
-    await fc.assert(fc.asyncProperty(stream(false), agree), { numRuns, ...(seed !== undefined ? { seed } : {}) });
+    await fc.assert(fc.asyncProperty(stream(false), (c) => agree(c)), { numRuns, ...(seed !== undefined ? { seed } : {}) });
+  });
+
+  it("on a stream framed with CRLF, which the client reads as one event and fails on", async () => {
+    const c = CORPUS.find((k) => k.name === "a clean run") as Case;
+    const text = toSseWith(c.events, ["\r\n\r\n"]);
+    await agree(c, text);
+    const checker = new StreamChecker(structuredClone(c.state));
+    const findings = [...checker.push(text), ...checker.end()];
+    expect(findings.map((f) => [f.event, f.kind, f.code])).toEqual([[1, "fatal", "SSE_LINE_ENDS"]]);
+    expect(findings[0]?.hint).toMatch(/LF/);
+  });
+
+  it("on fuzzed streams whose events end their lines with LF, CRLF, CR or a mix", async () => {
+    const ends = fc.array(fc.constantFrom(...LINE_ENDS), { minLength: 1, maxLength: 6 });
+    await fc.assert(fc.asyncProperty(stream(false), ends, (c, e) => agree(c, toSseWith(c.events, e))), { numRuns, ...(seed !== undefined ? { seed } : {}) });
   });
 });

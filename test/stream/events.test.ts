@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { EventReader, rewriteSse, type StreamItem } from "../../src/stream/events.js";
+import { EventReader, rewriteSse, type SseReading, type StreamItem } from "../../src/stream/events.js";
+import { parseSSEStream } from "@ag-ui/client";
+import { Subject } from "rxjs";
 import { Rng } from "../soak/rng.js";
 
 /**
@@ -8,8 +10,8 @@ import { Rng } from "../soak/rng.js";
  * checks that the items' raw text is the input, byte for byte.
  */
 
-function read(input: string | Uint8Array, chunks?: number[]): { items: StreamItem[]; reader: EventReader } {
-  const reader = new EventReader();
+function read(input: string | Uint8Array, chunks?: number[], reading: SseReading = "spec"): { items: StreamItem[]; reader: EventReader } {
+  const reader = new EventReader(reading);
   const bytes = typeof input === "string" ? new TextEncoder().encode(input) : input;
   const cuts = [0, ...(chunks ?? []), bytes.length];
   const items: StreamItem[] = [];
@@ -133,6 +135,54 @@ describe("the SSE reader against the HTML Standard, on random input", () => {
       const byteCuts = cuts.map((c) => new TextEncoder().encode(input.slice(0, c)).length).filter((c) => c > 0 && c < bytes.length);
       const got = read(bytes, [...new Set(byteCuts)]).items.filter((i) => i.data !== undefined).map((i) => i.data);
       expect(got, JSON.stringify({ input, cuts: byteCuts })).toEqual(specData(input));
+    }
+  });
+});
+
+/** What @ag-ui/client 1.0.0's own SSE parser emits for these chunks: the JSON values, then its error if it fails. */
+function clientParse(chunks: Uint8Array[]): { values: unknown[]; error?: string } {
+  const source = new Subject<{ type: "data"; data: Uint8Array }>();
+  const out: { values: unknown[]; error?: string } = { values: [] };
+  parseSSEStream(source as never).subscribe({ next: (v) => out.values.push(v), error: (e: unknown) => (out.error = String(e)) });
+  for (const data of chunks) source.next({ type: "data", data });
+  source.complete();
+  return out;
+}
+
+describe("the SSE reader, reading as @ag-ui/client does", () => {
+  it("splits only at two LFs, so events framed with CRLF run together", () => {
+    const items = read("data: 1\r\n\r\ndata: 2\r\n\r\n", [], "client").items.filter((i) => i.data !== undefined);
+    expect(items.map((i) => i.data)).toEqual(["1\r\n2\r"]);
+    expect(read(": c\ndata\nid: 1\ndata:x\n\n\ndata:  y\n\n", [], "client").items.filter((i) => i.data !== undefined).map((i) => [i.data, i.line])).toEqual([
+      ["x", 1],
+      [" y", 6],
+    ]);
+  });
+
+  it("gives the events @ag-ui/client's own parseSSEStream gives, on random input cut at random", () => {
+    const rng = new Rng(6002);
+    const ends = ["\n\n", "\r\n\r\n", "\r\r", "\n", "\r\n", "\n\r\n"];
+    for (let n = 0; n < 400; n++) {
+      let input = rng.chance(0.1) ? "\uFEFF" : "";
+      for (let k = 1 + rng.int(6); k > 0; k--) {
+        if (rng.chance(0.2)) input += rng.pick([": comment", "id: 3", "event: x", "data", "retry: 5"]) + rng.pick(ends);
+        input += rng.pick(["data: ", "data:", "data:  "]) + JSON.stringify({ n: rng.int(100), s: rng.pick(["a", "é", "b c"]) }) + rng.pick(ends);
+      }
+      const bytes = new TextEncoder().encode(input);
+      const cuts = [...new Set(Array.from({ length: rng.int(4) }, () => 1 + rng.int(bytes.length - 1)))].sort((a, b) => a - b);
+      const chunks = [0, ...cuts, bytes.length].slice(1).map((end, i, all) => bytes.subarray(i === 0 ? 0 : (all[i - 1] as number), end));
+      const theirs = clientParse(chunks);
+      const ours: { values: unknown[]; error?: string } = { values: [] };
+      for (const item of read(bytes, cuts, "client").items) {
+        if (item.data === undefined) continue;
+        try {
+          ours.values.push(JSON.parse(item.data));
+        } catch (e) {
+          ours.error = String(e);
+          break;
+        }
+      }
+      expect({ values: ours.values, failed: ours.error !== undefined }, JSON.stringify(input)).toEqual({ values: theirs.values, failed: theirs.error !== undefined });
     }
   });
 });

@@ -4,7 +4,7 @@ import { StreamChecker } from "../../src/stream/checker.js";
 import { EventReader } from "../../src/stream/events.js";
 import { StreamFixer, type Finding } from "../../src/stream/fixer.js";
 import { replayThroughClient, sseBlocks } from "./reference.js";
-import { CORPUS, stream, toNdjson, toSse, type Case } from "./streams.js";
+import { CORPUS, LINE_ENDS, stream, toNdjson, toSse, toSseWith, type Case } from "./streams.js";
 
 /**
  * The fix guarantee: the fixed stream, replayed through the real
@@ -33,8 +33,7 @@ const eventsOf = (text: string): string[] => {
   return [...r.push(text), ...r.end()].flatMap((i) => (i.data === undefined ? [] : [i.data]));
 };
 
-async function guarantee(c: Case): Promise<void> {
-  const text = toSse(c.events);
+async function guarantee(c: Case, text = toSse(c.events)): Promise<void> {
   const { out, fixer } = fix(text, c.state);
   const real = await replayThroughClient(sseBlocks(out), c.state);
   if (fixer.unfixed === 0) {
@@ -69,7 +68,23 @@ describe("fix", () => {
   });
 
   it("makes fuzzed streams apply, or says what it could not mend", async () => {
-    await fc.assert(fc.asyncProperty(stream(false), guarantee), opts);
+    await fc.assert(fc.asyncProperty(stream(false), (c) => guarantee(c)), opts);
+  });
+
+  it("writes a stream framed with CRLF, CR or a mix with LF line ends, which the client reads event by event", async () => {
+    const ends = fc.array(fc.constantFrom(...LINE_ENDS), { minLength: 1, maxLength: 6 });
+    await fc.assert(
+      fc.asyncProperty(stream(true), ends, fc.integer({ min: 1, max: 64 }), async (c, e, chunk) => {
+        const text = toSseWith(c.events, e);
+        const { out } = fix(text, c.state);
+        expect(out).not.toMatch(/\r/);
+        // The same events as the input read by the SSE spec, however the input is cut.
+        expect(eventsOf(out)).toEqual(eventsOf(fix(toSse(c.events), c.state).out));
+        expect(fix(text, c.state, chunk).out).toBe(out);
+        await guarantee(c, text);
+      }),
+      opts,
+    );
   });
 
   it("reports nothing on a stream the client applies whole, passes its other events byte for byte, and lands on the same state", async () => {

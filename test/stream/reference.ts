@@ -64,10 +64,13 @@ export async function replayThroughClient(blocks: readonly string[], state: Json
     source.next({ type: "headers", status: 200, headers: new Headers({ "content-type": "text/event-stream" }) });
     await drain();
     const encoder = new TextEncoder();
+    // A block that does not end with "\n\n" is held by the client's SSE parser until the stream ends.
+    let heldUnknown = false;
     for (const block of blocks) {
       current++;
       const target = activityDeltaTarget(block);
       const known = target !== undefined && messages.some((m) => m.id === target);
+      heldUnknown = target !== undefined && !known && !block.endsWith("\n\n");
       const before = warnings.length;
       source.next({ type: "data", data: encoder.encode(block) });
       await drain();
@@ -76,10 +79,15 @@ export async function replayThroughClient(blocks: readonly string[], state: Json
         mark(current, "fatal");
         break;
       }
-      if (target !== undefined && !known) mark(current, "ignored");
+      if (target !== undefined && !known && !heldUnknown) mark(current, "ignored");
     }
+    const before = warnings.length;
     source.complete();
     await drain();
+    // Text the client held unsplit is parsed at the end of the stream: what it does with it then is the last event's.
+    if (warnings.length > before) mark(current, "dropped");
+    if (error && !verdicts.get(current)?.has("fatal")) mark(current, "fatal");
+    else if (!error && heldUnknown) mark(current, "ignored");
     subscription.unsubscribe();
   } finally {
     warn.mockRestore();

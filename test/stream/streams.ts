@@ -134,3 +134,12 @@ export function stream(clean: boolean): fc.Arbitrary<Case> {
 /** SSE text of a stream: one LF-framed "data:" block per event (the client's SSE parser reads no other framing). */
 export const toSse = (events: readonly string[]): string => events.map((e) => `data: ${e}\n\n`).join("");
 export const toNdjson = (events: readonly string[]): string => events.map((e) => `${e}\n`).join("");
+
+/**
+ * How a server may end the lines of an SSE event: LF (what @ag-ui/client reads),
+ * CRLF (sse-starlette's default), CR alone, or mixed. Each string ends the data line and the block.
+ */
+export const LINE_ENDS = ["\n\n", "\r\n\r\n", "\r\r", "\n\r\n", "\r\n\n"] as const;
+
+/** SSE text of a stream, each event framed with the line ends given for it (cycled). */
+export const toSseWith = (events: readonly string[], ends: readonly string[]): string => events.map((e, i) => `data: ${e}${ends[i % ends.length] ?? "\n\n"}`).join("");
