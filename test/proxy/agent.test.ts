@@ -19,7 +19,8 @@ let sent: Buffer[][];
 
 beforeEach(async () => {
   sent = [];
-  upstream = await TestUpstream.start({ "/agent": sloppyRoute(sent), "/gzip-agent": sloppyGzipRoute(sent) });
+  // "/crlf-agent" ends its lines with CRLF, as sse-starlette does by default.
+  upstream = await TestUpstream.start({ "/agent": sloppyRoute(sent), "/crlf-agent": sloppyRoute(sent, "\r\n"), "/gzip-agent": sloppyGzipRoute(sent) });
 });
 afterEach(() => upstream.close());
 
@@ -72,6 +73,20 @@ describe("HttpAgent through agui-state proxy, in front of a sloppy agent", () =>
     expect(said.some((s) => s.startsWith("warn: Failed to apply activity patch"))).toBe(true);
     // Every one of the five state deltas was dropped: a fresh thread stays {}.
     expect(agent.state).toEqual({});
+  });
+
+  it("makes a stream framed with CRLF, on which the client's run fails, one it reads event by event", async () => {
+    const direct = new HttpAgent({ url: `${upstream.url}/crlf-agent`, threadId: "t1", initialState: {} });
+    // The client splits events at two LFs only: it reads the whole answer as one event, whose data is not JSON.
+    await expect(runCollecting(direct, "r1")).rejects.toThrow(/JSON/);
+    const proxy = await startProxy(upstream.url);
+    const agent = new HttpAgent({ url: `${proxy.url}/crlf-agent`, threadId: "t1", initialState: {} });
+    expect(await runCollecting(agent, "r1")).toEqual([]);
+    const expected = replay({}, sent.at(-1) ?? []);
+    expect(expected.text).not.toMatch(/\r/);
+    expect(agent.state).toEqual(expected.state);
+    expect(activitiesOf(agent.messages)).toEqual(expected.activities);
+    expect(agent.state).toMatchObject({ steps: [{ title: "fetch", done: false }], todos: ["milk ☕"] });
   });
 
   it("sends the client exactly the text fix makes of the upstream's bytes, from the request's RunAgentInput.state", async () => {

@@ -43,11 +43,12 @@ export const streamOf = (events: readonly unknown[]): Buffer => Buffer.from(even
  * sequences are cut across reads. `sent` gets each answer's exact slices, for
  * an oracle to replay.
  */
-export function sloppyRoute(sent: Buffer[][]): Handler {
+export function sloppyRoute(sent: Buffer[][], lineEnd = "\n"): Handler {
   return (seen) => {
     const input = JSON.parse(seen.body.toString("utf8")) as { threadId: string; runId: string };
     seen.res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
-    sent.push(writeSliced(seen.res, streamOf(sloppyEvents(input)), 7));
+    const stream = streamOf(sloppyEvents(input));
+    sent.push(writeSliced(seen.res, lineEnd === "\n" ? stream : Buffer.from(stream.toString("utf8").replaceAll("\n", lineEnd), "utf8"), 7));
     seen.res.end();
   };
 }
