@@ -20,24 +20,27 @@ export function decodeOp(raw: unknown): Decoded {
   const name = raw["op"];
   if (typeof name !== "string") return err(opError("INVALID_OP", 'an op needs an "op" member that is a string'));
   if (!("path" in raw) || raw["path"] === undefined) return err(opError("INVALID_OP", `${clip(name)}: missing "path"`));
-  const path = decodePath(raw["path"]);
+  const text = raw["path"];
+  const path = decodePath(text);
   if (!path.ok) return path;
+  // The path's text, for the wire (ops.ts): one shape for every decoded op, so undefined rather than absent.
+  const pointer = typeof text === "string" ? text : undefined;
   switch (name) {
     case "add":
     case "replace":
     case "test": {
       // RFC 6902 §4.1: "value" is required; null is a value.
       if (!("value" in raw) || raw["value"] === undefined) return err(opError("INVALID_OP", `${name}: missing "value"`));
-      return ok({ op: name, path: path.value, value: raw["value"] as Json });
+      return ok({ op: name, path: path.value, value: raw["value"] as Json, pointer });
     }
     case "remove":
-      return ok({ op: "remove", path: path.value });
+      return ok({ op: "remove", path: path.value, pointer });
     case "move":
     case "copy": {
       if (!("from" in raw) || raw["from"] === undefined) return err(opError("INVALID_OP", `${name}: missing "from"`));
       const from = decodePath(raw["from"]);
       if (!from.ok) return from;
-      return ok({ op: name, from: from.value, path: path.value });
+      return ok({ op: name, from: from.value, path: path.value, pointer });
     }
     default:
       return err(opError("INVALID_OP", `unknown op ${JSON.stringify(clip(name))}`));

@@ -156,6 +156,15 @@ export function applyNormalized(doc: Doc, op: Op, opts: Required<ApplyOptions>, 
     if (root !== undefined) return Array.isArray(root) ? applyAll(doc, root, opts, undo, applied) : root;
   }
   if (opts.normalize && (op.op === "add" || op.op === "replace")) {
+    // Rules 2 and 3 only change an op that fails for want of its place
+    // (PATH_NOT_FOUND), and a failed op changes nothing: so the op is tried
+    // as given first, and the usual one walks its path once, not twice.
+    const tried = applyOp(doc, op, opts.limits, undo, opts.adopt);
+    if (!tried) {
+      applied.push(op);
+      return undefined;
+    }
+    if (tried.code !== "PATH_NOT_FOUND") return tried;
     const create = missingArray(doc, op);
     if (create) {
       const start = undo.length;
@@ -168,7 +177,11 @@ export function applyNormalized(doc: Doc, op: Op, opts: Required<ApplyOptions>, 
       applied.push(create, op);
       return undefined;
     }
-    op = replaceThatSets(doc, op);
+    const sets = replaceThatSets(doc, op);
+    if (sets === op) return tried;
+    const e = applyOp(doc, sets, opts.limits, undo, opts.adopt);
+    if (!e) applied.push(sets);
+    return e;
   }
   if (op.op === "move" && shiftsTarget(op.from, op.path)) {
     const src = locate(doc.root, op.from, false);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
 import jsonpatch from "fast-json-patch";
-import { applyAtomic, applyLenient, cloneJson, decodeOps, diffValue, jsonEqual, measure, newDoc, normalize, toWireOp, type Json, type Op } from "../../src/core/index.js";
+import { applyAtomic, applyLenient, cloneJson, decodeOp, decodeOps, diffValue, formatPointer, jsonEqual, measure, newDoc, normalize, parsePointer, toWireOp, type Json, type Op } from "../../src/core/index.js";
 import { json, jsonObject, opsFor } from "../harness/arbitraries.js";
 
 // fast-check prints the seed and the counterexample path of any failure, so a case can be replayed.
@@ -26,6 +26,25 @@ describe("properties", () => {
           expect(JSON.stringify(client)).toBe(JSON.stringify(out.state));
         },
       ),
+      params,
+    );
+  });
+
+  it("an op decoded from a pointer string goes out with that string, which is the parsed path formatted again", () => {
+    const token = fc.array(fc.constantFrom("a", "~", "/", "~0", "~1", "-", "0", "é", ""), { maxLength: 4 }).map((xs) => xs.join(""));
+    fc.assert(
+      fc.property(fc.array(token, { maxLength: 5 }), fc.constantFrom("add", "replace", "remove", "move", "copy"), (tokens, name) => {
+        const pointer = formatPointer(tokens);
+        const parsed = parsePointer(pointer);
+        expect(parsed.ok && parsed.value).toEqual(tokens);
+        const d = decodeOp({ op: name, path: pointer, from: "/x", value: 1 });
+        if (!d.ok || d.value.op === "test") throw new Error("decodes");
+        expect(toWireOp(d.value).path).toBe(pointer);
+        // The same op with the path given as segments is formatted: the same text.
+        const segments = decodeOp({ op: name, path: tokens, from: "/x", value: 1 });
+        if (!segments.ok || segments.value.op === "test") throw new Error("decodes");
+        expect(toWireOp(segments.value).path).toBe(pointer);
+      }),
       params,
     );
   });
