@@ -1,7 +1,7 @@
 import type { JsonObject } from "../core/json.js";
 import { ClientModel } from "./client-model.js";
-import { EventReader, type StreamItem } from "./events.js";
-import type { Finding } from "./findings.js";
+import { CLIENT_SSE_LIMIT, EventReader, type StreamItem } from "./events.js";
+import { finding, type Finding } from "./findings.js";
 import { PATCH_KEY } from "./admit.js";
 
 /** The summary of a check: events read, of them deltas, and how many events had a finding of each kind. */
@@ -39,6 +39,10 @@ export class StreamChecker {
   private read(items: StreamItem[]): Finding[] {
     const out: Finding[] = [];
     for (const item of items) {
+      if (item.overflow) {
+        out.push(...this.overflow(item));
+        continue;
+      }
       if (item.data === undefined) continue;
       const n = ++this.summary.events;
       const at = { event: n, line: item.line, type: "" };
@@ -48,6 +52,21 @@ export class StreamChecker {
       out.push(...findings);
     }
     return out;
+  }
+
+  /** The client's SSE parser gave up: its run fails here, counted as an event of its own. */
+  private overflow(item: StreamItem): Finding[] {
+    if (this.model.stopped) return [];
+    const at = { event: ++this.summary.events, line: item.line, type: "" };
+    const crs = item.raw.includes("\r");
+    const f = finding(at, "fatal", {
+      code: "SSE_BUFFER_LIMIT",
+      message: `${CLIENT_SSE_LIMIT / (1024 * 1024)} MiB of text without an event boundary (two LFs): @ag-ui/client 1.0.0's SSE parser stops there and the run fails`,
+      ...(crs ? { hint: "the stream ends its lines with CR LF (or CR), and the client splits events only at two LFs: end SSE lines with LF alone (`fix` writes them so)" } : {}),
+    });
+    this.model.stopped = f;
+    this.summary.fatal++;
+    return [f];
   }
 }
 

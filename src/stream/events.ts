@@ -25,7 +25,19 @@ export interface StreamItem {
   data?: string;
   /** The 1-based line the item starts on. */
   line: number;
+  /**
+   * Client reading only: the text held since the last event boundary passed
+   * the client's limit (CLIENT_SSE_LIMIT), where its parser fails the run.
+   * `raw` is that text; nothing after it is read.
+   */
+  overflow?: true;
 }
+
+/**
+ * @ag-ui/client 1.0.0 fails the run when the SSE text it holds since the last
+ * "\n\n" passes 10 MiB (in UTF-16 code units: the length of a JS string).
+ */
+export const CLIENT_SSE_LIMIT = 10 * 1024 * 1024;
 
 const BOM = "\uFEFF";
 /** A line that can only be SSE: a comment, or a field the SSE spec defines. */
@@ -55,6 +67,8 @@ export class EventReader {
   /** The data lines of the block being read, joined with "\n" as they come; undefined before the first. */
   private data: string | undefined;
   private first = true;
+  /** Client reading: the limit was passed, and the client reads nothing more. */
+  private overflowed = false;
   framing: Framing | undefined;
 
   /** Reads a chunk of the input; returns the items it completes. */
@@ -70,6 +84,8 @@ export class EventReader {
 
   private read(text: string, last: boolean): StreamItem[] {
     const out: StreamItem[] = [];
+    // Past the client's limit its run has failed: what follows is not held (memory stays flat).
+    if (this.overflowed) return out;
     if (this.start > 0) {
       this.buf = this.buf.slice(this.start);
       this.pos -= this.start;
@@ -196,7 +212,12 @@ export class EventReader {
       const i = buf.indexOf("\n\n", Math.max(this.start, this.pos));
       if (i === -1) {
         if (last && buf.length > this.start) this.clientBlock(out, buf.length, buf.length);
-        else this.pos = Math.max(this.start, buf.length - 1);
+        else if (buf.length - this.start > CLIENT_SSE_LIMIT) {
+          out.push({ raw: buf.slice(this.start), line: this.startLine, overflow: true });
+          this.overflowed = true;
+          this.buf = "";
+          this.start = this.pos = 0;
+        } else this.pos = Math.max(this.start, buf.length - 1);
         return;
       }
       this.clientBlock(out, i, i + 2);

@@ -69,6 +69,21 @@ describe("check agrees with @ag-ui/client 1.0.0", () => {
     expect(findings[0]?.hint).toMatch(/LF/);
   });
 
+  it("on a stream framed with CRLF longer than the client holds unsplit (10 MiB): one fatal finding, and its state", async () => {
+    const c = CORPUS.find((k) => k.name === "a clean run") as Case;
+    const big = JSON.stringify({ type: "CUSTOM", name: "x", value: "y".repeat(100_000) });
+    const events = [...c.events.slice(0, -1), ...Array.from({ length: 110 }, () => big), ...c.events.slice(-1)];
+    const text = toSseWith(events, ["\r\n\r\n"]);
+    const checker = new StreamChecker(structuredClone(c.state));
+    const findings = [...checker.push(text), ...checker.end()];
+    expect(findings.map((f) => [f.event, f.kind, f.code])).toEqual([[1, "fatal", "SSE_BUFFER_LIMIT"]]);
+    expect(findings[0]?.hint).toMatch(/LF/);
+    expect(checker.summary).toEqual({ events: 1, deltas: 0, dropped: 0, ignored: 0, fatal: 1 });
+    const real = await replayThroughClient(sseBlocks(text), c.state);
+    expect(real.error?.message).toMatch(/SSE buffer size exceeded/);
+    expect(real.state).toEqual(checker.model.state);
+  });
+
   it("on fuzzed streams whose events end their lines with LF, CRLF, CR or a mix", async () => {
     const ends = fc.array(fc.constantFrom(...LINE_ENDS), { minLength: 1, maxLength: 6 });
     await fc.assert(fc.asyncProperty(stream(false), ends, (c, e) => agree(c, toSseWith(c.events, e))), { numRuns, ...(seed !== undefined ? { seed } : {}) });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { EventReader, rewriteSse, type SseReading, type StreamItem } from "../../src/stream/events.js";
+import { CLIENT_SSE_LIMIT, EventReader, rewriteSse, type SseReading, type StreamItem } from "../../src/stream/events.js";
 import { parseSSEStream } from "@ag-ui/client";
 import { Subject } from "rxjs";
 import { Rng } from "../soak/rng.js";
@@ -157,6 +157,24 @@ describe("the SSE reader, reading as @ag-ui/client does", () => {
       ["x", 1],
       [" y", 6],
     ]);
+  });
+
+  it("stops, as the client's parseSSEStream does, once more than 10 MiB is held without two LFs, and holds nothing after", () => {
+    const event = `data: ${JSON.stringify({ type: "CUSTOM", name: "x", value: "y".repeat(1000) })}\r\n\r\n`;
+    const bytes = new TextEncoder().encode(`data: 1\n\n${event.repeat(Math.ceil(CLIENT_SSE_LIMIT / event.length) + 10)}`);
+    const chunks = Array.from({ length: Math.ceil(bytes.length / 65536) }, (_, i) => bytes.subarray(i * 65536, (i + 1) * 65536));
+    const theirs = clientParse(chunks);
+    expect(theirs.values).toEqual([1]);
+    expect(theirs.error).toMatch(/SSE buffer size exceeded/);
+    const reader = new EventReader("client");
+    const items = chunks.flatMap((c) => reader.push(c));
+    items.push(...reader.end());
+    expect(items.filter((i) => i.data !== undefined).map((i) => i.data)).toEqual(["1"]);
+    const over = items.filter((i) => i.overflow);
+    expect(over).toHaveLength(1);
+    expect(over[0]?.raw.length).toBeGreaterThan(CLIENT_SSE_LIMIT);
+    expect(over[0]?.raw.length).toBeLessThan(CLIENT_SSE_LIMIT + 65536);
+    expect(over[0]?.line).toBe(3);
   });
 
   it("gives the events @ag-ui/client's own parseSSEStream gives, on random input cut at random", () => {
