@@ -62,13 +62,15 @@ export class StreamChecker {
     const f = finding(at, "fatal", {
       code: "SSE_BUFFER_LIMIT",
       message: `${CLIENT_SSE_LIMIT / (1024 * 1024)} MiB of text without an event boundary (two LFs): @ag-ui/client 1.0.0's SSE parser stops there and the run fails`,
-      ...(crs ? { hint: "the stream ends its lines with CR LF (or CR), and the client splits events only at two LFs: end SSE lines with LF alone (`fix` writes them so)" } : {}),
+      ...(crs ? { hint: `the stream ends its lines with CR LF (or CR), and the client splits events only at two LFs: ${LF_HINT}` } : {}),
     });
     this.model.stopped = f;
     this.summary.fatal++;
     return [f];
   }
 }
+
+const LF_HINT = "end SSE lines with LF alone (`fix` writes them so)";
 
 /**
  * A block whose data the client cannot parse, and which has CRs in it: the
@@ -81,6 +83,6 @@ function lineEnds(f: Finding): Finding {
     ...f,
     code: "SSE_LINE_ENDS",
     message: `the stream ends its lines with CR LF (or CR): @ag-ui/client 1.0.0 splits events only at two LFs, so it read the events from here on as one, whose data is not JSON (${f.message}), and the run fails`,
-    hint: "end SSE lines with LF alone (`fix` writes them so)",
+    hint: LF_HINT,
   };
 }

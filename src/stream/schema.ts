@@ -1,4 +1,5 @@
 import { EventSchemas } from "@ag-ui/core/schemas";
+import { isPointer } from "../core/index.js";
 
 /**
  * The schema stage of @ag-ui/client 1.0.0 (`enforceEvents`, src/enforce/ in
@@ -156,24 +157,11 @@ export interface OpProblem {
 
 const OPS = new Set(["add", "remove", "replace", "move", "copy", "test"]);
 
-/**
- * RFC 6901 as @ag-ui/core's JsonPointerSchema spells it, /^(\/([^/~]|~[01])*)*$/,
- * by hand: "" or a leading "/", and every "~" followed by "0" or "1". The
- * same answer at a fraction of the regex's cost, which every op of every
- * delta pays (test/stream/schema.test.ts holds the two together).
- */
-export function isPointer(p: string): boolean {
-  if (p !== "" && p.charCodeAt(0) !== 47 /* / */) return false;
-  for (let i = p.indexOf("~"); i !== -1; i = p.indexOf("~", i + 2)) {
-    const c = p.charCodeAt(i + 1);
-    if (c !== 48 && c !== 49) return false;
-  }
-  return true;
-}
-
 /** Why a pointer member of op `name` fails the schema, or undefined when it passes. */
 function pointerProblem(name: string, k: "path" | "from", p: unknown): OpProblem | undefined {
   if (p === undefined) return { stripped: false, code: "INVALID_OP", message: `${name}: missing "${k}"` };
+  // @ag-ui/core's JsonPointerSchema, /^(\/([^/~]|~[01])*)*$/, accepts exactly the pointers the core parses
+  // (test/stream/schema.test.ts holds the two together).
   if (typeof p !== "string" || !isPointer(p)) return { stripped: false, code: "INVALID_POINTER", message: `${k} ${JSON.stringify(p).slice(0, 120)} is not an RFC 6901 pointer` };
   return undefined;
 }

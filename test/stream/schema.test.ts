@@ -1,6 +1,7 @@
 import { JsonPatchOperationSchema, JsonPointerSchema } from "@ag-ui/core/schemas";
 import { describe, expect, it } from "vitest";
-import { isPointer, opProblem } from "../../src/stream/schema.js";
+import { isPointer, parsePointer } from "../../src/core/index.js";
+import { opProblem } from "../../src/stream/schema.js";
 import { Rng } from "../soak/rng.js";
 
 /**
@@ -16,7 +17,7 @@ function randomPointer(rng: Rng): string {
 }
 
 describe("the schema stage's fast checks", () => {
-  it("isPointer agrees with @ag-ui/core's JsonPointerSchema", () => {
+  it("isPointer and parsePointer agree with @ag-ui/core's JsonPointerSchema", () => {
     const rng = new Rng(7001);
     const fixed = ["", "/", "~", "/~", "/~0", "/~1", "/~2", "/~01", "/a~", "a", "//", "/a/b~1c", "~0"];
     const cases = [...fixed, ...Array.from({ length: 5000 }, () => randomPointer(rng))];
@@ -25,6 +26,7 @@ describe("the schema stage's fast checks", () => {
       const zod = JsonPointerSchema.safeParse(p).success;
       if (!zod) refused++;
       expect(isPointer(p), JSON.stringify(p)).toBe(zod);
+      expect(parsePointer(p).ok, JSON.stringify(p)).toBe(zod);
     }
     // Both answers occur often enough for the agreement to mean something.
     expect(refused).toBeGreaterThan(500);
