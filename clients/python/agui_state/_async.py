@@ -3,11 +3,9 @@ future of its own, so nothing ever blocks the loop and any number of calls can b
 from __future__ import annotations
 
 import asyncio
-import collections
-import itertools
-from typing import Any, Coroutine, Deque, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Coroutine, Deque, Dict, Mapping, Optional, Sequence
 
-from ._common import LineSplitter, Methods, Result, StrPath, encode, find_binary, replies
+from ._common import LineSplitter, Methods, Result, StrPath, encode, Spawn, replies
 from ._errors import SidecarExitedError, error_from_reply
 
 _CHUNK = 1 << 16
@@ -122,7 +120,7 @@ class _Session:
         await asyncio.wait(tasks, timeout=timeout)
 
 
-class AsyncAguiState(Methods[Coroutine[Any, Any, Result]]):
+class AsyncAguiState(Spawn, Methods[Coroutine[Any, Any, Result]]):
     """A running agui-state sidecar for asyncio code; every method is awaited.
 
     Start it with `async with AsyncAguiState() as s:` or `s = await AsyncAguiState().start()`.
@@ -134,10 +132,7 @@ class AsyncAguiState(Methods[Coroutine[Any, Any, Result]]):
     def __init__(self, path: Optional[StrPath] = None, args: Sequence[str] = (),
                  env: Optional[Mapping[str, str]] = None, *, capture_logs: bool = False, log_lines: int = 1000,
                  timeout: Optional[float] = None) -> None:
-        self.argv = [find_binary(path), *args]
-        self.env, self.timeout = env, timeout
-        self._logs: Optional[Deque[str]] = collections.deque(maxlen=log_lines) if capture_logs else None
-        self._ids = itertools.count(1)
+        super().__init__(path, args, env, capture_logs=capture_logs, log_lines=log_lines, timeout=timeout)
         self._session: Optional[_Session] = None
 
     async def start(self) -> "AsyncAguiState":
@@ -162,10 +157,6 @@ class AsyncAguiState(Methods[Coroutine[Any, Any, Result]]):
     @property
     def pid(self) -> int:
         return self._live().proc.pid
-
-    def logs(self) -> List[str]:
-        """The captured stderr lines (only with capture_logs=True)."""
-        return list(self._logs or ())
 
     async def close(self, timeout: Optional[float] = 5.0) -> None:
         """Close stdin, wait for the sidecar to answer what it has read and exit; kill it after `timeout`."""

@@ -2,12 +2,14 @@
 methods of protocol/README.md §6 and §10 (activities), written once over an abstract `call`."""
 from __future__ import annotations
 
+import collections
+import itertools
 import json
 import os
 import shutil
 import stat
 from pathlib import Path
-from typing import Any, Dict, Generic, Iterable, List, Mapping, Optional, TypeVar, Union
+from typing import Any, Deque, Dict, Generic, Iterable, List, Mapping, Optional, Sequence, TypeVar, Union
 
 JSON = Any
 """Any value the json module maps to JSON: dict, list, str, int, float, bool or None."""
@@ -41,6 +43,23 @@ def find_binary(path: Optional[StrPath] = None) -> str:
         "agui-state: no sidecar found. Looked at: the `path` argument (not given), $AGUI_STATE_BIN (not set), "
         f"the bundled binary {BUNDLED} (absent: this is not the platform wheel), `agui-state` on PATH (none). "
         "Install the platform wheel, or pass the path of dist/agui-state.")
+
+
+class Spawn:
+    """How a client starts its sidecar and what it keeps beside it, the same for AguiState and
+    AsyncAguiState: the command line, the child's environment, the default reply timeout, the captured
+    stderr lines and the request ids."""
+
+    def __init__(self, path: Optional[StrPath], args: Sequence[str], env: Optional[Mapping[str, str]], *,
+                 capture_logs: bool, log_lines: int, timeout: Optional[float]) -> None:
+        self.argv = [find_binary(path), *args]
+        self.env, self.timeout = env, timeout
+        self._logs: Optional[Deque[str]] = collections.deque(maxlen=log_lines) if capture_logs else None
+        self._ids = itertools.count(1)
+
+    def logs(self) -> List[str]:
+        """The captured stderr lines (only with capture_logs=True)."""
+        return list(self._logs or ())
 
 
 def _ensure_executable(file: Path) -> None:

@@ -1,15 +1,13 @@
 """The synchronous client: one reader thread per sidecar, callers block on their own reply."""
 from __future__ import annotations
 
-import collections
-import itertools
 import os
 import subprocess
 import threading
 from concurrent import futures
-from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Deque, Dict, Mapping, Optional, Sequence
 
-from ._common import Methods, Result, StrPath, encode, find_binary, replies
+from ._common import Methods, Result, StrPath, encode, Spawn, replies
 from ._errors import SidecarExitedError, error_from_reply
 
 
@@ -109,7 +107,7 @@ class _Session:
             self.proc.stdout.close()
 
 
-class AguiState(Methods[Result]):
+class AguiState(Spawn, Methods[Result]):
     """A running agui-state sidecar; every method blocks until its reply.
 
     path: the executable; else $AGUI_STATE_BIN; else the binary bundled in the platform wheel;
@@ -124,10 +122,7 @@ class AguiState(Methods[Result]):
     def __init__(self, path: Optional[StrPath] = None, args: Sequence[str] = (),
                  env: Optional[Mapping[str, str]] = None, *, capture_logs: bool = False, log_lines: int = 1000,
                  timeout: Optional[float] = None) -> None:
-        self.argv = [find_binary(path), *args]
-        self.env, self.timeout = env, timeout
-        self._logs: Optional[Deque[str]] = collections.deque(maxlen=log_lines) if capture_logs else None
-        self._ids = itertools.count(1)
+        super().__init__(path, args, env, capture_logs=capture_logs, log_lines=log_lines, timeout=timeout)
         self._lock = threading.Lock()
         self._session = _Session(self.argv, self.env, self._logs)
 
@@ -140,10 +135,6 @@ class AguiState(Methods[Result]):
     @property
     def pid(self) -> int:
         return self._session.proc.pid
-
-    def logs(self) -> List[str]:
-        """The captured stderr lines (only with capture_logs=True)."""
-        return list(self._logs or ())
 
     def close(self, timeout: Optional[float] = 5.0) -> None:
         """Close stdin, wait for the sidecar to answer what it has read and exit; kill it after `timeout`."""
