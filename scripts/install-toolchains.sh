@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs, from Debian's packages, everything the tests need beyond npm:
+# the Python, Go and Clojure toolchains, their JSON Patch libraries (the
+# witnesses), the web servers the middleware tests run (uvicorn, Jetty) and
+# the browser for the page tests. Without it, `npm test` reports those suites
+# as SKIPPED (under CI=true it fails them instead). Idempotent; needs root or
+# sudo. `.ci/run` calls it; run it once by hand on a fresh machine.
+set -euo pipefail
+
+if [ "$(id -u)" = 0 ]; then apt=(apt-get); else apt=(sudo apt-get); fi
+
+packages=(
+  # Python: the client, its tests, its wheel, the witness and the web stacks
+  python3-jsonpatch python3-pytest python3-pytest-asyncio python3-setuptools python3-wheel python3-venv
+  python3-starlette python3-fastapi python3-uvicorn python3-httpx
+  # Go: the toolchain and the evanphx/json-patch witness
+  golang-go golang-github-evanphx-json-patch-dev
+  # Clojure: the toolchain, data.json, Ring and its Jetty adapter
+  clojure libdata-json-clojure libring-core-clojure libring-jetty-adapter-clojure
+  # readelf, for the glibc floor the release reads off the binary
+  binutils
+  # the browser the page tests drive
+  chromium
+)
+
+"${apt[@]}" update -qq
+DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq "${packages[@]}"
