@@ -3,9 +3,9 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { measure, type JsonObject } from "../src/core/index.js";
 import { StateService } from "../src/service/state-service.js";
-import { MB, osPipe, readAllNow, sampleRss } from "../test/harness/os.js";
-import { startPeer, type Peer } from "../test/harness/peer.js";
-import { Child } from "../test/harness/process.js";
+import { MB, osPipe, readAllNow, sampleRss } from "../scripts/harness/os.js";
+import { startPeer, type Peer } from "../scripts/harness/peer.js";
+import { Child } from "../scripts/harness/process.js";
 import { alternate } from "./lib.js";
 import { f, range, type Row } from "./report.js";
 

@@ -12,7 +12,7 @@ import http from "node:http";
 import { cpus } from "node:os";
 import type { AddressInfo } from "node:net";
 import { performance } from "node:perf_hooks";
-import { SEA, Sidecar, type Command } from "../test/harness/process.js";
+import { SEA, Sidecar, type Command } from "../scripts/harness/process.js";
 import { alternate, stat } from "./lib.js";
 import type { StreamFixer as Fixer } from "../src/stream/fixer.js";
 import { f, note, range, type Row } from "./report.js";
@@ -75,7 +75,7 @@ function fixerAlone(StreamFixer: typeof Fixer, stream: Buffer): number {
 }
 
 /** The process under test on CPU 1 when the machine has two and taskset: run.ts pins the driver to CPU 0, and children inherit it. */
-function pinned(cmd: Command): Command {
+export function pinned(cmd: Command): Command {
   const can = cpus().length >= 2 && spawnSync("taskset", ["-c", "1", "true"], { stdio: "ignore" }).status === 0;
   return can ? { name: cmd.name, file: "taskset", args: ["-c", "1", cmd.file, ...cmd.args] } : cmd;
 }

@@ -9,14 +9,16 @@ import path from "node:path";
 import jsonpatch from "fast-json-patch";
 import { StateService } from "../src/service/state-service.js";
 import { applyAtomic, cloneJson, decodeOps, diffValue, newDoc, toWireOp, type Json } from "../src/core/index.js";
-import { ROOT } from "../test/harness/fixtures.js";
-import { cpuMicros, statusKiB } from "../test/harness/os.js";
-import { startPeer, type Peer } from "../test/harness/peer.js";
-import { childEnv, Child, SEA, type Command } from "../test/harness/process.js";
-import { runSoak } from "../test/soak/driver.js";
+import { ROOT } from "../scripts/harness/fixtures.js";
+import { cpuMicros, statusKiB } from "../scripts/harness/os.js";
+import { startPeer, type Peer } from "../scripts/harness/peer.js";
+import { childEnv, Child, SEA, type Command } from "../scripts/harness/process.js";
+import { runSoak } from "../scripts/soak/driver.js";
+import { clientFigures } from "./clients.js";
 import { hardening } from "./hardening.js";
 import { proxyThroughput } from "./proxy.js";
 import { fixThroughput } from "./stream.js";
+import { proxyLatency, snapshotBytes } from "./snapshots.js";
 import { alternate, stat, type Stat } from "./lib.js";
 import { f, note, range, row, writeTable } from "./report.js";
 
@@ -229,7 +231,7 @@ async function memory(): Promise<void> {
 }
 
 /**
- * B11: the soak's churn (test/soak/), shortened: many more thread ids than
+ * B11: the soak's churn (scripts/soak/), shortened: many more thread ids than
  * --max-threads, so threads are opened, evicted and reopened all along. The
  * figure is (peak RSS − the empty process's RSS) / the live state bytes at
  * the end, as the soak reports it.
@@ -286,6 +288,9 @@ if (wanted("B11")) await churn();
 if (wanted("B8")) await startup();
 if (wanted("B9")) await proxyThroughput(row, QUICK);
 if (wanted("B10")) await fixThroughput(row, QUICK);
+if (wanted("B14")) await snapshotBytes(row); // issue 23
+if (wanted("B12")) await proxyLatency(row, QUICK);
 if (wanted("H")) await hardening(row, QUICK);
+clientFigures(row, note, QUICK, wanted); // B16, B17, B5c, B18, B18c: issue 26
 
 writeTable(path.join(ROOT, "bench/results.md"), (performance.now() - started) / 1000, QUICK || ONLY !== undefined);

@@ -2,8 +2,8 @@ import { spawn } from "node:child_process";
 import { closeSync, createReadStream, mkdtempSync, openSync, rmSync, statSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { MB, sampleRss } from "../test/harness/os.js";
-import { BINARY } from "../test/harness/process.js";
+import { MB, sampleRss } from "../scripts/harness/os.js";
+import { BINARY } from "../scripts/harness/process.js";
 import { alternate } from "./lib.js";
 import { f, range, type Row } from "./report.js";
 

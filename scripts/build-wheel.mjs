@@ -1,14 +1,18 @@
 #!/usr/bin/env node
-// Builds the Python platform wheel, agui_state-<version>-py3-none-<platform>.whl: the client package of
-// clients/python/ with dist/agui-state inside it (agui_state/bin/agui-state), so that
-// `pip install <wheel>` gives a working AguiState() with no Node and no AGUI_STATE_BIN.
-//   node scripts/build-wheel.mjs [--out DIR]      (default DIR: dist/)
+// Builds a Python platform wheel, agui_state-<version>-py3-none-<platform>.whl: the client package of
+// clients/python/ with a sidecar binary inside it (agui_state/bin/agui-state, or agui-state.exe for a
+// Windows binary), so that `pip install <wheel>` gives a working AguiState() with no Node and no
+// AGUI_STATE_BIN. With --pure, the py3-none-any wheel instead: the same clients and no binary, for
+// every platform no platform wheel fits; they find the sidecar through AGUI_STATE_BIN or PATH.
+//   node scripts/build-wheel.mjs [--out DIR] [--binary FILE | --pure]
+// DIR defaults to dist/; FILE to dist/agui-state, which is run (--version) before it is packed. A FILE
+// given is packed as it is: it may be built for a platform this machine cannot run (release.mjs).
 // Prints the wheel's path on stdout; everything else goes to stderr.
 //
 // The version is package.json's, the project's one source of it: this script writes it into the staged
 // agui_state/_version.py, which pyproject.toml reads (setuptools' `attr:`, without importing anything).
 // No copy of it is kept under clients/python/, so it cannot drift. The platform tag is read from the
-// binary itself by clients/python/setup.py (its ELF symbol versions), never passed in.
+// binary itself by clients/python/setup.py (its ELF, PE or Mach-O headers), never passed in.
 //
 // It builds from a staged copy in a temporary folder, so neither the 83 MB binary nor setuptools'
 // build/ and *.egg-info ever land in clients/python/. Python: $AGUI_STATE_PYTHON, else Debian's
@@ -22,7 +26,6 @@ import { fileURLToPath } from "node:url";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const source = path.join(root, "clients/python");
-const binary = path.join(root, "dist/agui-state");
 const { version } = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8"));
 
 /** Stops the build; thrown, so that the staged copy (83 MB) is removed on the way out. */
@@ -33,11 +36,20 @@ function fail(message) {
 
 const args = process.argv.slice(2);
 let out = path.join(root, "dist");
-if (args[0] === "--out" && args.length === 2) out = path.resolve(args[1]);
-else if (args.length) {
-  console.error("[build-wheel] usage: node scripts/build-wheel.mjs [--out DIR]");
-  process.exit(2);
+let binary = path.join(root, "dist/agui-state");
+let given = false;
+let pure = false;
+for (let i = 0; i < args.length; i++) {
+  if (args[i] === "--out" && args[i + 1]) out = path.resolve(args[++i]);
+  else if (args[i] === "--binary" && args[i + 1] && !pure) [binary, given] = [path.resolve(args[++i]), true];
+  else if (args[i] === "--pure" && !given) pure = true;
+  else {
+    console.error("[build-wheel] usage: node scripts/build-wheel.mjs [--out DIR] [--binary FILE | --pure]");
+    process.exit(2);
+  }
 }
+// The name the clients look for (clients/python/agui_state/_common.py): Windows runs only a .exe.
+const exe = binary.endsWith(".exe") ? "agui-state.exe" : "agui-state";
 
 const python = process.env["AGUI_STATE_PYTHON"] || (fs.existsSync("/usr/bin/python3") ? "/usr/bin/python3" : "python3");
 // The caller's loader hooks (vitest, tsx) must not reach the binary's --version run. pip must ask
@@ -48,21 +60,26 @@ Object.assign(env, { NODE_OPTIONS: "", PIP_CONFIG_FILE: os.devNull, PIP_NO_INPUT
 
 const stage = fs.mkdtempSync(path.join(os.tmpdir(), "agui-state-wheel-"));
 try {
-  if (!fs.existsSync(binary)) fail("dist/agui-state is missing: run `npm run build` first");
-  const said = execFileSync(binary, ["--version"], { env, encoding: "utf8" }).trim();
-  if (said !== version) fail(`dist/agui-state --version says ${JSON.stringify(said)}, package.json says ${version}`);
+  if (!pure && !fs.existsSync(binary)) fail(`${given ? binary : "dist/agui-state"} is missing${given ? "" : ": run `npm run build` first"}`);
+  if (!pure && !given) {
+    const said = execFileSync(binary, ["--version"], { env, encoding: "utf8" }).trim();
+    if (said !== version) fail(`dist/agui-state --version says ${JSON.stringify(said)}, package.json says ${version}`);
+  }
 
   // The package's own files only: no tests, no examples, no caches.
   for (const f of ["pyproject.toml", "setup.py", "README.md"]) fs.copyFileSync(path.join(source, f), path.join(stage, f));
   fs.copyFileSync(path.join(root, "LICENSE"), path.join(stage, "LICENSE"));
   const pkg = path.join(stage, "agui_state");
-  fs.mkdirSync(path.join(pkg, "bin"), { recursive: true });
+  fs.mkdirSync(pkg);
   for (const f of fs.readdirSync(path.join(source, "agui_state"))) {
     if (f.endsWith(".py") || f === "py.typed") fs.copyFileSync(path.join(source, "agui_state", f), path.join(pkg, f));
   }
   fs.writeFileSync(path.join(pkg, "_version.py"), `# Written by scripts/build-wheel.mjs from package.json.\n__version__ = ${JSON.stringify(version)}\n`);
-  fs.copyFileSync(binary, path.join(pkg, "bin/agui-state"));
-  fs.chmodSync(path.join(pkg, "bin/agui-state"), 0o755); // the wheel records this mode, and pip restores it
+  if (!pure) {
+    fs.mkdirSync(path.join(pkg, "bin"));
+    fs.copyFileSync(binary, path.join(pkg, "bin", exe));
+    fs.chmodSync(path.join(pkg, "bin", exe), 0o755); // the wheel records this mode, and pip restores it
+  }
 
   // Into a folder of its own first, so that exactly one wheel is found whatever `out` already holds.
   const house = path.join(stage, "wheelhouse");
@@ -71,7 +88,9 @@ try {
   if (r.error) fail(`could not run ${python}: ${r.error.message} (set AGUI_STATE_PYTHON to a python3 with setuptools and wheel)`);
   if (r.status !== 0) fail(`${python} ${pip.join(" ")} exited ${r.status ?? r.signal} (it needs setuptools and wheel: Debian's python3-setuptools, python3-wheel)`);
   const built = fs.readdirSync(house);
-  if (built.length !== 1 || !built[0]?.startsWith(`agui_state-${version}-py3-none-`)) fail(`expected one agui_state-${version}-py3-none-*.whl, pip wrote ${JSON.stringify(built)}`);
+  const expected = `agui_state-${version}-py3-none-${pure ? "any" : "<platform>"}.whl`;
+  const ok = pure ? (f) => f.endsWith("-any.whl") : (f) => !f.endsWith("-any.whl");
+  if (built.length !== 1 || !built[0]?.startsWith(`agui_state-${version}-py3-none-`) || !ok(built[0])) fail(`expected one ${expected}, pip wrote ${JSON.stringify(built)}`);
   fs.mkdirSync(out, { recursive: true });
   fs.copyFileSync(path.join(house, built[0]), path.join(out, built[0]));
   const wheel = path.join(out, built[0]);

@@ -98,7 +98,8 @@ await step("node --experimental-sea-config -> dist/sea-prep.blob", () => {
     output: "dist/sea-prep.blob",
     disableExperimentalSEAWarning: true,
     // V8 code cache of the bundle's top level, made by this same node so V8
-    // accepts it; measured ~5-7 ms off startup (SEA flags=5 when injected).
+    // accepts it (SEA flags=5 when injected); it shortens start-up, by the
+    // figure in docs/benchmarks.md, "Figures behind choices in the source".
     useCodeCache: true,
   };
   fs.writeFileSync(seaConfig, JSON.stringify(config, null, 2) + "\n");

@@ -1,6 +1,6 @@
 /**
  * Fuzzes the running sidecar with seeded, replayable streams of hostile
- * messages (test/fuzz/), NDJSON and LSP, and checks after each stream:
+ * messages (scripts/fuzz/), NDJSON and LSP, and checks after each stream:
  * - the process lived until stdin ended (or SIGTERM), then exited 0, and its
  *   stderr is pino records with nothing logged at error level;
  * - stdout parses completely as frames of the input's framing;
@@ -18,15 +18,15 @@
  *   npm run fuzz -- --long         ~600k messages in 24 streams
  *   npm run fuzz -- --seed N       replay (also FUZZ_SEED=N); the same options give the same streams
  *   --streams N, --messages N (per stream), --huge N (per stream); FUZZ_BIN=path fuzzes another build
- *   --witness N                    cases of the three-witness differential (test/witness/): every delta
+ *   --witness N                    cases of the three-witness differential (scripts/witness/): every delta
  *                                  (STATE_DELTA, and ACTIVITY_DELTA patches on activity contents) applied
  *                                  with fast-json-patch, python-json-patch and evanphx/json-patch;
  *                                  default 100,000 with --long, 2,000 otherwise
  */
-import { fuzz, type FuzzOptions, type StreamReport } from "../test/fuzz/run.js";
-import { startPeer } from "../test/harness/peer.js";
-import { runDifferential } from "../test/witness/differential.js";
-import { goWitness, pythonWitness, type Witness } from "../test/witness/peers.js";
+import { fuzz, type FuzzOptions, type StreamReport } from "./fuzz/run.js";
+import { startPeer } from "./harness/peer.js";
+import { runDifferential } from "./witness/differential.js";
+import { goWitness, pythonWitness, type Witness } from "./witness/peers.js";
 
 /** The differential, in slices of 10,000 cases so that no batch for a peer grows without bound. */
 async function witnessRun(seed: number, count: number): Promise<string[]> {

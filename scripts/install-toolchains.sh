@@ -19,9 +19,16 @@ packages=(
   clojure libdata-json-clojure libring-core-clojure libring-jetty-adapter-clojure
   # readelf, for the glibc floor the release reads off the binary
   binutils
+  # the release's other targets (test/release/targets.ts): linux-arm64 runs under qemu with
+  # Debian's arm64 libc and libstdc++ (multiarch, added below), win-x64 under wine64
+  qemu-user-static libc6:arm64 libstdc++6:arm64 wine64
   # the browser the page tests drive
   chromium
 )
 
+# arm64 packages (libc6:arm64, libstdc++6:arm64) come from Debian's own archive once the
+# architecture is added; a no-op when it already is.
+if [ "$(id -u)" = 0 ]; then dpkg=(dpkg); else dpkg=(sudo dpkg); fi
+dpkg --print-foreign-architectures | grep -qx arm64 || "${dpkg[@]}" --add-architecture arm64
 "${apt[@]}" update -qq
 DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq "${packages[@]}"

@@ -7,9 +7,9 @@
 //                           [--window N] [--stats-every N] [--sample-every N]
 //                           [--tolerance PCT] [--warmup-turnovers N]
 //                           [--max-heap 256MiB] [--node-options "--max-old-space-size=300"] [--binary PATH]
-import { runSoak } from "../test/soak/driver.js";
-import { defaults, type SoakOptions } from "../test/soak/options.js";
-import { formatCurve, formatHeader, formatRow, formatSummary, TABLE_HEAD } from "../test/soak/report.js";
+import { runSoak } from "./soak/driver.js";
+import { defaults, type SoakOptions } from "./soak/options.js";
+import { formatCurve, formatHeader, formatRow, formatSummary, TABLE_HEAD } from "./soak/report.js";
 
 const USAGE =
   "usage: tsx scripts/soak.ts [--requests N] [--ids N] [--max-threads N] [--seed N] [--window N] [--stats-every N] [--sample-every N] [--tolerance PCT] [--warmup-turnovers N] [--max-heap SIZE] [--node-options OPTS] [--binary PATH]";

@@ -1,6 +1,6 @@
 import { execFileSync } from "node:child_process";
 import path from "node:path";
-import { ROOT } from "./harness/fixtures.js";
+import { ROOT } from "../scripts/harness/fixtures.js";
 
 /**
  * vitest globalSetup: builds dist/agui-state and dist/agui-state.cjs when any

@@ -4,8 +4,6 @@
 package aguistate
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -62,23 +60,6 @@ type Client struct {
 	p      *proc
 }
 
-// proc is one spawned process and its session.
-type proc struct {
-	cmd     *exec.Cmd
-	stdin   io.WriteCloser
-	wmu     sync.Mutex // serializes writes (one line per request) and the close of stdin
-	mu      sync.Mutex // guards pending and err
-	pending map[int64]chan *response
-	err     *ExitError    // set once the process has exited
-	done    chan struct{} // closed after err is set
-}
-
-type response struct {
-	ID     json.RawMessage `json:"id"`
-	Result json.RawMessage `json:"result"`
-	Error  *Error          `json:"error"`
-}
-
 // Start spawns the sidecar. ctx bounds only the start, not the process's life.
 func Start(ctx context.Context, opts Options) (*Client, error) {
 	c := &Client{opts: opts}
@@ -118,51 +99,7 @@ func (c *Client) spawn(ctx context.Context) (*proc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("agui-state: start %s: %w", path, err)
 	}
-	p := &proc{cmd: cmd, stdin: stdin, pending: map[int64]chan *response{}, done: make(chan struct{})}
-	go p.read(stdout)
-	return p, nil
-}
-
-// read dispatches responses by id until stdout ends, then reaps the process
-// and fails every pending call with the ExitError.
-func (p *proc) read(stdout io.Reader) {
-	var cause error
-	br := bufio.NewReaderSize(stdout, 64<<10)
-	for {
-		line, err := br.ReadBytes('\n')
-		if line = bytes.TrimSpace(line); len(line) > 0 {
-			var r response
-			id, perr := int64(0), json.Unmarshal(line, &r)
-			if perr == nil && string(r.ID) != "null" { // id null: a reply that names no request
-				id, perr = strconv.ParseInt(string(r.ID), 10, 64)
-			}
-			if perr != nil { // stdout carries protocol frames only: this stream cannot be trusted
-				cause = fmt.Errorf("unreadable response %.200q: %v", line, perr)
-				_ = p.cmd.Process.Kill()
-				break
-			}
-			p.mu.Lock()
-			ch := p.pending[id]
-			delete(p.pending, id)
-			p.mu.Unlock()
-			if ch != nil {
-				ch <- &r // buffered: never blocks
-			}
-		}
-		if err != nil {
-			break
-		}
-	}
-	_, _ = io.Copy(io.Discard, stdout)
-	_ = p.cmd.Wait()
-	p.mu.Lock()
-	p.err = &ExitError{State: p.cmd.ProcessState, Err: cause}
-	for id, ch := range p.pending {
-		delete(p.pending, id)
-		ch <- nil
-	}
-	p.mu.Unlock()
-	close(p.done)
+	return newProc(cmd, stdin, stdout), nil
 }
 
 // Process is the running sidecar process (for its pid, or to signal it).
@@ -187,20 +124,22 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 		return fmt.Errorf("agui-state: %s params: %w", method, err)
 	}
 	id := atomic.AddInt64(&c.nextID, 1)
-	msg, err := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      int64           `json:"id"`
-		Method  string          `json:"method"`
-		Params  json.RawMessage `json:"params"`
-	}{"2.0", id, method, ps})
+	name, err := json.Marshal(method)
 	if err != nil {
 		return err
 	}
+	// The envelope by hand, around params as json.Marshal wrote them: marshaling
+	// a struct with params as a json.RawMessage would scan and copy them again.
+	msg := make([]byte, 0, len(ps)+len(name)+48)
+	msg = append(msg, `{"jsonrpc":"2.0","id":`...)
+	msg = strconv.AppendInt(msg, id, 10)
+	msg = append(append(append(msg, `,"method":`...), name...), `,"params":`...)
+	msg = append(append(msg, ps...), "}\n"...)
 	c.mu.Lock()
 	p := c.p
 	c.mu.Unlock()
 
-	ch := make(chan *response, 1)
+	ch := make(chan []byte, 1)
 	p.mu.Lock()
 	if p.err != nil {
 		p.mu.Unlock()
@@ -210,61 +149,18 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 	p.mu.Unlock()
 
 	p.wmu.Lock()
-	_, werr := p.stdin.Write(append(msg, '\n'))
+	_, werr := p.stdin.Write(msg)
 	p.wmu.Unlock()
-	if werr != nil { // the process is going away: report how it ended
+	if werr != nil { // the process is going away: read stdout to its end to report how it ended
 		p.forget(id)
-		select {
-		case <-p.done:
-			return p.err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		_, err := p.await(ctx, 0, nil)
+		return err
 	}
-	select {
-	case r := <-ch:
-		if r == nil {
-			return p.err
-		}
-		if r.Error != nil {
-			return r.Error
-		}
-		if result != nil {
-			if err := json.Unmarshal(r.Result, result); err != nil {
-				return fmt.Errorf("agui-state: %s result: %w", method, err)
-			}
-		}
-		return nil
-	case <-ctx.Done():
-		p.forget(id) // a late response is dropped
-		return ctx.Err()
+	line, err := p.await(ctx, id, ch)
+	if err != nil {
+		return err
 	}
-}
-
-func (p *proc) forget(id int64) {
-	p.mu.Lock()
-	delete(p.pending, id)
-	p.mu.Unlock()
-}
-
-// stop closes stdin, which makes the sidecar answer what it has read and exit
-// 0; after timeout it is killed.
-func (p *proc) stop(timeout time.Duration) error {
-	p.wmu.Lock()
-	_ = p.stdin.Close()
-	p.wmu.Unlock()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	select {
-	case <-p.done:
-	case <-timer.C:
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-	if p.err.State != nil && p.err.State.Success() && p.err.Err == nil {
-		return nil
-	}
-	return p.err
+	return p.decode(method, line, result)
 }
 
 // Close ends the sidecar: nil if it exited cleanly, else its *ExitError.

@@ -41,6 +41,7 @@ func TestMain(m *testing.M) {
 //   - "record": copy each request line to stderr and answer it with {}, which
 //     every wrapper's result decodes from (as zero values).
 //   - "hang": read stdin to its end, then never exit (until killed).
+//   - "hold": hold every reply back until "release" (transport_test.go).
 func fakeSidecar(mode string) {
 	switch mode {
 	case "garbage":
@@ -50,6 +51,9 @@ func fakeSidecar(mode string) {
 	case "hang":
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		time.Sleep(time.Hour)
+		return
+	case "hold":
+		holdSidecar() // transport_test.go
 		return
 	}
 	in := bufio.NewScanner(os.Stdin)

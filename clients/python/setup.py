@@ -1,12 +1,19 @@
 """The wheel's platform tag, read from the binary it carries (the rest is in pyproject.toml).
 
-The wheel holds a native executable, so it is not pure ("Root-Is-Purelib: false") and its tag is
+A platform wheel holds a native executable, so it is not pure ("Root-Is-Purelib: false") and its tag is
 py3-none-<platform>: any Python 3 (the client is pure Python and loads no extension, hence no ABI),
-and the platform the binary runs on. That platform is worked out here from the binary's ELF headers, not
-written down by hand: manylinux_2_<N>_<arch>, where 2.<N> is the newest GLIBC_ symbol version it needs
-(PEP 600: it runs on any distribution with glibc 2.<N> or later). The build stops if the binary needs a
-library outside the manylinux set, or libstdc++/libgcc symbol versions newer than distributions of that
-glibc baseline ship (the ceilings are those of auditwheel's manylinux policy).
+and the platform the binary runs on. That platform is worked out here from the binary's headers, not
+written down by hand:
+- ELF: manylinux_2_<N>_<arch>, where 2.<N> is the newest GLIBC_ symbol version it needs (PEP 600: it
+  runs on any distribution with glibc 2.<N> or later). The build stops if the binary needs a library
+  outside the manylinux set, or libstdc++/libgcc symbol versions newer than distributions of that glibc
+  baseline ship (the ceilings are those of auditwheel's manylinux policy).
+- PE32+: win_amd64 or win_arm64, from the COFF Machine field.
+- Mach-O: macosx_<major>_<minor>_<arch>, the minimum macOS its LC_BUILD_VERSION (or
+  LC_VERSION_MIN_MACOSX) load command names; from macOS 11 on, the minor is 0 (packaging's rule).
+
+With no binary staged in agui_state/bin/, the wheel is the pure py3-none-any one: the same clients,
+which then find the sidecar through AGUI_STATE_BIN or PATH.
 """
 import re
 import struct
@@ -22,7 +29,8 @@ except ImportError:
     from wheel.bdist_wheel import bdist_wheel  # Debian 12: setuptools 66 and python3-wheel
 
 HERE = Path(__file__).resolve().parent
-BINARY = HERE / "agui_state" / "bin" / "agui-state"
+BIN = HERE / "agui_state" / "bin"
+BINARIES = sorted(BIN.glob("agui-state*")) if BIN.is_dir() else []
 VERSION = HERE / "agui_state" / "_version.py"
 
 ARCH = {62: "x86_64", 183: "aarch64"}  # ELF e_machine
@@ -86,7 +94,55 @@ def newest(versions, prefix):
     return max(found) if found else None
 
 
+def head(path, size):
+    with open(path, "rb") as f:
+        return f.read(size)
+
+
 def platform_tag(path):
+    magic = head(path, 4)
+    if magic[:2] == b"MZ":
+        return pe_tag(path)
+    if magic == b"\xcf\xfa\xed\xfe":
+        return macos_tag(path)
+    return manylinux_tag(path)
+
+
+PE_MACHINE = {0x8664: "win_amd64", 0xAA64: "win_arm64"}
+MACHO_CPU = {0x01000007: "x86_64", 0x0100000C: "arm64"}
+
+
+def pe_tag(path):
+    """PE/COFF: the "PE\\0\\0" signature at e_lfanew, then the COFF header's Machine; PE32+ (optional
+    header magic 0x20b) is the only kind a 64-bit tag fits."""
+    data = head(path, 4096)
+    pe = struct.unpack_from("<I", data, 0x3C)[0]
+    if data[pe:pe + 4] != b"PE\0\0" or struct.unpack_from("<H", data, pe + 24)[0] != 0x20B:
+        fail(f"{path} is not a PE32+ executable: no Windows tag fits it")
+    machine = struct.unpack_from("<H", data, pe + 4)[0]
+    return PE_MACHINE.get(machine) or fail(f"{path}: no Windows tag for PE machine 0x{machine:x}")
+
+
+def macos_tag(path):
+    """Mach-O 64 (mach-o/loader.h): cputype, then the load commands after the 32-byte header."""
+    data = path.read_bytes()
+    cpu, _, _, ncmds = struct.unpack_from("<IIII", data, 4)
+    arch = MACHO_CPU.get(cpu) or fail(f"{path}: no macOS tag for Mach-O cputype 0x{cpu:x}")
+    at, minos = 32, None
+    for _ in range(ncmds):
+        cmd, size = struct.unpack_from("<II", data, at)
+        if cmd == 0x32 and struct.unpack_from("<I", data, at + 8)[0] == 1:  # LC_BUILD_VERSION, PLATFORM_MACOS
+            minos = struct.unpack_from("<I", data, at + 12)[0]
+        elif cmd == 0x24:  # LC_VERSION_MIN_MACOSX
+            minos = struct.unpack_from("<I", data, at + 8)[0]
+        at += size
+    if minos is None:
+        fail(f"{path} names no minimum macOS (no LC_BUILD_VERSION or LC_VERSION_MIN_MACOSX)")
+    major, minor = minos >> 16, (minos >> 8) & 0xFF
+    return f"macosx_{major}_{0 if major >= 11 else minor}_{arch}"
+
+
+def manylinux_tag(path):
     machine, needed, versions = elf_needs(path)
     arch = ARCH.get(machine) or fail(f"{path}: no manylinux tag for ELF machine {machine}")
     glibc = newest(versions, "GLIBC_")
@@ -115,16 +171,21 @@ class BinaryDistribution(Distribution):
 
 class PlatformWheel(bdist_wheel):
     def get_tag(self):
-        return "py3", "none", platform_tag(BINARY)
+        return "py3", "none", platform_tag(BINARIES[0])
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--platform-tag"]:
     # python3 setup.py --platform-tag FILE: the tag this file would give a wheel, nothing built.
-    print(platform_tag(Path(sys.argv[2]) if len(sys.argv) > 2 else BINARY))
+    print(platform_tag(Path(sys.argv[2])))
     sys.exit(0)
 
-if not BINARY.is_file() or not VERSION.is_file():
-    fail("agui_state/bin/agui-state or agui_state/_version.py is missing. Build the wheel from the "
-         "repository's root with `node scripts/build-wheel.mjs`, which stages both.")
+if not VERSION.is_file():
+    fail("agui_state/_version.py is missing. Build the wheel from the repository's root with "
+         "`node scripts/build-wheel.mjs`, which stages it (and the binary, for a platform wheel).")
+if len(BINARIES) > 1:
+    fail(f"more than one binary staged in agui_state/bin/: {', '.join(b.name for b in BINARIES)}")
 
-setup(distclass=BinaryDistribution, cmdclass={"bdist_wheel": PlatformWheel})
+if BINARIES:
+    setup(distclass=BinaryDistribution, cmdclass={"bdist_wheel": PlatformWheel})
+else:
+    setup()  # the pure py3-none-any wheel

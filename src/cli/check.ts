@@ -1,9 +1,12 @@
-import { createReadStream, readFileSync } from "node:fs";
+import { createReadStream } from "node:fs";
 import type { Writable } from "node:stream";
-import { parseArgs } from "node:util";
-import { isObject, type Json, type JsonObject } from "../core/json.js";
+import { parseArgs, type ParseArgsConfig } from "node:util";
+import type { JsonObject } from "../core/json.js";
 import { StreamChecker } from "../stream/checker.js";
 import { formatFinding, formatSummary } from "../stream/format.js";
+import { EXIT } from "./exit.js";
+import { plainNumbers } from "../json/parse.js";
+import { describeInput, readJsonInput, unreadable } from "./json-input.js";
 import { UsageError } from "./options.js";
 
 /**
@@ -15,13 +18,13 @@ import { UsageError } from "./options.js";
  * The helpers here are fix's too: both read a stream, and a `--state`.
  */
 
-/** Input that cannot be read (a missing file, a `--state` that is not a JSON object): exit 2. */
+/** Input that cannot be read (a missing file, a `--state` that is not a JSON object): exit 2 (exit.ts). */
 export class Unreadable extends Error {}
 
-export function streamArgs(name: string, argv: string[], flag: string): { file: string; state: JsonObject; flag: boolean } {
+export function streamArgs(name: string, argv: string[], flag: string, extra: ParseArgsConfig["options"] = {}): { file: string; state: JsonObject; flag: boolean; values: Record<string, unknown> } {
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, options: { state: { type: "string" }, [flag]: { type: "boolean" } }, strict: true, allowPositionals: true });
+    parsed = parseArgs({ args: argv, options: { ...extra, state: { type: "string" }, [flag]: { type: "boolean" } }, strict: true, allowPositionals: true });
   } catch (e) {
     throw new UsageError(`${name}: ${(e as Error).message}`);
   }
@@ -30,19 +33,15 @@ export function streamArgs(name: string, argv: string[], flag: string): { file: 
   const stateFile = values["state"];
   const file = positionals[0] ?? "-";
   if (stateFile === "-" && file === "-") throw new UsageError(`${name}: --state and the stream cannot both come from stdin`);
-  return { file, state: typeof stateFile === "string" ? readState(stateFile) : {}, flag: values[flag] === true };
+  return { file, state: typeof stateFile === "string" ? readState(stateFile) : {}, flag: values[flag] === true, values };
 }
 
-/** The state the client holds before the stream: a JSON object (protocol/README.md §11). */
+/** The state the client holds before the stream: a JSON object (protocol/README.md §11), read as every command reads JSON. */
 function readState(file: string): JsonObject {
-  let value: Json;
-  try {
-    value = JSON.parse(readFileSync(file === "-" ? 0 : file, "utf8")) as Json;
-  } catch (e) {
-    throw new Unreadable(`--state: cannot read ${file}: ${(e as Error).message}`);
-  }
-  if (!isObject(value)) throw new Unreadable(`--state: ${file} is not a JSON object`);
-  return value;
+  const r = readJsonInput(file, "state");
+  if (!r.ok) throw new Unreadable(describeInput(r.error));
+  // The model is of a JavaScript client, whose JSON.parse reads `1.0` as 1.
+  return plainNumbers(r.value) as JsonObject;
 }
 
 /** The stream's bytes as they arrive: stdin for "-", else the file. A pipe yields each chunk as soon as it is written. */
@@ -77,9 +76,10 @@ export async function guardedRead(name: string, run: () => Promise<number>): Pro
     return await run();
   } catch (e) {
     if (e instanceof UsageError) throw e;
-    const message = e instanceof Unreadable ? e.message : `cannot read the input: ${(e as Error).message}`;
+    // A stream that cannot be opened or read: createReadStream's error carries the file's path.
+    const message = e instanceof Unreadable ? e.message : describeInput(unreadable((e as NodeJS.ErrnoException).path ?? "-", e));
     process.stderr.write(`agui-state ${name}: ${message}\n`);
-    return 2;
+    return EXIT.refused;
   }
 }
 
@@ -97,6 +97,6 @@ export function checkCommand(argv: string[]): Promise<number> {
     await emit(checker.end());
     const s = checker.summary;
     await out(json ? JSON.stringify({ summary: s }) + "\n" : formatSummary(s, checker.model.stopped?.event) + "\n");
-    return s.dropped + s.ignored + s.fatal > 0 ? 1 : 0;
+    return s.dropped + s.ignored + s.fatal + s.wiped > 0 ? 1 : 0;
   });
 }

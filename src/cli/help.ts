@@ -1,3 +1,4 @@
+import { EXIT_TABLE } from "./exit.js";
 import { LIMIT_FLAGS } from "./options.js";
 import { PROXY_HELP } from "./proxy.js";
 import { DEFAULT_LIMITS } from "../protocol/limits.js";
@@ -27,7 +28,7 @@ Usage:
   agui-state parse POINTER
   agui-state check [FILE|-] [--state FILE] [--json]
                                       report the events of an AG-UI stream the client would not apply
-  agui-state fix [FILE|-] [--state FILE] [--report]
+  agui-state fix [FILE|-] [--state FILE] [--report] [--own POINTER]... [--snapshots pass|delta] [--join-keys]
                                       write the stream back with every delta made to apply
   agui-state proxy --upstream URL     an HTTP proxy that fixes an AG-UI endpoint's event streams
   agui-state help [COMMAND]           this text, or a command's
@@ -35,6 +36,7 @@ Usage:
 
 Run "agui-state help serve" for the flags, limits and environment variables.
 
+${EXIT_TABLE}
 Examples:
   echo '{"jsonrpc":"2.0","id":1,"method":"escapePointer","params":{"path":["toolState","raster-ops/dataset"]}}' | agui-state
   agui-state escape toolState raster-ops/dataset
@@ -74,7 +76,12 @@ Ops are read from OPS_FILE, or from stdin when it is "-" or missing.
   --state FILE   the state to apply the ops to (JSON)
   --strict       exit 1 when any op was skipped
 
-Exit status: 0 on success, 1 on bad input (or a skip, with --strict).
+The ops must be a JSON array and the state a JSON object, read as the
+sidecar reads params: a number a double would change, nesting past
+--max-depth or a state past --max-state-bytes (their defaults) is refused.
+
+Exit status: 0 on success; 1 when an op was skipped, with --strict; 2 for a
+usage error or input that cannot be read or is malformed.
 
 Example:
   echo '[{"op":"add","path":"/todos/-","value":"milk"}]' | agui-state normalize
@@ -82,7 +89,10 @@ Example:
   diff: `agui-state diff OLD.json NEW.json
 
 Prints a minimal RFC 6902 delta that turns OLD into NEW, as a JSON array. Either
-file may be "-" for stdin.
+file may be "-" for stdin. Both are states: JSON objects (protocol/README.md
+§11), read as normalize reads --state.
+
+Exit status: 0; 2 for a usage error or input that cannot be read or is malformed.
 
 Example:
   agui-state diff before.json after.json
@@ -90,15 +100,18 @@ Example:
   escape: `agui-state escape SEGMENT...
 
 Prints the RFC 6901 pointer, as a JSON string, for raw segments ("~" becomes
-"~0" first, then "/" becomes "~1").
+"~0" first, then "/" becomes "~1"). Every argument after "--" is a segment,
+even one that starts with "-". At least one segment is needed, so that an
+empty variable does not silently give the root; "escape --" prints "", the
+root, on purpose.
 
 Example:
   agui-state escape toolState raster-ops/dataset     # "/toolState/raster-ops~1dataset"
 `,
   parse: `agui-state parse POINTER
 
-Prints the raw segments of an RFC 6901 pointer as a JSON array; exit 1 if the
-pointer is malformed.
+Prints the raw segments of an RFC 6901 pointer as a JSON array; exit 2, with
+nothing on stdout, if the pointer is malformed.
 
 Example:
   agui-state parse /toolState/raster-ops~1dataset    # ["toolState","raster-ops/dataset"]
@@ -116,6 +129,11 @@ reports every event the client would not apply:
             missing value), or a break of the run lifecycle (the first event
             must be RUN_STARTED, ...): the client's whole run fails there, and
             nothing after it is applied
+  wiped     a STATE_SNAPSHOT that removes or replaces a member the client held
+            before the stream (--state) and no event of the stream set: the
+            client applies it, and loses that member (SNAPSHOT_WIPE; the
+            server should send a STATE_DELTA on its own namespace, or run
+            behind fix --own)
 The stream is Server-Sent Events (data: lines, an event ended by a blank line)
 or NDJSON (one event per line), told apart by its first non-blank line; it is
 read from FILE, or from stdin when FILE is "-" or missing. SSE is read as the
@@ -132,13 +150,15 @@ its pointer, a code (the skip codes of protocol/README.md §4, or §13's), and a
 hint where one applies. A summary line ends the output.
 
 Exit status: 0 when the client applies everything, 1 when anything would be
-dropped, ignored or fatal, 2 for a usage error or unreadable input.
+dropped, ignored, fatal or wiped, 2 for a usage error, or input that cannot be read
+or is malformed (a --state that is not JSON, or not an object, ...).
 
 Examples:
   agui-state check run.sse
   curl -N -d @run.json http://localhost:8000/agent | agui-state check --json
 `,
-  fix: `agui-state fix [FILE|-] [--state FILE] [--report]
+  fix: `agui-state fix [FILE|-] [--state FILE] [--report] [--own POINTER]...
+                [--snapshots pass|delta] [--join-keys]
 
 Writes the stream to stdout, in the same framing, with every STATE_DELTA and
 ACTIVITY_DELTA made to apply on @ag-ui/client. Each delta is normalized
@@ -156,19 +176,40 @@ complete, so it works on a live stream (curl -N ... | agui-state fix), and
 memory stays flat however long the stream.
 
   --state FILE   the state the client holds before the stream (a JSON object;
-                 default {})
-  --report       write the findings, as "check" words them, to stderr
+                 default {}): the baseline
+  --report       write the findings to stderr, as "check" words them, each
+                 with what fix did: sent as it came (passed), sent mended,
+                 not sent (discarded), or the client's value kept
+  --own POINTER  repeatable: a member the server owns (/toolState); the client
+                 owns the rest. Each STATE_SNAPSHOT goes as a STATE_DELTA that
+                 touches only the owned members: at a run's first snapshot one
+                 add of each, whole; after that one op per key that moved;
+                 nothing when nothing moved. What it says elsewhere is not
+                 applied. A STATE_DELTA is an explicit write: it applies
+                 wherever it points, --own or not.
+  --snapshots M  pass (default): snapshots go byte for byte. delta: each goes
+                 as the minimal STATE_DELTA to the same state (members it
+                 leaves out are removed): fewer bytes, same meaning
+  --join-keys    read a pointer that reaches an object and then a missing
+                 member with the rest of its segments joined by "/" as one
+                 key, when the op then applies (a server that forgot RFC 6901
+                 escaping); reported as mended; never the default
 
 Exit status: 0; 1 when an event the client refuses could not be mended and
 went out as it came (a lifecycle break, an unknown event type, an event other
-than a delta that the schema refuses); 2 for a usage error or unreadable input.
+than a delta that the schema refuses); 2 for a usage error, or input that
+cannot be read or is malformed.
 
 Examples:
   agui-state fix --report run.sse > fixed.sse
+  agui-state fix --state client.json --own /toolState run.sse
   curl -N -d @run.json http://localhost:8000/agent | agui-state fix
 `,
   proxy: PROXY_HELP,
 } satisfies Record<string, string>;
+
+/** Whether `agui-state help TOPIC` has a page for it. */
+export const isHelpTopic = (topic: string): boolean => Object.prototype.hasOwnProperty.call(HELP, topic);
 
 /** The help text of a command, or the main one. */
 export function help(command?: string): string {

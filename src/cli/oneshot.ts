@@ -1,54 +1,51 @@
-import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { diffValue, formatPointer, normalize, parsePointer, stateOverLimit, toWireOp, type Json } from "../core/index.js";
-import { parseJson } from "../json/parse.js";
-import { scanJson } from "../json/scan.js";
-import { DEFAULT_LIMITS, ENVELOPE_DEPTH } from "../protocol/limits.js";
+import { diffValue, formatPointer, normalize, parsePointer, toWireOp, type Json, type JsonObject } from "../core/index.js";
+import { stringifyJson } from "../json/stringify.js";
+import { DEFAULT_LIMITS } from "../protocol/limits.js";
+import { EXIT } from "./exit.js";
+import { describeInput, readJsonInput, type InputKind, type InputProblem } from "./json-input.js";
 import { UsageError } from "./options.js";
 
-/** Bad input to a one-shot command: a message on stderr and exit status 1. */
-export class InputError extends Error {}
-
+/** What a one-shot command touches of the process: stdin, stdout and stderr. */
 export interface Io {
   readStdin(): string;
   out(text: string): void;
+  err(text: string): void;
 }
 
-function readJson(file: string, io: Io, what: string): Json {
-  let text: string;
-  try {
-    text = file === "-" ? io.readStdin() : readFileSync(file, "utf8");
-  } catch (e) {
-    throw new InputError(`${what}: cannot read ${file}: ${(e as Error).message}`);
-  }
-  let value: Json;
-  try {
-    value = parseJson(text) as Json;
-  } catch (e) {
-    throw new InputError(`${what}: ${file === "-" ? "stdin" : file} is not JSON: ${(e as Error).message}`);
-  }
-  // The same rules as the sidecar: no silently changed numbers, no unbounded nesting.
-  const problem = scanJson(value, DEFAULT_LIMITS.maxDepth + ENVELOPE_DEPTH);
-  if (problem?.kind === "unsafe-integer") throw new InputError(`${what}: ${problem.field || "the value"} is an integer beyond ±2^53 that JSON numbers cannot hold exactly`);
-  if (problem?.kind === "overflow") throw new InputError(`${what}: ${problem.field || "the value"} is a number beyond the range of a double`);
-  if (problem?.kind === "too-deep") throw new InputError(`${what}: nested deeper than ${DEFAULT_LIMITS.maxDepth}`);
-  return value;
+/** A number read as `1.0` is written as `1.0` (protocol/README.md §3, Numbers). */
+const print = (io: Io, value: unknown): void => io.out(stringifyJson(value) + "\n");
+
+/** Input the command cannot take: one line on stderr, nothing on stdout, exit 2. */
+function refuse(io: Io, command: string, problem: InputProblem): number {
+  io.err(`agui-state ${command}: ${describeInput(problem)}\n`);
+  return EXIT.refused;
 }
 
-const print = (io: Io, value: unknown): void => io.out(JSON.stringify(value) + "\n");
+/** Reads every input first, so that nothing is printed unless all of them are good. */
+function readAll(io: Io, inputs: readonly [file: string, kind: InputKind][]) {
+  const values = [];
+  for (const [file, kind] of inputs) {
+    const r = readJsonInput(file, kind, io.readStdin);
+    if (!r.ok) return r;
+    values.push(r.value);
+  }
+  return { ok: true as const, values };
+}
 
 export function normalizeCommand(argv: string[], io: Io): number {
   const { values, positionals } = args(argv, { state: { type: "string" }, strict: { type: "boolean" } });
-  if (positionals.length > 1) throw new UsageError("normalize takes at most one OPS_FILE");
-  const ops = readJson(positionals[0] ?? "-", io, "ops");
-  if (!Array.isArray(ops)) throw new InputError("ops: expected a JSON array of RFC 6902 ops");
-  const state = typeof values["state"] === "string" ? readJson(values["state"], io, "--state") : {};
-  const limits = { maxDepth: DEFAULT_LIMITS.maxDepth, maxStateBytes: DEFAULT_LIMITS.maxStateBytes };
-  const over = stateOverLimit(state, limits);
-  if (over) throw new InputError(`--state: past ${over.limit} ${over.max}`);
-  const out = normalize(ops, state, limits);
+  if (positionals.length > 1) throw new UsageError("normalize takes at most one OPS_FILE; see agui-state normalize --help");
+  const opsFile = positionals[0] ?? "-";
+  const stateFile = values["state"];
+  if (stateFile === "-" && opsFile === "-") throw new UsageError("normalize: --state and the ops cannot both come from stdin");
+  const read = readAll(io, typeof stateFile === "string" ? [[opsFile, "ops"], [stateFile, "state"]] : [[opsFile, "ops"]]);
+  if (!read.ok) return refuse(io, "normalize", read.error);
+  // readJsonInput gave an array for "ops" and an object for "state".
+  const [ops, state = {}] = read.values as [Json[], JsonObject?];
+  const out = normalize(ops, state, { maxDepth: DEFAULT_LIMITS.maxDepth, maxStateBytes: DEFAULT_LIMITS.maxStateBytes });
   print(io, out);
-  return values["strict"] && out.skipped.length > 0 ? 1 : 0;
+  return values["strict"] && out.skipped.length > 0 ? EXIT.problems : EXIT.done;
 }
 
 export function diffCommand(argv: string[], io: Io): number {
@@ -56,22 +53,41 @@ export function diffCommand(argv: string[], io: Io): number {
   if (positionals.length !== 2) throw new UsageError("diff takes two files: OLD.json NEW.json");
   const [a, b] = positionals as [string, string];
   if (a === "-" && b === "-") throw new UsageError("diff: only one of the files can be stdin");
-  print(io, diffValue(readJson(a, io, "OLD"), readJson(b, io, "NEW")).map(toWireOp));
-  return 0;
+  // Both sides are states (protocol/README.md §11): a diff of two arrays or
+  // scalars could only be `replace ""`, an op that names the root (§5 rule 7).
+  const read = readAll(io, [
+    [a, "state"],
+    [b, "state"],
+  ]);
+  if (!read.ok) return refuse(io, "diff", read.error);
+  print(io, diffValue(read.values[0] ?? {}, read.values[1] ?? {}).map(toWireOp));
+  return EXIT.done;
 }
 
+/**
+ * No segments at all is a usage error, although the empty path has a pointer
+ * (""): `agui-state escape $KEY` with KEY unset would otherwise print the
+ * root, the one pointer that names a whole state, which no emitted op may
+ * name (protocol/README.md §11). `escape --` asks for the root on purpose.
+ */
 export function escapeCommand(argv: string[], io: Io): number {
+  if (argv.length === 0) throw new UsageError('escape takes at least one SEGMENT ("escape --" for the root, "")');
   // Segments are data: "--" and "-x" are segments too, so no flag parsing here.
-  print(io, formatPointer(argv));
-  return 0;
+  print(io, formatPointer(argv[0] === "--" ? argv.slice(1) : argv));
+  return EXIT.done;
 }
 
 export function parseCommand(argv: string[], io: Io): number {
   if (argv.length !== 1) throw new UsageError("parse takes one POINTER");
-  const r = parsePointer(argv[0] as string);
-  if (!r.ok) throw new InputError(r.error.message);
+  const pointer = argv[0] as string;
+  const r = parsePointer(pointer);
+  // A malformed pointer is malformed input: nothing is printed, exit 2, as for a file that is not JSON.
+  if (!r.ok) {
+    io.err(`agui-state parse: ${JSON.stringify(pointer.slice(0, 80))}: ${r.error.code}: ${r.error.message}\n`);
+    return EXIT.refused;
+  }
   print(io, r.value);
-  return 0;
+  return EXIT.done;
 }
 
 function args(argv: string[], options: Record<string, { type: "string" | "boolean" }>) {

@@ -1,16 +1,9 @@
 import { parseArgs } from "node:util";
 import { LOG_LEVELS, type LogLevel } from "../log.js";
+// A type only, erased from the bundle: the server itself is loaded in proxyCommand.
+import type { ProxyOptions } from "../proxy/main.js";
 import { UsageError } from "./options.js";
-
-/** What `agui-state proxy` was asked to do, from its flags. */
-export interface ProxyOptions {
-  upstream: URL;
-  host: string;
-  port: number;
-  logLevel: LogLevel;
-  /** How long SIGTERM waits for open streams before closing them, in ms. */
-  graceMs: number;
-}
+import { REPAIR_OPTIONS, repairPolicy } from "./repair-flags.js";
 
 export const PROXY_HELP = `agui-state proxy --upstream URL [--listen HOST:PORT] [flags]
 
@@ -36,6 +29,29 @@ Flags:
   --grace SECONDS      default 10: how long SIGTERM waits for open streams
   --log-level LEVEL    fatal, error, warn, info, debug, trace or silent
                        default info        env AGUI_STATE_LOG_LEVEL
+  --own POINTER        repeatable: a member the server owns, such as /toolState.
+                       Each STATE_SNAPSHOT then goes as a STATE_DELTA that
+                       touches only the owned members (at a run's first
+                       snapshot one add of each, whole; after that only what
+                       moved; nothing when nothing moved), and the client's own
+                       members stand. Pick it for a server that sends the whole
+                       state on every write (LangGraph, CrewAI, Strands, Agent
+                       Framework) while the client keeps keys of its own.
+  --snapshots MODE     pass (default): snapshots go byte for byte, and replace
+                       the client's state as AG-UI says. delta: each goes as
+                       the minimal STATE_DELTA to the same state (members it
+                       leaves out are removed): fewer bytes, same meaning. Pick
+                       delta when the server owns the whole state; --own wins
+                       over it.
+  --join-keys          read a pointer that reaches an object and then a missing
+                       member with its remaining segments joined by "/" as one
+                       key, when the op then applies (a server that forgot
+                       RFC 6901's escaping; never the default)
+
+The info log has one line per event stream, with its findings counted by
+kind (what the client would do with the stream as sent) and by outcome
+(passed, mended, discarded, kept: what the proxy did); --log-level debug adds
+one line per finding.
 
 A request for /agent/run on the proxy goes to URL's path joined with /agent/run.
 Host becomes the upstream's; X-Forwarded-For, -Host and -Proto are added. A
@@ -69,11 +85,11 @@ export function parseUpstream(text: string | undefined): URL {
 }
 
 export function parseProxyArgs(argv: string[], env: NodeJS.ProcessEnv): ProxyOptions {
-  let values: Record<string, string | boolean | undefined>;
+  let values: Record<string, string | boolean | string[] | undefined>;
   try {
     ({ values } = parseArgs({
       args: argv,
-      options: { upstream: { type: "string" }, listen: { type: "string" }, grace: { type: "string" }, "log-level": { type: "string" } },
+      options: { upstream: { type: "string" }, listen: { type: "string" }, grace: { type: "string" }, "log-level": { type: "string" }, ...REPAIR_OPTIONS },
       strict: true,
       allowPositionals: false,
     }));
@@ -87,13 +103,13 @@ export function parseProxyArgs(argv: string[], env: NodeJS.ProcessEnv): ProxyOpt
   if (!Number.isFinite(grace)) throw new UsageError(`--grace: expected a number of seconds, got ${JSON.stringify(graceText)}`);
   const level = String(values["log-level"] ?? env["AGUI_STATE_LOG_LEVEL"] ?? "info");
   if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new UsageError(`--log-level: expected one of ${LOG_LEVELS.join(", ")}, got ${JSON.stringify(level)}`);
-  return { upstream, host, port, logLevel: level as LogLevel, graceMs: Math.round(grace * 1000) };
+  return { upstream, host, port, logLevel: level as LogLevel, graceMs: Math.round(grace * 1000), policy: repairPolicy(values) };
 }
 
 /**
  * `agui-state proxy`: parses the flags (a UsageError escapes to the caller,
  * which exits 2), then runs the proxy until SIGTERM/SIGINT and exits 0, or
- * exits 1 when it cannot listen. The server is loaded only here, so the
+ * exits 2 when it cannot listen (exit.ts). The server is loaded only here, so the
  * sidecar's start never pays for node:http.
  */
 export function proxyCommand(argv: string[]): void {

@@ -1,13 +1,15 @@
 import { readFileSync } from "node:fs";
 import pkg from "../../package.json" with { type: "json" };
-import { help } from "./help.js";
-import { diffCommand, escapeCommand, InputError, normalizeCommand, parseCommand, type Io } from "./oneshot.js";
+import { EXIT } from "./exit.js";
+import { help, isHelpTopic } from "./help.js";
+import { diffCommand, escapeCommand, normalizeCommand, parseCommand, type Io } from "./oneshot.js";
 import { parseServeArgs, UsageError } from "./options.js";
 import { serveCommand } from "./serve.js";
 
 const io: Io = {
   readStdin: () => readFileSync(0, "utf8"),
   out: (text) => process.stdout.write(text),
+  err: (text) => process.stderr.write(text),
 };
 
 const ONESHOT: Record<string, (argv: string[], io: Io) => number> = {
@@ -33,32 +35,28 @@ const wantsHelp = (argv: string[]) => argv[0] === "--help" || argv[0] === "-h";
 const usageFailed = (e: unknown): void => {
   if (!(e instanceof UsageError)) throw e;
   process.stderr.write(`agui-state: ${e.message}\n`);
-  process.exitCode = 2;
+  process.exitCode = EXIT.refused;
 };
 
 function guarded(fn: () => void): void {
   try {
     fn();
   } catch (e) {
-    if (e instanceof UsageError) {
-      process.stderr.write(`agui-state: ${e.message}\n`);
-      process.exitCode = 2;
-    } else if (e instanceof InputError) {
-      process.stderr.write(`agui-state: ${e.message}\n`);
-      process.exitCode = 1;
-    } else throw e;
+    usageFailed(e);
   }
 }
 
 /**
  * The command line: `agui-state [serve] [flags]` runs the sidecar; the other
- * subcommands are one-shot tools for shell pipelines. Usage errors exit 2,
- * bad input exits 1, each with one line on stderr.
+ * subcommands are one-shot tools for shell pipelines. Every command follows
+ * one table of exit statuses (exit.ts): a usage error or input it cannot
+ * take exits 2 with one line on stderr.
  */
 export function runCli(argv: string[]): void {
   const [first, ...rest] = argv;
   guarded(() => {
     if (first === "--version" || first === "-v") return void process.stdout.write(`${pkg.version}\n`);
+    if (first === "help" && rest[0] !== undefined && !isHelpTopic(rest[0])) throw new UsageError(`help: no command ${JSON.stringify(rest[0])}; see agui-state --help`);
     if (first === "help" || wantsHelp(argv)) return void process.stdout.write(help(rest[0]));
     const stream = first !== undefined ? STREAM[first] : undefined;
     if (stream) {
@@ -77,8 +75,7 @@ export function runCli(argv: string[]): void {
     const oneshot = first !== undefined ? ONESHOT[first] : undefined;
     if (oneshot) {
       if (wantsHelp(rest)) return void process.stdout.write(help(first));
-      // escape takes "--" to mean: every argument after it is a segment.
-      process.exitCode = oneshot(first === "escape" && rest[0] === "--" ? rest.slice(1) : rest, io);
+      process.exitCode = oneshot(rest, io);
       return;
     }
     const serveArgs = first === "serve" ? rest : argv;

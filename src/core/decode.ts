@@ -1,4 +1,5 @@
 import { opError, type OpError } from "./errors.js";
+import { numberIn } from "./float.js";
 import { isObject, type Json } from "./json.js";
 import type { Op } from "./ops.js";
 import { clip, parsePointer } from "./pointer.js";
@@ -58,8 +59,10 @@ export function decodePath(raw: unknown): Result<string[], OpError<"INVALID_POIN
     const out = new Array<string>(raw.length);
     for (let i = 0; i < raw.length; i++) {
       const s = raw[i] as unknown;
+      // An index written as a float (`0.0`, an IntegralFloat) is the integer it holds, as JSON Schema's "integer" has it.
+      const n = typeof s === "string" ? undefined : numberIn(s);
       if (typeof s === "string") out[i] = s;
-      else if (typeof s === "number" && Number.isSafeInteger(s) && s >= 0) out[i] = String(s);
+      else if (n !== undefined && Number.isSafeInteger(n) && n >= 0) out[i] = String(n);
       else return err(opError("INVALID_POINTER", `path segment ${i} must be a string or a non-negative integer`));
     }
     return ok(out);

@@ -4,6 +4,7 @@ export * from "./decode.js";
 export * from "./diff.js";
 export * from "./equal.js";
 export * from "./errors.js";
+export * from "./float.js";
 export * from "./json.js";
 export { forbidden, valueAt, type LookupCode } from "./locate.js";
 export * from "./measure.js";

@@ -1,11 +1,17 @@
-/** JSON values as they come out of `JSON.parse`. */
-export type Json = null | boolean | number | string | Json[] | JsonObject;
+import { IntegralFloat } from "./float.js";
+
+/**
+ * JSON values as they come out of `JSON.parse`, plus the IntegralFloat that
+ * src/json/parse.ts leaves for a float token with a whole value (`1.0`): a
+ * number, not a container.
+ */
+export type Json = null | boolean | number | string | IntegralFloat | Json[] | JsonObject;
 export interface JsonObject {
   [key: string]: Json;
 }
 
 export function isObject(v: unknown): v is JsonObject {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
+  return typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof IntegralFloat);
 }
 
 const hasOwn = Object.prototype.hasOwnProperty;
@@ -44,7 +50,8 @@ export function fromEntries(entries: Iterable<readonly [string, Json]>): JsonObj
  * value first (measure.ts), so recursion depth is bounded by --max-depth.
  */
 export function cloneJson(v: Json): Json {
-  if (typeof v !== "object" || v === null) return v;
+  // An IntegralFloat never changes: the copy shares it.
+  if (typeof v !== "object" || v === null || v instanceof IntegralFloat) return v;
   if (Array.isArray(v)) {
     const out = new Array<Json>(v.length);
     for (let i = 0; i < v.length; i++) out[i] = cloneJson(v[i] as Json);

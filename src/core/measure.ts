@@ -1,4 +1,5 @@
 import type { LimitHit, StateLimitName } from "./errors.js";
+import { IntegralFloat } from "./float.js";
 import type { Json } from "./json.js";
 
 /**
@@ -42,6 +43,10 @@ function walk(v: Json, level: number, m: Measure, maxDepth: number, maxBytes: nu
   }
   if (v === null) {
     m.bytes += 4;
+    return;
+  }
+  if (v instanceof IntegralFloat) {
+    m.bytes += v.text.length;
     return;
   }
   const depth = level + 1;

@@ -1,8 +1,9 @@
 import { applyOp, mark, rollback, type Doc, type Undo } from "./apply.js";
 import { diffValue } from "./diff.js";
+import { jsonEqual } from "./equal.js";
 import { opError, type OpError } from "./errors.js";
-import { cloneJson, hasMember, isObject, type Json } from "./json.js";
-import { isPrefix, locate, read, valueAt, walkTo } from "./locate.js";
+import { cloneJson, hasMember, isObject, type Json, type JsonObject } from "./json.js";
+import { forbidden, isPrefix, locate, read, valueAt, walkTo } from "./locate.js";
 import type { StateLimits } from "./measure.js";
 import type { ChangeOp, Op } from "./ops.js";
 import { parseIndex, type Path } from "./pointer.js";
@@ -128,6 +129,77 @@ export function rootDiff(from: Json, to: Json): ChangeOp[] | OpError<"FORBIDDEN_
   // Only a member no op may name (a root `__proto__` that changes) makes diffValue replace the root itself.
   if (ops.some((o) => o.path.length === 0)) return opError("FORBIDDEN_KEY", "a root member named __proto__ would change, and no op can name it");
   return ops;
+}
+
+/**
+ * protocol/README.md §5 rule 8: whether `op`, applied to the document as it
+ * stands, would leave it exactly as it is, so that it is neither applied nor
+ * sent (RFC 6902 asks of an op only that its post-condition hold, and here it
+ * already does). True for:
+ * - a `replace`, or an `add` on an object member, of a value equal (§3) to the
+ *   one there; an `add` into an array inserts, and always moves the document;
+ * - a `copy` onto an object member that holds a value equal to `from`'s (onto
+ *   an array element it inserts, RFC 6902 §4.5);
+ * - a `move` within one array across elements all equal to the one moved
+ *   (RFC 6902 §4.4: removed, then put back where an equal one stood).
+ * An op that names the root is left to rootRule, whose diff of equal roots is
+ * empty; a self-move, to applyNormalized. An op that fails a check that comes
+ * before the state (§4: a forbidden key, a path deeper than the limit) is not
+ * silent: it is reported as before.
+ */
+export function leavesAsIs(doc: Doc, op: Op, limits: StateLimits): boolean {
+  if (op.path.length === 0 || op.path.length > limits.maxDepth || !isObject(doc.root) || forbidden(op.path)) return false;
+  switch (op.op) {
+    case "add":
+    case "replace": {
+      const at = existing(doc.root, op.path);
+      return at !== undefined && !(op.op === "add" && Array.isArray(at.parent)) && jsonEqual(at.value, op.value);
+    }
+    case "move":
+    case "copy":
+      return copiesOrMovesAsIs(doc.root, op);
+    default:
+      return false;
+  }
+}
+
+/**
+ * The value a non-root path names and its container, when it exists; never
+ * builds an error, since most ops this asks about write a new member or
+ * append, and are not silent.
+ */
+function existing(root: Json, path: Path): { parent: Json[] | JsonObject; value: Json } | undefined {
+  const last = path[path.length - 1] as string;
+  const parent = walkTo(root, path, path.length - 1);
+  if (!parent.ok) return undefined;
+  const p = parent.value;
+  if (Array.isArray(p)) {
+    const i = parseIndex(last);
+    return typeof i === "number" && i < p.length ? { parent: p, value: p[i] as Json } : undefined;
+  }
+  return isObject(p) && hasMember(p, last) ? { parent: p, value: p[last] as Json } : undefined;
+}
+
+function copiesOrMovesAsIs(root: Json, op: Extract<Op, { from: Path }>): boolean {
+  if (op.from.length === 0 || forbidden(op.from)) return false;
+  if (op.op === "copy") {
+    const at = existing(root, op.path);
+    if (at === undefined || Array.isArray(at.parent)) return false;
+    const src = existing(root, op.from);
+    return src !== undefined && jsonEqual(at.value, src.value);
+  }
+  // A move within one array, from index i to index j (counted after the removal).
+  const n = op.path.length;
+  if (op.from.length !== n || !isPrefix(op.from.slice(0, -1), op.path)) return false;
+  const src = existing(root, op.from);
+  if (src === undefined || !Array.isArray(src.parent)) return false;
+  const arr = src.parent;
+  const i = parseIndex(op.from[n - 1] as string) as number;
+  const t = parseIndex(op.path[n - 1] as string);
+  const j = t === "-" ? arr.length - 1 : t;
+  if (j === undefined || j >= arr.length) return false;
+  for (let k = Math.min(i, j); k <= Math.max(i, j); k++) if (!jsonEqual(arr[k] as Json, src.value)) return false;
+  return true;
 }
 
 /** Applies generated ops all or nothing, appending them to `applied`. */

@@ -920,7 +920,7 @@ export const DISCOVER_JSON = String.raw`{
     {
       "name": "applyOps",
       "summary": "Normalize and apply ops to the mirror.",
-      "description": "Normalizes (protocol/README.md §5) and applies the ops in order: array paths become escaped pointers; \u0060add X/-\u0060 where X is missing but X's parent exists is preceded, once, by {op:\"add\", path:X, value:[]}; a replace of a missing object member whose parent object exists becomes an add; a \u0060test\u0060 is checked and then dropped; an op that does not apply is left out and reported in \u0060skipped\u0060, and later ops apply to the state as it stands. Values are deep-copied. Atomic mode (\u0060atomic: true\u0060): the same rules, but the first op that would be skipped fails the call with -32002, data {code: <that op's skip code>, index, message}, and the mirror does not change. \u0060delta\u0060 holds the applied ops in order, inserted ones included. \u0060version\u0060 goes up by one if and only if \u0060delta\u0060 is non-empty; \u0060events\u0060 is [STATE_DELTA(delta)], or [] when \u0060delta\u0060 is empty. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM. Checks run in this order (protocol/README.md §6): the params walk (-32602 UNSAFE_INTEGER or NUMBER_OVERFLOW, -32003 maxDepth), the params schema (-32602), request-level limits (-32003), the thread (-32001), ifVersion (-32004), then the method's own checks; the state limits (-32003 maxStateBytes, maxDepth) are checked last, as the change is applied. No emitted op names the root (protocol/README.md §5 rule 7): an add or replace of \"\" with an object, or a move or copy onto \"\", is emitted as the per-member diff from the old root to the new one; a copy from \"\" as an add of the copied value; a copy or move onto itself is dropped; a replace of an object member named \u0060-\u0060 as an add.",
+      "description": "Normalizes (protocol/README.md §5) and applies the ops in order: array paths become escaped pointers; \u0060add X/-\u0060 where X is missing but X's parent exists is preceded, once, by {op:\"add\", path:X, value:[]}; a replace of a missing object member whose parent object exists becomes an add; a \u0060test\u0060 is checked and then dropped; an op that would leave the state as it was is neither applied nor sent nor skipped, and does not fail atomic mode (protocol/README.md §5 rule 8: a replace, or an add on an object member, of a value equal (JSON equality) to the one there; a move onto itself, or within an array across equal elements; a copy onto an object member that holds an equal value; an add into an array always inserts); an op that does not apply is left out and reported in \u0060skipped\u0060, and later ops apply to the state as it stands. Values are deep-copied. Atomic mode (\u0060atomic: true\u0060): the same rules, but the first op that would be skipped fails the call with -32002, data {code: <that op's skip code>, index, message}, and the mirror does not change. \u0060delta\u0060 holds the applied ops in order, inserted ones included. \u0060version\u0060 goes up by one if and only if \u0060delta\u0060 is non-empty; \u0060events\u0060 is [STATE_DELTA(delta)], or [] when \u0060delta\u0060 is empty: a call whose ops change nothing returns \u0060delta: []\u0060, \u0060events: []\u0060 and the same version. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM. Checks run in this order (protocol/README.md §6): the params walk (-32602 UNSAFE_INTEGER or NUMBER_OVERFLOW, -32003 maxDepth), the params schema (-32602), request-level limits (-32003), the thread (-32001), ifVersion (-32004), then the method's own checks; the state limits (-32003 maxStateBytes, maxDepth) are checked last, as the change is applied. No emitted op names the root (protocol/README.md §5 rule 7): an add or replace of \"\" with an object, or a move or copy onto \"\", is emitted as the per-member diff from the old root to the new one; a copy from \"\" as an add of the copied value; a move onto itself, or a copy onto its own object member, is dropped (a copy onto its own array element inserts, RFC 6902 §4.5, and is kept); a replace of an object member named \u0060-\u0060 as an add.",
       "params": [
         {
           "name": "threadId",
@@ -1517,13 +1517,68 @@ export const DISCOVER_JSON = String.raw`{
             }
           },
           "x-file": "examples/applyOps/06-unknown-thread.json"
+        },
+        {
+          "name": "07-nothing-moved",
+          "description": "§5 rule 8: ops that leave the state as it was (an equal replace, an equal add on a member with its keys in another order, a move onto itself, a copy onto an equal member) are not sent. Nothing moved: delta [], events [], and the version stays; atomic mode does not fail on them. Setup: openRun {\"threadId\":\"a7\",\"state\":{\"status\":\"running\",\"filters\":{\"region\":\"eu\",\"years\":[2020,2021]},\"saved\":{\"region\":\"eu\",\"years\":[2020,2021]}}}.",
+          "params": [
+            {
+              "name": "threadId",
+              "value": "a7"
+            },
+            {
+              "name": "atomic",
+              "value": true
+            },
+            {
+              "name": "ops",
+              "value": [
+                {
+                  "op": "replace",
+                  "path": "/status",
+                  "value": "running"
+                },
+                {
+                  "op": "add",
+                  "path": "/filters",
+                  "value": {
+                    "years": [
+                      2020,
+                      2021
+                    ],
+                    "region": "eu"
+                  }
+                },
+                {
+                  "op": "move",
+                  "from": "/status",
+                  "path": "/status"
+                },
+                {
+                  "op": "copy",
+                  "from": "/filters",
+                  "path": "/saved"
+                }
+              ]
+            }
+          ],
+          "result": {
+            "name": "applyOpsResult",
+            "value": {
+              "version": 1,
+              "delta": [],
+              "skipped": [],
+              "events": []
+            }
+          },
+          "x-file": "examples/applyOps/07-nothing-moved.json"
         }
       ]
     },
     {
       "name": "normalize",
       "summary": "Normalize ops against a given state; touches no thread.",
-      "description": "Pure. Follows exactly the rules of a lenient applyOps, against \u0060state\u0060 (default {}) instead of a mirror. \u0060state\u0060 in the result is the state after the delta. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM. Checks run in this order (protocol/README.md §6): the params walk (-32602 UNSAFE_INTEGER or NUMBER_OVERFLOW, -32003 maxDepth), the params schema (-32602), request-level limits (-32003), the thread (-32001), ifVersion (-32004), then the method's own checks; the state limits (-32003 maxStateBytes, maxDepth) are checked last, as the change is applied. A \u0060state\u0060 that is not a JSON object: -32602 ROOT_NOT_OBJECT, data.field \u0060/state\u0060 (protocol/README.md §11). No emitted op names the root (protocol/README.md §5 rule 7): an add or replace of \"\" with an object, or a move or copy onto \"\", is emitted as the per-member diff from the old root to the new one; a copy from \"\" as an add of the copied value; a copy or move onto itself is dropped; a replace of an object member named \u0060-\u0060 as an add.",
+      "description": "Pure. Follows exactly the rules of a lenient applyOps, against \u0060state\u0060 (default {}) instead of a mirror. \u0060state\u0060 in the result is the state after the delta. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM. Checks run in this order (protocol/README.md §6): the params walk (-32602 UNSAFE_INTEGER or NUMBER_OVERFLOW, -32003 maxDepth), the params schema (-32602), request-level limits (-32003), the thread (-32001), ifVersion (-32004), then the method's own checks; the state limits (-32003 maxStateBytes, maxDepth) are checked last, as the change is applied. A \u0060state\u0060 that is not a JSON object: -32602 ROOT_NOT_OBJECT, data.field \u0060/state\u0060 (protocol/README.md §11). No emitted op names the root (protocol/README.md §5 rule 7): an add or replace of \"\" with an object, or a move or copy onto \"\", is emitted as the per-member diff from the old root to the new one; a copy from \"\" as an add of the copied value; a move onto itself, or a copy onto its own object member, is dropped (a copy onto its own array element inserts, RFC 6902 §4.5, and is kept); a replace of an object member named \u0060-\u0060 as an add.",
       "params": [
         {
           "name": "ops",
@@ -1693,6 +1748,62 @@ export const DISCOVER_JSON = String.raw`{
             }
           },
           "x-file": "examples/normalize/02-state-and-skips.json"
+        },
+        {
+          "name": "03-nothing-moved",
+          "description": "§5 rule 8: of an equal replace, an add into an array and an equal add on a member, only the add into the array moves the state: an add into an array inserts, even a value equal to the element there.",
+          "params": [
+            {
+              "name": "state",
+              "value": {
+                "status": "running",
+                "todos": [
+                  "a"
+                ]
+              }
+            },
+            {
+              "name": "ops",
+              "value": [
+                {
+                  "op": "replace",
+                  "path": "/status",
+                  "value": "running"
+                },
+                {
+                  "op": "add",
+                  "path": "/todos/0",
+                  "value": "a"
+                },
+                {
+                  "op": "add",
+                  "path": "/status",
+                  "value": "running"
+                }
+              ]
+            }
+          ],
+          "result": {
+            "name": "normalizeResult",
+            "value": {
+              "delta": [
+                {
+                  "op": "add",
+                  "path": "/todos/0",
+                  "value": "a"
+                }
+              ],
+              "skipped": [],
+              "state": {
+                "status": "running",
+                "todos": [
+                  "a",
+                  "a"
+                ]
+              }
+            }
+          },
+          "x-file": "examples/normalize/03-nothing-moved.json"
         }
       ]
     },
@@ -2393,7 +2504,7 @@ export const DISCOVER_JSON = String.raw`{
     {
       "name": "applyActivityOps",
       "summary": "Normalize and apply ops to an activity's content.",
-      "description": "protocol/README.md §10. Normalizes (§5) and applies the ops to the activity's content exactly as applyOps does to a thread's state: the same skips, atomic mode and -32002, the same rules for what is emitted. An op that would leave the content something other than an object is skipped with ROOT_NOT_OBJECT. \u0060activityType\u0060, when given and different, retypes the activity. \u0060events\u0060 is one ACTIVITY_DELTA whose \u0060patch\u0060 is \u0060delta\u0060 and whose \u0060activityType\u0060 is the activity's type after the call; [] when \u0060delta\u0060 is empty and the type did not change. \u0060version\u0060 goes up by one if and only if \u0060delta\u0060 is non-empty or the type changed. An activity the thread does not hold fails with -32005. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM. Checks run in this order (protocol/README.md §6): the params walk (-32602 UNSAFE_INTEGER or NUMBER_OVERFLOW, -32003 maxDepth), the params schema (-32602), request-level limits (-32003), the thread (-32001), ifVersion (-32004), then the method's own checks; the state limits (-32003 maxStateBytes, maxDepth) are checked last, as the change is applied.",
+      "description": "protocol/README.md §10. Normalizes (§5) and applies the ops to the activity's content exactly as applyOps does to a thread's state: the same skips, atomic mode and -32002, the same rules for what is emitted (an op that would leave the content as it was is not sent, §5 rule 8). An op that would leave the content something other than an object is skipped with ROOT_NOT_OBJECT. \u0060activityType\u0060, when given and different, retypes the activity. \u0060events\u0060 is one ACTIVITY_DELTA whose \u0060patch\u0060 is \u0060delta\u0060 and whose \u0060activityType\u0060 is the activity's type after the call; [] when \u0060delta\u0060 is empty and the type did not change. \u0060version\u0060 goes up by one if and only if \u0060delta\u0060 is non-empty or the type changed. An activity the thread does not hold fails with -32005. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM. Checks run in this order (protocol/README.md §6): the params walk (-32602 UNSAFE_INTEGER or NUMBER_OVERFLOW, -32003 maxDepth), the params schema (-32602), request-level limits (-32003), the thread (-32001), ifVersion (-32004), then the method's own checks; the state limits (-32003 maxStateBytes, maxDepth) are checked last, as the change is applied.",
       "params": [
         {
           "name": "threadId",
@@ -2681,6 +2792,40 @@ export const DISCOVER_JSON = String.raw`{
             }
           },
           "x-file": "examples/applyActivityOps/04-atomic-patch-failed.json"
+        },
+        {
+          "name": "05-nothing-moved",
+          "description": "§5 rule 8 in an activity: an op that writes the value already there is not sent, and with no change of type nothing moved: events [], and the version stays. Setup: openRun {\"threadId\":\"ao5\"}; activitySnapshot {\"threadId\":\"ao5\",\"messageId\":\"plan-1\",\"activityType\":\"plan\",\"content\":{\"steps\":[{\"title\":\"search\",\"done\":true}]}}.",
+          "params": [
+            {
+              "name": "threadId",
+              "value": "ao5"
+            },
+            {
+              "name": "messageId",
+              "value": "plan-1"
+            },
+            {
+              "name": "ops",
+              "value": [
+                {
+                  "op": "replace",
+                  "path": "/steps/0/done",
+                  "value": true
+                }
+              ]
+            }
+          ],
+          "result": {
+            "name": "applyActivityOpsResult",
+            "value": {
+              "version": 1,
+              "delta": [],
+              "skipped": [],
+              "events": []
+            }
+          },
+          "x-file": "examples/applyActivityOps/05-nothing-moved.json"
         }
       ]
     },
@@ -4029,7 +4174,7 @@ export const DISCOVER_JSON = String.raw`{
         "additionalProperties": false
       },
       "InvalidParamsReason": {
-        "description": "Why params were refused. POSITIONAL_PARAMS: params is an array (field \"\"). MISSING: a required param is absent. UNKNOWN_PARAM: a member the method does not define (params objects are closed). INVALID_VALUE: a value that does not fit the param's schema (type, length, range). UNSAFE_INTEGER: an integer literal that a double cannot hold exactly, anywhere in params (field points at it). NUMBER_OVERFLOW: a number literal beyond the range of a double (1e400), which would arrive as null. CONFLICTING_PARAMS: diffToolState mixes \u0060toolState\u0060 with \u0060set\u0060/\u0060remove\u0060 (field \u0060/toolState\u0060), or names a key in both \u0060set\u0060 and \u0060remove\u0060 (field \u0060/remove/<i>\u0060, that key's position in \u0060remove\u0060). NOT_NAMESPACE_MODE: diffToolState on a thread not in namespace mode (field \u0060/threadId\u0060). ROOT_NOT_OBJECT: a state root that is not a JSON object (protocol/README.md §11): openRun's or normalize's \u0060state\u0060 (field \u0060/state\u0060), diffState's \u0060value\u0060 at the root (field \u0060/value\u0060), or an activity's \u0060content\u0060 in activitySnapshot or diffActivity (field \u0060/content\u0060, protocol/README.md §10). NAMESPACE_NOT_OBJECT: mirror[namespace] exists but is not an object (openRun without toolState; field \u0060/state\u0060 if \u0060state\u0060 was given, else \u0060/threadId\u0060), or is missing or not an object (diffToolState; field \u0060/threadId\u0060). INVALID_POINTER, INVALID_INDEX, PATH_NOT_FOUND, INDEX_OUT_OF_BOUNDS, FORBIDDEN_KEY also for diffState at the root when a root member named \u0060__proto__\u0060 would change (field \u0060/value\u0060). INVALID_POINTER, INVALID_INDEX, PATH_NOT_FOUND, INDEX_OUT_OF_BOUNDS, FORBIDDEN_KEY: as the skip codes of the same names, for getState/diffState \u0060path\u0060 (field \u0060/path\u0060), parsePointer \u0060pointer\u0060 (INVALID_POINTER, field \u0060/pointer\u0060), escapePointer \u0060path\u0060 (INVALID_POINTER, field \u0060/path\u0060) or openRun \u0060namespace\u0060 (FORBIDDEN_KEY, field \u0060/namespace\u0060).",
+        "description": "Why params were refused. POSITIONAL_PARAMS: params is an array (field \"\"). MISSING: a required param is absent. UNKNOWN_PARAM: a member the method does not define (params objects are closed). INVALID_VALUE: a value that does not fit the param's schema (type, length, range). UNSAFE_INTEGER: an integer token (no fraction, no exponent) beyond ±(2^53 − 1), anywhere in params (field points at it); send it as a string (protocol/README.md §3). NUMBER_OVERFLOW: a number literal beyond the range of a double (1e400), which would arrive as null. CONFLICTING_PARAMS: diffToolState mixes \u0060toolState\u0060 with \u0060set\u0060/\u0060remove\u0060 (field \u0060/toolState\u0060), or names a key in both \u0060set\u0060 and \u0060remove\u0060 (field \u0060/remove/<i>\u0060, that key's position in \u0060remove\u0060). NOT_NAMESPACE_MODE: diffToolState on a thread not in namespace mode (field \u0060/threadId\u0060). ROOT_NOT_OBJECT: a state root that is not a JSON object (protocol/README.md §11): openRun's or normalize's \u0060state\u0060 (field \u0060/state\u0060), diffState's \u0060value\u0060 at the root (field \u0060/value\u0060), or an activity's \u0060content\u0060 in activitySnapshot or diffActivity (field \u0060/content\u0060, protocol/README.md §10). NAMESPACE_NOT_OBJECT: mirror[namespace] exists but is not an object (openRun without toolState; field \u0060/state\u0060 if \u0060state\u0060 was given, else \u0060/threadId\u0060), or is missing or not an object (diffToolState; field \u0060/threadId\u0060). INVALID_POINTER, INVALID_INDEX, PATH_NOT_FOUND, INDEX_OUT_OF_BOUNDS, FORBIDDEN_KEY also for diffState at the root when a root member named \u0060__proto__\u0060 would change (field \u0060/value\u0060). INVALID_POINTER, INVALID_INDEX, PATH_NOT_FOUND, INDEX_OUT_OF_BOUNDS, FORBIDDEN_KEY: as the skip codes of the same names, for getState/diffState \u0060path\u0060 (field \u0060/path\u0060), parsePointer \u0060pointer\u0060 (INVALID_POINTER, field \u0060/pointer\u0060), escapePointer \u0060path\u0060 (INVALID_POINTER, field \u0060/path\u0060) or openRun \u0060namespace\u0060 (FORBIDDEN_KEY, field \u0060/namespace\u0060).",
         "enum": [
           "POSITIONAL_PARAMS",
           "MISSING",

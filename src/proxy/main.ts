@@ -1,6 +1,22 @@
-import { createLogger, divertConsole } from "../log.js";
-import type { ProxyOptions } from "../cli/proxy.js";
+import { createLogger, divertConsole, type LogLevel } from "../log.js";
+import type { Policy } from "../stream/client.js";
 import { ProxyServer } from "./server.js";
+
+/**
+ * What `agui-state proxy` was asked to do. Defined here, beside what runs it,
+ * so the proxy depends on nothing above it; src/cli/proxy.ts parses the flags
+ * into it.
+ */
+export interface ProxyOptions {
+  upstream: URL;
+  host: string;
+  port: number;
+  logLevel: LogLevel;
+  /** How long SIGTERM waits for open streams before closing them, in ms. */
+  graceMs: number;
+  /** The repair policy every event stream is fixed with (--own, --snapshots, --join-keys). */
+  policy: Policy;
+}
 
 /** How the bound address is written in the one stdout line: IPv6 in brackets. */
 export function listeningLine(address: string, port: number): string {
@@ -16,7 +32,7 @@ export async function runProxy(options: ProxyOptions): Promise<void> {
   const log = createLogger(options.logLevel);
   // Stray console output from a dependency must never add a second stdout line.
   divertConsole(log);
-  const proxy = new ProxyServer({ upstream: options.upstream, log });
+  const proxy = new ProxyServer({ upstream: options.upstream, log, policy: options.policy });
   let stopping = false;
   // Handlers before the "listening" line: a parent that takes the line as its
   // cue and signals at once must find them in place.
@@ -49,6 +65,7 @@ export async function runProxy(options: ProxyOptions): Promise<void> {
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
     process.stderr.write(`agui-state: cannot listen on ${options.host}:${options.port}: ${err.message}\n`);
-    exit(1);
+    // Exit 2, as for input that cannot be used (src/cli/exit.ts): the --listen address cannot be.
+    exit(2);
   }
 }

@@ -2,6 +2,7 @@ import http, { type IncomingMessage, type OutgoingHttpHeaders, type ServerRespon
 import https from "node:https";
 import type { AddressInfo, Socket } from "node:net";
 import type { Log } from "../log.js";
+import type { Policy } from "../stream/client.js";
 import { BodyTap } from "./baseline.js";
 import { endToEnd, upstreamHeaders, upstreamUrl } from "./headers.js";
 import { canDecode, fixStream, isEventStream, isProtobuf } from "./sse.js";
@@ -12,6 +13,8 @@ const CONNECT_TIMEOUT_MS = 10_000;
 export interface ProxyServerOptions {
   upstream: URL;
   log: Log;
+  /** How each event stream is repaired (default: deltas only, snapshots as sent). */
+  policy?: Policy;
 }
 
 /** A 502's body: what went wrong between the proxy and the upstream. */
@@ -173,7 +176,8 @@ export class ProxyServer {
     const type = answer.headers["content-type"];
     const status = answer.statusCode ?? 502;
     if (isEventStream(type) && canDecode(answer.headers["content-encoding"])) {
-      void fixStream(answer, res, tap.read(), log).then(({ complete, counts }) => {
+      void fixStream(answer, res, tap.read(), log, this.opts.policy).then(({ complete, counts }) => {
+        // One line per stream: the findings counted by what the client would do with them (kinds) and by what the proxy did (outcomes).
         if (complete) log.info({ ...line, status, ms: Date.now() - started, ...counts }, "event stream fixed");
       });
       return;

@@ -2,7 +2,9 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Readable } from "node:stream";
 import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
 import type { Log } from "../log.js";
-import { StreamFixer, type Finding } from "../stream/fixer.js";
+import type { Policy } from "../stream/client.js";
+import type { Kind, Outcome } from "../stream/findings.js";
+import { StreamFixer } from "../stream/fixer.js";
 import type { Baseline } from "./baseline.js";
 import { endToEnd } from "./headers.js";
 
@@ -25,29 +27,34 @@ export function canDecode(encoding: string | undefined): boolean {
   return encoding === undefined || encoding === "identity" || DECODERS[encoding.trim().toLowerCase()] !== undefined;
 }
 
-/** Counts of findings by kind, for the one summary line per stream. */
-export type FindingCounts = Record<Finding["kind"], number>;
+/** The findings of one stream, counted by kind (what the client would do with the event as sent) and by outcome (what the proxy did). */
+export interface FindingCounts {
+  kinds: Record<Kind, number>;
+  outcomes: Record<Outcome, number>;
+}
 
 /**
  * Sends an upstream event stream to the client through a StreamFixer whose
- * mirror starts at the request's baseline. The fixed stream is sent decoded
- * (without Content-Encoding) and without Content-Length, since fixing changes
- * its length. Back-pressure: the upstream is paused while the client's
- * socket is full. Resolves when the client has the whole stream, or when
- * either side went away (`complete` false).
+ * mirror starts at the request's baseline, with the proxy's repair policy.
+ * The fixed stream is sent decoded (without Content-Encoding) and without
+ * Content-Length, since fixing changes its length. Back-pressure: the
+ * upstream is paused while the client's socket is full. Resolves when the
+ * client has the whole stream, or when either side went away (`complete` false).
  */
-export async function fixStream(upstream: IncomingMessage, res: ServerResponse, baseline: Promise<Baseline>, log: Log): Promise<{ complete: boolean; counts: FindingCounts }> {
-  const counts: FindingCounts = { dropped: 0, ignored: 0, fatal: 0 };
+export async function fixStream(upstream: IncomingMessage, res: ServerResponse, baseline: Promise<Baseline>, log: Log, policy?: Policy): Promise<{ complete: boolean; counts: FindingCounts }> {
+  const counts: FindingCounts = { kinds: { dropped: 0, ignored: 0, fatal: 0, wiped: 0 }, outcomes: { passed: 0, mended: 0, discarded: 0, kept: 0 } };
   const { state, note } = await baseline;
   // While the body was still arriving, the client may have left (or a 502 gone out).
   if (res.headersSent || res.destroyed) return { complete: false, counts };
   if (note !== undefined) log.warn({ note }, "the request's RunAgentInput.state could not be read; the mirror starts at {}");
   const fixer = new StreamFixer({
     state,
+    ...(policy ? { policy } : {}),
     onFinding: (f) => {
-      counts[f.kind]++;
+      counts.kinds[f.kind]++;
+      counts.outcomes[f.outcome]++;
       // One line per finding at debug only: a sloppy upstream can make one per event.
-      if (f.kind === "fatal") log.warn({ finding: f }, "event stream finding");
+      if (f.kind === "fatal" && f.outcome === "passed") log.warn({ finding: f }, "event stream finding");
       else log.debug({ finding: f }, "event stream finding");
     },
   });

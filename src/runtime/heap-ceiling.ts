@@ -51,7 +51,8 @@ export class HeapCeiling {
 
   /**
    * Called between chunks of input, never during a call. Cheap when the heap
-   * is below HIGH × ceiling (one V8 statistics read, about 0.6 µs). Above it:
+   * is below HIGH × ceiling: one V8 statistics read (docs/benchmarks.md,
+   * "Figures behind choices in the source"). Above it:
    * a full collection, and if the live data is still above TARGET × ceiling,
    * evictions of the oldest threads sized by how many heap bytes a state
    * byte has cost. Returns the ids evicted.
@@ -118,9 +119,10 @@ export function v8Heap(): HeapProbe {
  *   to 16 MiB (each of its three spaces counts toward RSS).
  * Both are read by the collector as it runs, so setting them after start
  * works, and neither touches the single binary's code cache. Measured under
- * the soak's churn (docs/memory.md): peak RSS 7.0–7.7× the live state above
- * the empty process with V8's defaults, 3.4× with these, for about 25% more
- * CPU time spent collecting. 10% instead of 30% reached 3.0×, at twice the CPU.
+ * the soak's churn, they roughly halve peak RSS over the live state for a
+ * modest rise in CPU time spent collecting; a smaller growth step saved a
+ * little more memory at a much higher CPU cost. The figures are in
+ * docs/memory.md, "The choice of settings".
  */
 export function tuneHeap(): void {
   setFlagsFromString("--heap-growing-percent=30");

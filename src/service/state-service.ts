@@ -44,9 +44,18 @@ export interface ServiceOptions {
   /**
    * The caller hands params over: it will neither read nor change them after
    * the call (the RPC layer parses fresh objects for every request and drops
-   * them once the reply is written). openRun and diffToolState then keep the
-   * values they are given instead of copying them, which halves the memory a
-   * large state costs on its way in. Default false: in-process callers keep
+   * them once the reply is written). The methods that write given values into
+   * a mirror then keep them instead of copying them, which halves the memory a
+   * large state costs on its way in:
+   * - openRun: `state` and `toolState`;
+   * - diffToolState: the values of `toolState` or `set`;
+   * - activitySnapshot: `content`;
+   * - diffActivity: `content` when it creates the activity, else the values
+   *   its diff writes.
+   * (applyOps, applyActivityOps and diffState always copy.) The `delta` of
+   * diffToolState and of diffActivity carries the very values kept, so those
+   * results share them with the mirror whatever sharesResults says: set both
+   * or neither, as the RPC layer does. Default false: in-process callers keep
    * their objects, and nothing in the mirror aliases them.
    */
   ownsInput?: boolean;
@@ -54,9 +63,16 @@ export interface ServiceOptions {
    * The caller serializes each result before its next call and keeps no
    * reference to it (the RPC layer encodes every reply as soon as its call
    * returns). Results may then share values with the mirror instead of
-   * copying them: getState, and openRun's snapshot and namespace delta,
-   * return the mirror's own values. Under the soak's workload those copies
-   * were 16% of everything the process allocated. Default false.
+   * copying them. The methods that return the mirror's own values then:
+   * - getState: `state`;
+   * - openRun: the STATE_SNAPSHOT's `snapshot`, and the namespace map in its
+   *   `delta` (and its STATE_DELTA);
+   * - getActivity: `content`;
+   * - activitySnapshot, and diffActivity when it creates the activity: the
+   *   ACTIVITY_SNAPSHOT's `content`.
+   * Under the soak's workload those copies were a sizeable share of
+   * everything the process allocated (docs/benchmarks.md, "Figures behind
+   * choices in the source"). Default false.
    */
   sharesResults?: boolean;
   /**

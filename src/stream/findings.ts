@@ -1,13 +1,25 @@
 import jsonpatch, { type Operation } from "fast-json-patch";
-import { NO_LIMITS, applyOp, decodeOp, escapeSegment, formatPointer, hasMember, isObject, newDoc, parsePointer, type Json } from "../core/index.js";
+import { decodeOp, escapeSegment, formatPointer, hasMember, isObject, parsePointer, type Json } from "../core/index.js";
+import { coreReading } from "./mirror.js";
+import type { OpProblem } from "./schema.js";
 
-/** One event the client would not apply (protocol/README.md §13). */
+/** What the client does with an event as it was sent (protocol/README.md §13). */
+export type Kind = "dropped" | "ignored" | "fatal" | "wiped";
+
+/**
+ * What the tool that read the stream did with the op or event a finding is
+ * about: `check` sends nothing, so its findings are all `passed` (the client
+ * gets the event as sent); `fix` and `proxy` say what they wrote.
+ */
+export type Outcome = "passed" | "mended" | "discarded" | "kept";
+
+/** One event the client would not apply, or a snapshot that wipes what it held (protocol/README.md §13). */
 export interface Finding {
   /** 1-based number of the event in the stream. */
   event: number;
   /** The event's first line in the input, 1-based. */
   line: number;
-  kind: "dropped" | "ignored" | "fatal";
+  kind: Kind;
   type: string;
   /** The op's position in the event's patch, as sent. */
   index?: number;
@@ -16,13 +28,14 @@ export interface Finding {
   code: string;
   message: string;
   hint?: string;
+  outcome: Outcome;
 }
 
 /** Where an event sits in the input: what every finding about it names. */
 export interface At {
-  event: number;
-  line: number;
-  type: string;
+  readonly event: number;
+  readonly line: number;
+  readonly type: string;
 }
 
 /** The op-level part of a finding. */
@@ -34,15 +47,61 @@ export interface OpFinding {
   hint?: string;
 }
 
-export function finding(at: At, kind: Finding["kind"], f: Omit<Finding, "event" | "line" | "type" | "kind">): Finding {
-  const out: Finding = { event: at.event, line: at.line, kind, type: at.type } as Finding;
+export function finding(at: At, kind: Kind, f: OpFinding, outcome: Outcome = "passed"): Finding {
+  const out = { event: at.event, line: at.line, kind, type: at.type } as Finding;
   if (f.index !== undefined) out.index = f.index;
   if (f.pointer !== undefined) out.pointer = f.pointer;
   out.code = f.code;
   out.message = f.message;
   if (f.hint !== undefined) out.hint = f.hint;
+  out.outcome = outcome;
   return out;
 }
+
+/**
+ * Who reads the findings: `check` (its hints may point to `fix`, which
+ * mends the case) or `fix` (which is running: its outcome says what it did,
+ * and a hint never tells it to do so).
+ */
+export type Reader = "check" | "fix";
+
+/** A hint's note that `fix` mends the case: for check's reader only. */
+const fixes = (reader: Reader, what = "`fix` does this"): string => (reader === "check" ? ` (${what})` : "");
+
+// ------------------------------------------------------------ the texts, written once
+
+export const TEXT = {
+  unknownActivity: (id: string, reader: Reader): OpFinding => ({
+    code: "UNKNOWN_ACTIVITY",
+    message: `the client has no activity ${JSON.stringify(id)} and skips the delta without a word`,
+    hint: `send an ACTIVITY_SNAPSHOT for ${JSON.stringify(id)} before its deltas${fixes(reader, "`fix` drops this one")}`,
+  }),
+  notAnActivity: (id: string, role: string): OpFinding => ({
+    code: "NOT_AN_ACTIVITY",
+    message: `message ${JSON.stringify(id)} is a ${role} message, not an activity: the client warns and skips the delta`,
+  }),
+  activityIdClash: (id: string, text: boolean): OpFinding => ({
+    code: "ACTIVITY_ID_CLASH",
+    message: `message ${JSON.stringify(id)} is an activity: the client warns and drops the ${text ? "text" : "reasoning"} (message ids are unique across activity and other messages)`,
+  }),
+  unknownMessage: (id: string): OpFinding => ({ code: "UNKNOWN_MESSAGE", message: `the client has no message ${JSON.stringify(id)}: it warns and drops the event` }),
+  unknownEvent: (type: string): OpFinding => ({ code: "UNKNOWN_EVENT", message: `the client drops an event of unknown type ${JSON.stringify(type)}, with a warning` }),
+  /** What the client does after a patch fails: it keeps what it had. */
+  keeps: (activity: boolean): string => (activity ? "the client warns and keeps the activity as it was" : "the client warns and keeps its state"),
+  /**
+   * A STATE_SNAPSHOT that removes or replaces a member the client held and
+   * no event of the stream set (`kept`: fix left the client's value standing,
+   * under --own).
+   */
+  wiped: (pointer: string, removes: boolean, kept: boolean): OpFinding => ({
+    pointer,
+    code: "SNAPSHOT_WIPE",
+    message: kept
+      ? `the snapshot ${removes ? "leaves out" : "gives another value for"} ${pointer}, which the server does not own (--own): the client's value stands`
+      : `the snapshot ${removes ? "removes" : "replaces"} ${pointer}, which the client held and no event of the stream set: the client's value is lost`,
+    hint: "send a STATE_DELTA on your own namespace (`fix --own`)",
+  }),
+} as const;
 
 export const UNUSABLE = "the client holds a value that is not JSON (an earlier op moved the root into itself, or a missing value onto it), so no patch applies to it any more";
 
@@ -123,7 +182,7 @@ function quietly<T>(fn: () => T): T {
  * the patch the client applied back to the op's position as sent (the schema
  * stage may have stripped ops before it).
  */
-export function patchVerdict(doc: Json, patch: readonly unknown[], indexOf: (i: number) => number): OpFinding | undefined {
+export function patchVerdict(doc: Json, patch: readonly unknown[], indexOf: (i: number) => number, reader: Reader): OpFinding | undefined {
   return quietly(() => {
     let work: Json;
     try {
@@ -145,7 +204,7 @@ export function patchVerdict(doc: Json, patch: readonly unknown[], indexOf: (i: 
         error = e;
       }
       // `work` is the document before op i (a failing move may have taken its value out already).
-      return explain(work, patch[i], error, indexOf(i));
+      return explain(work, patch[i], error, indexOf(i), reader);
     }
     return cloneable(work) ? undefined : INHERITS;
   });
@@ -155,15 +214,15 @@ export function patchVerdict(doc: Json, patch: readonly unknown[], indexOf: (i: 
 export const INHERITS: OpFinding = { code: "INHERITED_MEMBER", message: "" };
 
 /** The finding for op `op`, which fast-json-patch refused with `error` against `before`. */
-function explain(before: Json, op: unknown, error: unknown, index: number): OpFinding {
+function explain(before: Json, op: unknown, error: unknown, index: number, reader: Reader): OpFinding {
   const name = (error as { name?: string }).name ?? "";
   const mapped = { code: error instanceof TypeError && /__proto__/.test(error.message) ? "FORBIDDEN_KEY" : (FJP_CODES[name] ?? "INVALID_OP"), message: (error as Error).message };
   const decoded = decodeOp(op);
   let why: { code: string; message: string } = decoded.ok ? mapped : decoded.error;
   let hint: string | undefined;
   if (decoded.ok && printable(before)) {
-    why = applyOp(newDoc(jsonpatch.deepClone(before) as Json), decoded.value, NO_LIMITS, []) ?? mapped;
-    hint = opHint(before, op as Record<string, unknown>, why.code);
+    why = coreReading(before, decoded.value) ?? mapped;
+    hint = opHint(before, op as Record<string, unknown>, why.code, reader);
   }
   const out: OpFinding = { index, code: why.code, message: why.message };
   const pointer = pathOf(op);
@@ -173,13 +232,13 @@ function explain(before: Json, op: unknown, error: unknown, index: number): OpFi
 }
 
 /** The finding for a patch the client refused (`applyPatch` threw): patchVerdict's, which is then never undefined. */
-export function diagnosePatch(doc: Json, patch: readonly unknown[], indexOf: (i: number) => number): OpFinding {
-  const f = patchVerdict(doc, patch, indexOf);
+export function diagnosePatch(doc: Json, patch: readonly unknown[], indexOf: (i: number) => number, reader: Reader): OpFinding {
+  const f = patchVerdict(doc, patch, indexOf, reader);
   return f && f !== INHERITS ? f : { index: indexOf(0), code: "INVALID_OP", message: "the client refused the patch" };
 }
 
-/** Hints for an op the schema stage refused or stripped. */
-export function schemaHint(op: unknown, what: string): string | undefined {
+/** Hints for an op the schema stage refused or stripped, chosen by the rule it breaks. */
+export function schemaHint(op: unknown, why: OpProblem["why"]): string | undefined {
   if (!isObject(op as Json)) return undefined;
   const o = op as Record<string, unknown>;
   for (const k of ["path", "from"]) {
@@ -188,8 +247,8 @@ export function schemaHint(op: unknown, what: string): string | undefined {
     if (/~(?![01])/.test(p)) return `a ${code("~")} in a key is written ${code("~0")}: write ${code(p.replace(/~(?![01])/g, "~0"))}`;
     if (p !== "" && !p.startsWith("/")) return `a pointer starts with ${code("/")}: write ${code("/" + p.split("/").map((s) => escapeSegment(s)).join("/"))}`;
   }
-  if (/missing "value"/.test(what)) return `${code(String(o["op"]))} needs a ${code("value")} (null is a value)`;
-  if (/is not an RFC 6902 op/.test(what)) return `the ops are add, remove, replace, move, copy and test`;
+  if (why === "missing-value") return `${code(String(o["op"]))} needs a ${code("value")} (null is a value)`;
+  if (why === "unknown-op") return `the ops are add, remove, replace, move, copy and test`;
   return undefined;
 }
 
@@ -210,7 +269,7 @@ function reach(doc: Json, tokens: readonly string[]): { depth: number; container
  * (ag-ui #2242), a missing array before an append, a replace of a member that
  * is not there (CopilotKit #4934, soliplex #1255), an index past the end.
  */
-function opHint(doc: Json, op: Record<string, unknown>, why: string): string | undefined {
+function opHint(doc: Json, op: Record<string, unknown>, why: string, reader: Reader): string | undefined {
   const path = op["path"] as string;
   const parsed = parsePointer(path);
   if (!parsed.ok || parsed.value.length === 0) return undefined;
@@ -227,10 +286,10 @@ function opHint(doc: Json, op: Record<string, unknown>, why: string): string | u
   if (why === "PATH_NOT_FOUND" && depth < tokens.length) {
     const last = depth === tokens.length - 1;
     if (op["op"] === "add" && depth === tokens.length - 2 && tokens[tokens.length - 1] === "-" && isObject(container)) {
-      return `${code(missing)} does not exist: add it as ${code("[]")} first (${code("fix")} does this)`;
+      return `${code(missing)} does not exist: add it as ${code("[]")} first${fixes(reader)}`;
     }
     if (op["op"] === "replace" && last && isObject(container)) {
-      return `${code(missing)} does not exist, and replace needs a member that exists: use add (${code("fix")} does this)`;
+      return `${code(missing)} does not exist, and replace needs a member that exists: use add${fixes(reader)}`;
     }
     if (!last && isObject(container)) {
       const rest = tokens.slice(depth).join("/");

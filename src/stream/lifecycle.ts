@@ -11,14 +11,15 @@
  * every one of those shapes, so they cannot fire here.
  */
 
+import { EventType, type Event as AguiEvent, type Message } from "@ag-ui/core";
 import { Recent } from "./recent.js";
 
-type Ev = Record<string, unknown>;
 interface Owner {
   sub: string | undefined;
 }
 
-const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
+/** The subagent an event is attributed to: RUN_* events carry none. */
+const tagOf = (event: AguiEvent): string | undefined => ("subagentRunId" in event ? event.subagentRunId : undefined);
 
 /** Why verifyEvents refuses an event: a code (§13) and the client's own message. */
 export interface LifecycleBreak {
@@ -61,7 +62,7 @@ export class Lifecycle {
    * without changing anything: for an event that may never reach the client
    * (a delta `fix` drops), so it must not count as the first event either.
    */
-  peek(event: Ev): LifecycleBreak | undefined {
+  peek(event: AguiEvent): LifecycleBreak | undefined {
     const first = this.firstEventReceived;
     const e = this.step(event, false);
     this.firstEventReceived = first;
@@ -69,7 +70,7 @@ export class Lifecycle {
   }
 
   /** Feeds one event through the state machine; a break is what the client would throw. */
-  feed(event: Ev): LifecycleBreak | undefined {
+  feed(event: AguiEvent): LifecycleBreak | undefined {
     return this.step(event, true);
   }
 
@@ -94,40 +95,36 @@ export class Lifecycle {
   }
 
   /** A continuation whose subagent tag disagrees with its opener's (an absent tag always agrees). */
-  private tagError(type: string, tag: string | undefined, owner: Owner | undefined, kind: string, id: string): LifecycleBreak | undefined {
+  private tagError(type: EventType, tag: string | undefined, owner: Owner | undefined, kind: string, id: string): LifecycleBreak | undefined {
     if (tag === undefined || !owner || owner.sub === tag) return undefined;
     return broken(`Cannot send '${type}': subagentRunId '${tag}' does not match the ${kind} '${id}' opener's subagent '${owner.sub ?? "(the parent agent)"}'.`);
   }
 
   /** verifyEvents seeds owners from replayed history (MESSAGES_SNAPSHOT authoritatively, RUN_STARTED's input not). */
-  private seed(messages: unknown, authoritative: boolean): void {
-    if (!Array.isArray(messages)) return;
-    for (const m of messages as Ev[]) {
-      if (!m || typeof m["id"] !== "string") continue;
-      const id = m["id"];
-      const sub = str(m["subagentRunId"]);
-      const bucket = m["role"] === "reasoning" ? this.owners.reasoning : m["role"] === "activity" ? this.owners.activity : this.owners.message;
+  private seed(messages: readonly Message[] | undefined, authoritative: boolean): void {
+    if (messages === undefined) return;
+    for (const m of messages) {
+      const id = m.id;
+      const sub = m.subagentRunId;
+      const bucket = m.role === "reasoning" ? this.owners.reasoning : m.role === "activity" ? this.owners.activity : this.owners.message;
       if (authoritative || !bucket.has(id)) bucket.set(id, { sub });
-      const calls = m["toolCalls"];
-      if (!Array.isArray(calls)) continue;
-      for (const tc of calls as Ev[]) {
-        if (tc && typeof tc["id"] === "string" && (authoritative || !this.owners.toolCall.has(tc["id"]))) this.owners.toolCall.set(tc["id"], { sub });
-      }
+      if (m.role !== "assistant" || m.toolCalls === undefined) continue;
+      for (const tc of m.toolCalls) if (authoritative || !this.owners.toolCall.has(tc.id)) this.owners.toolCall.set(tc.id, { sub });
     }
   }
 
-  private step(event: Ev, commit: boolean): LifecycleBreak | undefined {
-    const type = event["type"] as string;
-    if (this.runError && type !== "RUN_STARTED") {
+  private step(event: AguiEvent, commit: boolean): LifecycleBreak | undefined {
+    const type = event.type;
+    if (this.runError && type !== EventType.RUN_STARTED) {
       return { code: "AFTER_RUN_ERROR", message: `Cannot send event type '${type}': The run has already errored with 'RUN_ERROR'. No further events can be sent.` };
     }
-    if (this.runFinished && type !== "RUN_ERROR" && type !== "RUN_STARTED") {
+    if (this.runFinished && type !== EventType.RUN_ERROR && type !== EventType.RUN_STARTED) {
       return { code: "AFTER_RUN_FINISHED", message: `Cannot send event type '${type}': The run has already finished with 'RUN_FINISHED'. Start a new run with 'RUN_STARTED'.` };
     }
     if (!this.firstEventReceived) {
       this.firstEventReceived = true;
-      if (type !== "RUN_STARTED" && type !== "RUN_ERROR") return { code: "FIRST_EVENT", message: "First event must be 'RUN_STARTED'" };
-    } else if (type === "RUN_STARTED") {
+      if (type !== EventType.RUN_STARTED && type !== EventType.RUN_ERROR) return { code: "FIRST_EVENT", message: "First event must be 'RUN_STARTED'" };
+    } else if (type === EventType.RUN_STARTED) {
       if (this.runStarted && !this.runFinished && !this.runError) {
         return broken("Cannot send 'RUN_STARTED' while a run is still active. The previous run must be finished with 'RUN_FINISHED' before starting a new run.");
       }
@@ -135,15 +132,16 @@ export class Lifecycle {
     }
     // Only RUN_STARTED mutates before its last check (above); every other
     // mutation below happens on the way out, so a peek stops short of it.
-    return this.check(event, type, commit);
+    return this.check(event, commit);
   }
 
-  private check(event: Ev, type: string, commit: boolean): LifecycleBreak | undefined {
-    const tag = str(event["subagentRunId"]);
-    const id = str(event["messageId"]) as string;
+  private check(event: AguiEvent, commit: boolean): LifecycleBreak | undefined {
+    const tag = tagOf(event);
     const o = this.owners;
-    switch (type) {
-      case "TEXT_MESSAGE_START": {
+    const type = event.type;
+    switch (event.type) {
+      case EventType.TEXT_MESSAGE_START: {
+        const id = event.messageId;
         if (this.activeMessages.has(id)) return broken(`Cannot send 'TEXT_MESSAGE_START' event: A text message with ID '${id}' is already in progress. Complete it with 'TEXT_MESSAGE_END' first.`);
         const owner = o.message.get(id);
         const e = owner && this.tagError(type, tag, owner, "message", id);
@@ -154,37 +152,38 @@ export class Lifecycle {
         }
         return undefined;
       }
-      case "TEXT_MESSAGE_CONTENT":
-      case "TEXT_MESSAGE_END": {
+      case EventType.TEXT_MESSAGE_CONTENT:
+      case EventType.TEXT_MESSAGE_END: {
+        const id = event.messageId;
         if (!this.activeMessages.has(id)) {
-          return broken(type === "TEXT_MESSAGE_END" ? `Cannot send 'TEXT_MESSAGE_END' event: No active text message found with ID '${id}'. A 'TEXT_MESSAGE_START' event must be sent first.` : `Cannot send 'TEXT_MESSAGE_CONTENT' event: No active text message found with ID '${id}'. Start a text message with 'TEXT_MESSAGE_START' first.`);
+          return broken(type === EventType.TEXT_MESSAGE_END ? `Cannot send 'TEXT_MESSAGE_END' event: No active text message found with ID '${id}'. A 'TEXT_MESSAGE_START' event must be sent first.` : `Cannot send 'TEXT_MESSAGE_CONTENT' event: No active text message found with ID '${id}'. Start a text message with 'TEXT_MESSAGE_START' first.`);
         }
         const e = this.tagError(type, tag, o.message.get(id), "message", id);
         if (e) return e;
-        if (commit && type === "TEXT_MESSAGE_END") this.activeMessages.delete(id);
+        if (commit && type === EventType.TEXT_MESSAGE_END) this.activeMessages.delete(id);
         return undefined;
       }
-      case "TOOL_CALL_START":
-        return this.toolCallStart(event, tag, commit);
-      case "TOOL_CALL_ARGS":
-      case "TOOL_CALL_END": {
-        const tc = event["toolCallId"] as string;
+      case EventType.TOOL_CALL_START:
+        return this.toolCallStart(event.toolCallId, event.parentMessageId, tag, commit);
+      case EventType.TOOL_CALL_ARGS:
+      case EventType.TOOL_CALL_END: {
+        const tc = event.toolCallId;
         if (!this.activeToolCalls.has(tc)) {
-          return broken(type === "TOOL_CALL_END" ? `Cannot send 'TOOL_CALL_END' event: No active tool call found with ID '${tc}'. A 'TOOL_CALL_START' event must be sent first.` : `Cannot send 'TOOL_CALL_ARGS' event: No active tool call found with ID '${tc}'. Start a tool call with 'TOOL_CALL_START' first.`);
+          return broken(type === EventType.TOOL_CALL_END ? `Cannot send 'TOOL_CALL_END' event: No active tool call found with ID '${tc}'. A 'TOOL_CALL_START' event must be sent first.` : `Cannot send 'TOOL_CALL_ARGS' event: No active tool call found with ID '${tc}'. Start a tool call with 'TOOL_CALL_START' first.`);
         }
         const e = this.tagError(type, tag, o.toolCall.get(tc), "tool call", tc);
         if (e) return e;
-        if (commit && type === "TOOL_CALL_END") this.activeToolCalls.delete(tc);
+        if (commit && type === EventType.TOOL_CALL_END) this.activeToolCalls.delete(tc);
         return undefined;
       }
-      case "STEP_STARTED": {
-        const name = event["stepName"] as string;
+      case EventType.STEP_STARTED: {
+        const name = event.stepName;
         if (this.stepsFor(tag).has(name)) return broken(`Step "${name}" is already active for 'STEP_STARTED'${tag !== undefined ? ` in subagent '${tag}'` : ""}`);
         if (commit) this.stepsFor(tag).add(name);
         return undefined;
       }
-      case "STEP_FINISHED": {
-        const name = event["stepName"] as string;
+      case EventType.STEP_FINISHED: {
+        const name = event.stepName;
         if (!this.stepsFor(tag).has(name)) {
           for (const [owner, names] of this.steps) {
             if (owner !== tag && names.has(name)) {
@@ -196,42 +195,43 @@ export class Lifecycle {
         if (commit) this.stepsFor(tag).delete(name);
         return undefined;
       }
-      case "ACTIVITY_SNAPSHOT":
+      case EventType.ACTIVITY_SNAPSHOT:
         // Only a replacing snapshot (or a first one) re-owns the activity.
-        if (commit && (!o.activity.has(id) || event["replace"] !== false)) o.activity.set(id, { sub: tag });
+        if (commit && (!o.activity.has(event.messageId) || event.replace !== false)) o.activity.set(event.messageId, { sub: tag });
         return undefined;
-      case "ACTIVITY_DELTA":
-        return this.tagError(type, tag, o.activity.get(id), "activity", id);
-      case "TOOL_CALL_RESULT":
-        if (commit && typeof event["messageId"] === "string") o.message.set(id, { sub: tag });
+      case EventType.ACTIVITY_DELTA:
+        return this.tagError(type, tag, o.activity.get(event.messageId), "activity", event.messageId);
+      case EventType.TOOL_CALL_RESULT:
+        if (commit) o.message.set(event.messageId, { sub: tag });
         return undefined;
-      case "REASONING_START":
-      case "REASONING_MESSAGE_START":
-        return this.reasoningStart(type, id, tag, commit);
-      case "REASONING_MESSAGE_CONTENT":
-      case "REASONING_MESSAGE_END":
-      case "REASONING_END": {
-        const span = type === "REASONING_END";
+      case EventType.REASONING_START:
+      case EventType.REASONING_MESSAGE_START:
+        return this.reasoningStart(type, event.messageId, tag, commit);
+      case EventType.REASONING_MESSAGE_CONTENT:
+      case EventType.REASONING_MESSAGE_END:
+      case EventType.REASONING_END: {
+        const id = event.messageId;
+        const span = type === EventType.REASONING_END;
         const open = span ? this.activeReasoningSpans : this.activeReasoningMessages;
         if (!open.has(id)) {
           return broken(span ? `Cannot send 'REASONING_END' event: No active reasoning span found with ID '${id}'. A 'REASONING_START' event must be sent first.` : `Cannot send '${type}' event: No active reasoning message found with ID '${id}'. Start a reasoning message with 'REASONING_MESSAGE_START' first.`);
         }
         const e = this.tagError(type, tag, o.reasoning.get(id), "reasoning message", id);
         if (e) return e;
-        if (commit && type !== "REASONING_MESSAGE_CONTENT") open.delete(id);
+        if (commit && type !== EventType.REASONING_MESSAGE_CONTENT) open.delete(id);
         return undefined;
       }
-      case "REASONING_ENCRYPTED_VALUE": {
-        const entity = event["entityId"] as string;
-        const sub = event["subtype"];
+      case EventType.REASONING_ENCRYPTED_VALUE: {
+        const entity = event.entityId;
+        const sub = event.subtype;
         const owner = sub === "tool-call" ? o.toolCall.get(entity) : sub === "message" ? (o.message.get(entity) ?? o.reasoning.get(entity)) : o.reasoning.get(entity);
         return this.tagError(type, tag, owner, sub === "tool-call" ? "tool call" : sub === "message" ? "message" : "reasoning message", entity);
       }
-      case "SUBAGENT_STARTED":
-        return this.subagentStarted(event, tag as string, commit);
-      case "SUBAGENT_FINISHED":
-      case "SUBAGENT_ERROR": {
-        const sub = tag as string;
+      case EventType.SUBAGENT_STARTED:
+        return this.subagentStarted(event.subagentRunId, event.parentSubagentRunId, commit);
+      case EventType.SUBAGENT_FINISHED:
+      case EventType.SUBAGENT_ERROR: {
+        const sub = event.subagentRunId;
         if (!this.activeSubagents.has(sub)) return broken(`Cannot send '${type}': no active subagent found with ID '${sub}'. A 'SUBAGENT_STARTED' event must be sent first.`);
         if (commit) {
           this.activeSubagents.delete(sub);
@@ -239,18 +239,18 @@ export class Lifecycle {
         }
         return undefined;
       }
-      case "MESSAGES_SNAPSHOT":
-        if (commit) this.seed(event["messages"], true);
+      case EventType.MESSAGES_SNAPSHOT:
+        if (commit) this.seed(event.messages, true);
         return undefined;
-      case "RUN_STARTED":
+      case EventType.RUN_STARTED:
         if (commit) {
           this.runStarted = true;
-          this.seed((event["input"] as Ev | undefined)?.["messages"], false);
+          this.seed(event.input?.messages, false);
         }
         return undefined;
-      case "RUN_FINISHED":
+      case EventType.RUN_FINISHED:
         return this.runFinishedCheck(commit);
-      case "RUN_ERROR":
+      case EventType.RUN_ERROR:
         if (commit) this.runError = true;
         return undefined;
       default:
@@ -258,10 +258,8 @@ export class Lifecycle {
     }
   }
 
-  private toolCallStart(event: Ev, tag: string | undefined, commit: boolean): LifecycleBreak | undefined {
-    const id = event["toolCallId"] as string;
+  private toolCallStart(id: string, parent: string | undefined, tag: string | undefined, commit: boolean): LifecycleBreak | undefined {
     if (this.activeToolCalls.has(id)) return broken(`Cannot send 'TOOL_CALL_START' event: A tool call with ID '${id}' is already in progress. Complete it with 'TOOL_CALL_END' first.`);
-    const parent = str(event["parentMessageId"]);
     let inherited: Owner | undefined;
     if (parent !== undefined) {
       const po = this.owners.message.get(parent);
@@ -272,7 +270,7 @@ export class Lifecycle {
     }
     const existing = this.owners.toolCall.get(id);
     if (existing) {
-      const e = this.tagError("TOOL_CALL_START", tag, existing, "tool call", id);
+      const e = this.tagError(EventType.TOOL_CALL_START, tag, existing, "tool call", id);
       if (e) return e;
       if (tag === undefined && inherited && inherited.sub !== existing.sub) {
         return broken(`Cannot send 'TOOL_CALL_START': tool call '${id}' is owned by '${existing.sub ?? "(the parent agent)"}' but its parent message '${parent}' is owned by '${inherited.sub ?? "(the parent agent)"}'. A tool call belongs to the message that carries it.`);
@@ -285,8 +283,8 @@ export class Lifecycle {
     return undefined;
   }
 
-  private reasoningStart(type: string, id: string, tag: string | undefined, commit: boolean): LifecycleBreak | undefined {
-    const span = type === "REASONING_START";
+  private reasoningStart(type: EventType, id: string, tag: string | undefined, commit: boolean): LifecycleBreak | undefined {
+    const span = type === EventType.REASONING_START;
     const open = span ? this.activeReasoningSpans : this.activeReasoningMessages;
     if (open.has(id)) {
       return broken(span ? `Cannot send 'REASONING_START' event: A reasoning span with ID '${id}' is already in progress. Complete it with 'REASONING_END' first.` : `Cannot send 'REASONING_MESSAGE_START' event: A reasoning message with ID '${id}' is already in progress. Complete it with 'REASONING_MESSAGE_END' first.`);
@@ -301,8 +299,7 @@ export class Lifecycle {
     return undefined;
   }
 
-  private subagentStarted(event: Ev, id: string, commit: boolean): LifecycleBreak | undefined {
-    const parent = str(event["parentSubagentRunId"]);
+  private subagentStarted(id: string, parent: string | undefined, commit: boolean): LifecycleBreak | undefined {
     if (this.activeSubagents.has(id)) return broken(`Cannot send 'SUBAGENT_STARTED': subagent '${id}' is already active. Finish it with 'SUBAGENT_FINISHED' first.`);
     if (this.closedSubagents.has(id)) return broken(`Cannot send 'SUBAGENT_STARTED': subagent '${id}' has already finished in this run. Subagent IDs are per-invocation and cannot be reused.`);
     if (parent !== undefined && !this.activeSubagents.has(parent) && !this.closedSubagents.has(parent)) return broken(`Cannot send 'SUBAGENT_STARTED': parentSubagentRunId '${parent}' has not been started in this run.`);

@@ -1,4 +1,5 @@
-import type { JsonObject } from "../core/json.js";
+import { EventType, type Event as AguiEvent, type Message, type MessagesSnapshotEvent, type ToolCallStartEvent } from "@ag-ui/core";
+import { isObject, type JsonObject } from "../core/index.js";
 import { Recent } from "./recent.js";
 
 /**
@@ -16,16 +17,13 @@ export interface Activity {
 }
 
 type Msg = { role: "activity"; activity: Activity } | { role: string; activity?: undefined };
-type Ev = Record<string, unknown>;
-
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** The client's `authoritativeActivityTypes` (src/activity-history.ts): which activity types a MESSAGES_SNAPSHOT owns. */
-function authoritativeActivityTypes(event: Ev): string[] | null | undefined {
-  const metadata = event["metadata"];
-  if (!isRecord(metadata) || !Object.prototype.hasOwnProperty.call(metadata, "@ag-ui/client")) return undefined;
+function authoritativeActivityTypes(event: MessagesSnapshotEvent): string[] | null | undefined {
+  const metadata: unknown = event.metadata;
+  if (!isObject(metadata) || !Object.prototype.hasOwnProperty.call(metadata, "@ag-ui/client")) return undefined;
   const value = metadata["@ag-ui/client"];
-  if (!isRecord(value)) return [];
+  if (!isObject(value)) return [];
   if (!Object.prototype.hasOwnProperty.call(value, "authoritativeActivityTypes")) return undefined;
   const types = value["authoritativeActivityTypes"];
   if (types === null) return null;
@@ -89,48 +87,48 @@ export class Messages {
   }
 
   /** Everything else that creates messages, as defaultApplyEvents does. */
-  observe(event: Ev): void {
-    switch (event["type"]) {
-      case "TEXT_MESSAGE_START":
-      case "REASONING_MESSAGE_START":
+  observe(event: AguiEvent): void {
+    switch (event.type) {
+      case EventType.TEXT_MESSAGE_START:
         // An id that names an activity is left alone (the client warns and drops the text).
-        this.add(event["messageId"] as string, { role: event["type"] === "TEXT_MESSAGE_START" ? ((event["role"] as string | undefined) ?? "assistant") : "reasoning" });
+        this.add(event.messageId, { role: event.role ?? "assistant" });
         return;
-      case "TOOL_CALL_START":
+      case EventType.REASONING_MESSAGE_START:
+        this.add(event.messageId, { role: "reasoning" });
+        return;
+      case EventType.TOOL_CALL_START:
         return this.toolCallStart(event);
-      case "TOOL_CALL_RESULT":
+      case EventType.TOOL_CALL_RESULT:
         // Pushed (or spliced after its call) even when the id exists: the first message with the id is unchanged.
-        this.add(event["messageId"] as string, { role: "tool" });
+        this.add(event.messageId, { role: "tool" });
         return;
-      case "RUN_STARTED": {
-        const input = event["input"];
-        const messages = isRecord(input) ? input["messages"] : undefined;
-        if (Array.isArray(messages)) for (const m of messages as Ev[]) this.addMessage(m);
+      case EventType.RUN_STARTED:
+        for (const m of event.input?.messages ?? []) this.addMessage(m);
         return;
-      }
-      case "MESSAGES_SNAPSHOT":
+      case EventType.MESSAGES_SNAPSHOT:
         return this.messagesSnapshot(event);
+      default:
+        return;
     }
   }
 
   /** A message object from history (RUN_STARTED's input), pushed unless its id exists. */
-  private addMessage(m: Ev): void {
-    if (this.has(m["id"] as string)) return;
-    this.put(m["id"] as string, messageOf(m));
+  private addMessage(m: Message): void {
+    if (this.has(m.id)) return;
+    this.put(m.id, messageOf(m));
     this.toolCallsOf(m);
   }
 
-  private toolCallsOf(m: Ev): void {
-    const calls = m["toolCalls"];
-    if (Array.isArray(calls)) for (const tc of calls as Ev[]) if (isRecord(tc) && typeof tc["id"] === "string") this.toolCallIds.set(tc["id"], true);
+  private toolCallsOf(m: Message): void {
+    if (m.role === "assistant") for (const tc of m.toolCalls ?? []) this.toolCallIds.set(tc.id, true);
   }
 
   /** resolveOrCreateAssistantMessage: a tool call joins its parent assistant message, or creates one. */
-  private toolCallStart(event: Ev): void {
-    const toolCallId = event["toolCallId"] as string;
+  private toolCallStart(event: ToolCallStartEvent): void {
+    const toolCallId = event.toolCallId;
     if (this.toolCallIds.has(toolCallId)) return;
     this.toolCallIds.set(toolCallId, true);
-    const parent = event["parentMessageId"] as string | undefined;
+    const parent = event.parentMessageId;
     if (parent) {
       const role = this.role(parent);
       if (role === "assistant") return;
@@ -143,13 +141,13 @@ export class Messages {
    * leaves out are removed, except client-only activities (unless the snapshot
    * owns their type) and reasoning (unless the snapshot carries reasoning).
    */
-  private messagesSnapshot(event: Ev): void {
-    const incoming = (event["messages"] as Ev[]).filter(isRecord);
+  private messagesSnapshot(event: MessagesSnapshotEvent): void {
+    const incoming = event.messages;
     const snapshot = new Map<string, Msg>();
-    for (const m of incoming) snapshot.set(m["id"] as string, messageOf(m));
+    for (const m of incoming) snapshot.set(m.id, messageOf(m));
     const owned = authoritativeActivityTypes(event);
-    const hasActivity = incoming.some((m) => m["role"] === "activity");
-    const hasReasoning = incoming.some((m) => m["role"] === "reasoning");
+    const hasActivity = incoming.some((m) => m.role === "activity");
+    const hasReasoning = incoming.some((m) => m.role === "reasoning");
     const preserved = (m: Msg): boolean =>
       (m.role === "activity" && m.activity !== undefined && (owned ? !owned.includes(m.activity.activityType) : owned !== null && !hasActivity)) || (m.role === "reasoning" && !hasReasoning);
     const before: [string, Msg][] = [...[...this.activities].map(([id, activity]): [string, Msg] => [id, { role: "activity", activity }]), ...[...this.others].map(([id, role]): [string, Msg] => [id, { role }])];
@@ -159,13 +157,13 @@ export class Messages {
       const next = snapshot.get(id) ?? (preserved(m) ? m : undefined);
       if (next) this.put(id, next);
     }
-    for (const m of incoming) this.add(m["id"] as string, snapshot.get(m["id"] as string) as Msg);
+    for (const m of incoming) this.add(m.id, snapshot.get(m.id) as Msg);
     for (const m of incoming) this.toolCallsOf(m);
   }
 }
 
-function messageOf(m: Ev): Msg {
-  const role = m["role"] as string;
-  if (role === "activity" && isRecord(m["content"])) return { role, activity: { activityType: m["activityType"] as string, content: m["content"] as JsonObject } };
-  return { role };
+function messageOf(m: Message): Msg {
+  // The schema holds content to an object: JSON, as parsed.
+  if (m.role === "activity") return { role: m.role, activity: { activityType: m.activityType, content: m.content as JsonObject } };
+  return { role: m.role };
 }

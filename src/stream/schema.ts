@@ -152,6 +152,8 @@ export interface OpProblem {
   /** true: the client strips the op (with a warning) and applies the rest; false: the event is fatal. */
   stripped: boolean;
   code: "INVALID_OP" | "INVALID_POINTER";
+  /** Which rule the op breaks: what a hint is chosen by (the message is for people). */
+  why: "not-an-object" | "no-op" | "unknown-op" | "missing-pointer" | "malformed-pointer" | "missing-value";
   message: string;
 }
 
@@ -159,24 +161,24 @@ const OPS = new Set(["add", "remove", "replace", "move", "copy", "test"]);
 
 /** Why a pointer member of op `name` fails the schema, or undefined when it passes. */
 function pointerProblem(name: string, k: "path" | "from", p: unknown): OpProblem | undefined {
-  if (p === undefined) return { stripped: false, code: "INVALID_OP", message: `${name}: missing "${k}"` };
+  if (p === undefined) return { stripped: false, code: "INVALID_OP", why: "missing-pointer", message: `${name}: missing "${k}"` };
   // @ag-ui/core's JsonPointerSchema, /^(\/([^/~]|~[01])*)*$/, accepts exactly the pointers the core parses
   // (test/stream/schema.test.ts holds the two together).
-  if (typeof p !== "string" || !isPointer(p)) return { stripped: false, code: "INVALID_POINTER", message: `${k} ${JSON.stringify(p).slice(0, 120)} is not an RFC 6901 pointer` };
+  if (typeof p !== "string" || !isPointer(p)) return { stripped: false, code: "INVALID_POINTER", why: "malformed-pointer", message: `${k} ${JSON.stringify(p).slice(0, 120)} is not an RFC 6901 pointer` };
   return undefined;
 }
 
 /** @ag-ui/core's JsonPatchOperationSchema, with the strip step before it, for one op. */
 export function opProblem(op: unknown): OpProblem | undefined {
-  if (!isRecord(op)) return { stripped: false, code: "INVALID_OP", message: "an op must be an object" };
+  if (!isRecord(op)) return { stripped: false, code: "INVALID_OP", why: "not-an-object", message: "an op must be an object" };
   const name = op["op"];
   if (typeof name !== "string" || !OPS.has(name)) {
-    return { stripped: true, code: "INVALID_OP", message: name === undefined ? 'the op has no "op" member' : `${JSON.stringify(name)} is not an RFC 6902 op` };
+    return name === undefined ? { stripped: true, code: "INVALID_OP", why: "no-op", message: 'the op has no "op" member' } : { stripped: true, code: "INVALID_OP", why: "unknown-op", message: `${JSON.stringify(name)} is not an RFC 6902 op` };
   }
   const path = pointerProblem(name, "path", op["path"]);
   if (path !== undefined) return path;
   if (name === "move" || name === "copy") return pointerProblem(name, "from", op["from"]);
-  if ((name === "add" || name === "replace" || name === "test") && op["value"] === undefined) return { stripped: false, code: "INVALID_OP", message: `${name}: missing "value" (RFC 6902 §4.1; null is a value)` };
+  if ((name === "add" || name === "replace" || name === "test") && op["value"] === undefined) return { stripped: false, code: "INVALID_OP", why: "missing-value", message: `${name}: missing "value" (RFC 6902 §4.1; null is a value)` };
   return undefined;
 }
 

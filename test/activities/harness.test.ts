@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { activityMessage, checkWireEvent, holdsActivity, RealClient } from "../harness/agui-activities.js";
+import { activityMessage, checkWireEvent, holdsActivity, RealClient } from "../../scripts/harness/agui-activities.js";
 
 /**
- * The checks of test/harness/agui-activities.ts bite: a malformed event
+ * The checks of scripts/harness/agui-activities.ts bite: a malformed event
  * fails before the client sees it, a patch the client cannot apply fails the
  * feed (the library only warns), and a delta the client silently ignores
  * shows up as a difference. Without these, real-client.test.ts could pass on

@@ -1,11 +1,11 @@
 import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
 import type { JsonObject } from "../../src/core/index.js";
-import { activityMessage, RealClient } from "../harness/agui-activities.js";
-import { sameJson } from "../harness/json.js";
-import type { RpcError } from "../harness/jsonrpc.js";
-import { startPeer, type Peer } from "../harness/peer.js";
-import { hostileObject as jsonObject, opsFor } from "../witness/differential.js";
+import { activityMessage, RealClient } from "../../scripts/harness/agui-activities.js";
+import { sameJson } from "../../scripts/harness/json.js";
+import type { RpcError } from "../../scripts/harness/jsonrpc.js";
+import { startPeer, type Peer } from "../../scripts/harness/peer.js";
+import { hostileObject as jsonObject, opsFor } from "../../scripts/witness/differential.js";
 
 /**
  * protocol/README.md §1 and §10 against the real client: the events the real
@@ -14,7 +14,7 @@ import { hostileObject as jsonObject, opsFor } from "../witness/differential.js"
  * keep the client's activity messages equal to getActivity and its state
  * equal to getState after every call, with nothing printed by the library.
  * Every event is parsed with @ag-ui/core's EventSchemas and held to the exact
- * wire shapes of §10 before the client sees it (test/harness/agui-activities.ts).
+ * wire shapes of §10 before the client sees it (scripts/harness/agui-activities.ts).
  */
 
 type Result = Record<string, unknown>;

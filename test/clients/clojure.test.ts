@@ -1,9 +1,9 @@
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { expect } from "vitest";
-import { ROOT } from "../harness/fixtures.js";
-import { childEnv } from "../harness/process.js";
-import { runProgram, toolchain } from "../harness/toolchain.js";
+import { ROOT } from "../../scripts/harness/fixtures.js";
+import { childEnv } from "../../scripts/harness/process.js";
+import { runProgram, toolchain } from "../../scripts/harness/toolchain.js";
 
 /**
  * clients/clojure/test/ holds clojure.test namespaces that drive the real binary

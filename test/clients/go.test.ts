@@ -2,9 +2,9 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, expect } from "vitest";
-import { ROOT } from "../harness/fixtures.js";
-import { childEnv } from "../harness/process.js";
-import { runProgram, toolchain } from "../harness/toolchain.js";
+import { ROOT } from "../../scripts/harness/fixtures.js";
+import { childEnv } from "../../scripts/harness/process.js";
+import { runProgram, toolchain } from "../../scripts/harness/toolchain.js";
 
 /**
  * clients/go is two Go modules, built here as a user builds them: in module

@@ -1,10 +1,10 @@
 import { createHash } from "node:crypto";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect } from "vitest";
-import { ROOT } from "../harness/fixtures.js";
-import { runProgram, toolchain } from "../harness/toolchain.js";
+import { ROOT } from "../../scripts/harness/fixtures.js";
+import { runProgram, toolchain } from "../../scripts/harness/toolchain.js";
 import { setUp, withoutNpm } from "../release/steps.js";
 
 /**
@@ -75,7 +75,7 @@ beforeAll(() => {
 
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-describe("the Python wheel", () => {
+describe("the Python platform wheel", () => {
   build.test("is named agui_state-<package.json version>-py3-none-manylinux_2_<N>_<arch>.whl", () => {
     expect(path.basename(wheel)).toMatch(new RegExp(`^agui_state-${pkg.version.replace(/\./g, "\\.")}-py3-none-manylinux_2_\\d+_x86_64\\.whl$`));
   });
@@ -126,5 +126,59 @@ describe("the Python wheel", () => {
       expect(r.status, r.output).toBe(0);
       expect(r.stdout, script).toBe(expected);
     }
+  });
+});
+
+/**
+ * The pure py3-none-any wheel (build-wheel.mjs --pure), for platforms no platform wheel fits: the same
+ * clients and no binary. Installed the same way into a venv of its own; the sidecar is then the npm
+ * package's `agui-state` (its `bin`, dist/agui-state.cjs, run by the node on PATH), named by
+ * AGUI_STATE_BIN, and the clients pass the same scenario. With neither AGUI_STATE_BIN nor an
+ * `agui-state` on PATH, the client says where it looked.
+ */
+describe("the pure Python wheel", () => {
+  const pureVenv = path.join(work, "pure-venv");
+  const npmBin = path.join(ROOT, "dist/agui-state.cjs");
+  // A folder with this node alone: its own folder (/usr/bin, say) may hold an `agui-state`.
+  const nodeOnly = path.join(work, "node-only");
+  let pureWheel = "";
+  const pureEnv = (extra: Record<string, string>): Record<string, string> =>
+    ({ PATH: `${path.join(pureVenv, "bin")}:${nodeOnly}`, HOME: work, LANG: "C.UTF-8", ...extra });
+  const runPure = (args: string[], extra: Record<string, string>) =>
+    runProgram(path.join(pureVenv, "bin/python"), args, { cwd: elsewhere, env: pureEnv(extra), timeout: 120_000 });
+
+  beforeAll(() => {
+    if (!build.available) return;
+    const house = path.join(work, "pure-wheelhouse");
+    pureWheel = setUp(process.execPath, [path.join(ROOT, "scripts/build-wheel.mjs"), "--out", house, "--pure"], ROOT, pipEnv(), SLOW).trim();
+    setUp(PYTHON, ["-m", "venv", pureVenv], work, pipEnv(), SLOW);
+    setUp(path.join(pureVenv, "bin/pip"), ["install", "--no-index", "--no-input", pureWheel], work, pipEnv(), SLOW);
+    mkdirSync(nodeOnly);
+    symlinkSync(process.execPath, path.join(nodeOnly, "node"));
+  }, SLOW);
+
+  build.test("is named agui_state-<version>-py3-none-any.whl and installs no binary", () => {
+    expect(path.basename(pureWheel)).toBe(`agui_state-${pkg.version}-py3-none-any.whl`);
+    const site = readdirSync(path.join(pureVenv, "lib")).map((d) => path.join(pureVenv, "lib", d, "site-packages", "agui_state"));
+    const pkgDir = site.find((d) => existsSync(d)) ?? "";
+    expect(readdirSync(pkgDir).filter((f) => f !== "__pycache__").sort()).toEqual(["__init__.py", "_async.py", "_common.py", "_errors.py", "_sync.py", "_version.py", "py.typed"]);
+  });
+
+  for (const client of ["sync", "async"]) {
+    build.test(`the ${client} client passes the platform wheel's scenario with AGUI_STATE_BIN set to the npm package's agui-state`, () => {
+      const r = runPure(["installed_check.py", client, pkg.version], { AGUI_STATE_BIN: npmBin });
+      expect(r.status, r.output).toBe(0);
+      expect(r.stdout).toBe(`installed ${client}: ok\n`);
+    });
+  }
+
+  build.test("with no AGUI_STATE_BIN and no agui-state on PATH, AguiState() says every place it looked", () => {
+    const script = "import agui_state\ntry:\n    agui_state.AguiState()\nexcept FileNotFoundError as e:\n    print(e)\n";
+    const r = runPure(["-c", script], {});
+    expect(r.status, r.output).toBe(0);
+    const said = r.stdout.trim();
+    expect(said).toMatch(/^agui-state: no sidecar found\. Looked at: the `path` argument \(not given\), \$AGUI_STATE_BIN \(not set\), the bundled binary \S+agui_state\/bin\/agui-state \(absent: this is the pure wheel/);
+    expect(said).toContain("`agui-state` on PATH (none)");
+    expect(said).toContain("set AGUI_STATE_BIN");
   });
 });

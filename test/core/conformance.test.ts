@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { applyAtomic, applyLenient, cloneJson, decodeOps, isObject, newDoc, toWireOp, type Json } from "../../src/core/index.js";
-import { readFixture } from "../harness/fixtures.js";
+import { readFixture } from "../../scripts/harness/fixtures.js";
 
 interface Case {
   comment?: string;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { escapeSegment, formatPointer, parseIndex, parsePointer, unescapeSegment } from "../../src/core/index.js";
-import { readFixture } from "../harness/fixtures.js";
+import { readFixture } from "../../scripts/harness/fixtures.js";
 
 interface Group {
   tests: { data: unknown; valid: boolean; description: string }[];

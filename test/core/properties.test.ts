@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import fc from "fast-check";
 import jsonpatch from "fast-json-patch";
 import { applyAtomic, applyLenient, cloneJson, decodeOp, decodeOps, diffValue, formatPointer, jsonEqual, measure, newDoc, normalize, parsePointer, toWireOp, type Json, type Op } from "../../src/core/index.js";
-import { json, jsonObject, opsFor } from "../harness/arbitraries.js";
+import { json, jsonObject, opsFor } from "../../scripts/harness/arbitraries.js";
 
 // fast-check prints the seed and the counterexample path of any failure, so a case can be replayed.
 const params = { numRuns: Number(process.env["FC_RUNS"] ?? 400) };

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { ROOT } from "../harness/fixtures.js";
+import { ROOT } from "../../scripts/harness/fixtures.js";
 
 const dir = path.join(ROOT, "src/core");
 const files = readdirSync(dir).filter((f) => f.endsWith(".ts"));

@@ -1,5 +1,5 @@
 import { expect } from "vitest";
-import type { Peer } from "../harness/peer.js";
+import type { Peer } from "../../scripts/harness/peer.js";
 
 /**
  * protocol/README.md §7 against the real binary, at and just past each edge

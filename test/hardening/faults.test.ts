@@ -1,9 +1,9 @@
 import jsonpatch from "fast-json-patch";
 import { describe, expect, it } from "vitest";
-import { encode, type Framing } from "../harness/frames.js";
-import { asResponse, type Response } from "../harness/jsonrpc.js";
-import { startPeer, type Peer } from "../harness/peer.js";
-import { logged, parseLog } from "../harness/process.js";
+import { encode, type Framing } from "../../scripts/harness/frames.js";
+import { asResponse, type Response } from "../../scripts/harness/jsonrpc.js";
+import { startPeer, type Peer } from "../../scripts/harness/peer.js";
+import { logged, parseLog } from "../../scripts/harness/process.js";
 
 /**
  * Faults injected into the real binary (protocol/README.md §2, shutdown): a signal in

@@ -1,13 +1,13 @@
 import jsonpatch from "fast-json-patch";
 import { describe, expect, it } from "vitest";
-import { parseNdjson } from "../harness/frames.js";
-import { responses, resultOf, type Response } from "../harness/jsonrpc.js";
-import { run, SEA } from "../harness/process.js";
-import { fuzz } from "../fuzz/run.js";
+import { parseNdjson } from "../../scripts/harness/frames.js";
+import { responses, resultOf, type Response } from "../../scripts/harness/jsonrpc.js";
+import { run, SEA } from "../../scripts/harness/process.js";
+import { fuzz } from "../../scripts/fuzz/run.js";
 
 /**
  * The short fuzz run: ~20k seeded messages through the real binary, in both
- * framings, with every invariant of test/fuzz/ checked after each stream.
+ * framings, with every invariant of scripts/fuzz/ checked after each stream.
  * A fresh seed each run unless FUZZ_SEED is set, or CI=true, where the seed is
  * fixed so that a CI run is a repeatable gate (`npm run fuzz` explores fresh
  * seeds); a failure names the seed.

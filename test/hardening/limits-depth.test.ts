@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { startPeer } from "../harness/peer.js";
+import { startPeer } from "../../scripts/harness/peer.js";
 import { chain, crossing, expectLimit, limitSkip, nested, openSentinel, type Json } from "./crossing.js";
 
 /** --max-depth at and past its edge, for values, params and pointers (protocol/README.md §7; see test/hardening/crossing.ts). */

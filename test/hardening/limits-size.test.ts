@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { encode, type Framing } from "../harness/frames.js";
-import { MB } from "../harness/os.js";
-import { startPeer } from "../harness/peer.js";
+import { encode, type Framing } from "../../scripts/harness/frames.js";
+import { MB } from "../../scripts/harness/os.js";
+import { startPeer } from "../../scripts/harness/peer.js";
 import { crossing, expectLimit, limitData, openSentinel, type Json } from "./crossing.js";
 
 /** --max-message-bytes and --max-ops at and past their edges (protocol/README.md §7; see test/hardening/crossing.ts). */

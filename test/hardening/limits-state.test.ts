@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { MB } from "../harness/os.js";
-import { startPeer, type Peer } from "../harness/peer.js";
+import { MB } from "../../scripts/harness/os.js";
+import { startPeer, type Peer } from "../../scripts/harness/peer.js";
 import { chain, crossing, depthOf, expectLimit, limitSkip, openSentinel, reportedFigure, value64k } from "./crossing.js";
 
 /** --max-state-bytes and --max-threads at and past their edges, and the copy and move bombs (protocol/README.md §7; see test/hardening/crossing.ts). */

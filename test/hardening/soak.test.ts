@@ -1,14 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { BINARY } from "../harness/process.js";
-import { runSoak } from "../soak/driver.js";
-import { formatCurve, formatHeader, formatSummary } from "../soak/report.js";
+import { BINARY } from "../../scripts/harness/process.js";
+import { runSoak } from "../../scripts/soak/driver.js";
+import { formatCurve, formatHeader, formatSummary } from "../../scripts/soak/report.js";
 
 /**
  * The short soak for `npm test`; `npm run soak` runs the long one (1,000,000
  * requests over 20,000 ids with --max-threads 10000). Same workload and same
  * answer checks, scaled down: 60,000 requests over 2,000 thread ids against
  * dist/agui-state --max-threads 1000, every answer predicted by an exact
- * model of the thread store (see test/soak/), stats.stateBytes included to
+ * model of the thread store (see scripts/soak/), stats.stateBytes included to
  * the byte, RSS sampled every 5,000 requests.
  *
  * The RSS curve is printed, not checked: a figure a loaded machine can push

@@ -1,8 +1,8 @@
 import { closeSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { MB, osPipe, readAllNow, readNow } from "../harness/os.js";
-import { startPeer, type Peer } from "../harness/peer.js";
-import { parseLog } from "../harness/process.js";
+import { MB, osPipe, readAllNow, readNow } from "../../scripts/harness/os.js";
+import { startPeer, type Peer } from "../../scripts/harness/peer.js";
+import { parseLog } from "../../scripts/harness/process.js";
 
 /**
  * A parent that reads the sidecar's stderr late, slowly or never (protocol/README.md

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { FrameParser, lsp, ndjson } from "./frames.js";
-import { startPeer } from "./peer.js";
+import { FrameParser, lsp, ndjson } from "../../scripts/harness/frames.js";
+import { startPeer } from "../../scripts/harness/peer.js";
 
 /**
  * The harness is the oracle of every process test: its frame parser must

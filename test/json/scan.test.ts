@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { mayNestPast, scanJson } from "../../src/json/scan.js";
-import { json } from "../harness/arbitraries.js";
+import { json } from "../../scripts/harness/arbitraries.js";
 
 const nested = (depth: number): unknown => (depth === 0 ? 1 : depth % 2 ? [nested(depth - 1)] : { k: nested(depth - 1) });
 

@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
-import { encode, lsp, parseFrames } from "../harness/frames.js";
-import { notification, request } from "../harness/jsonrpc.js";
-import { COMMANDS, parseLog, run, start, type Command } from "../harness/process.js";
+import { encode, lsp, parseFrames } from "../../scripts/harness/frames.js";
+import { notification, request } from "../../scripts/harness/jsonrpc.js";
+import { COMMANDS, parseLog, run, start, type Command } from "../../scripts/harness/process.js";
 import { error, escape, escaped, exchanger, FRAMINGS, result } from "./wire.js";
 
 /** Framing (protocol/README.md §2): detection, forced framings, stdout carrying frames only, and the message size limit at and past its edge. */

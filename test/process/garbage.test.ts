@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { lsp, ndjson, parseLsp, parseNdjson } from "../harness/frames.js";
-import { errorOf, request, responses } from "../harness/jsonrpc.js";
-import { COMMANDS, start, type Command } from "../harness/process.js";
+import { lsp, ndjson, parseLsp, parseNdjson } from "../../scripts/harness/frames.js";
+import { errorOf, request, responses } from "../../scripts/harness/jsonrpc.js";
+import { COMMANDS, start, type Command } from "../../scripts/harness/process.js";
 import { error, escape, escaped, exchanger, junk } from "./wire.js";
 
 /** Hostile input: junk bytes, invalid UTF-8, broken LSP headers; every error answered under the right id, and the process goes on. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { COMMANDS, parseLog } from "../harness/process.js";
-import { startPeer } from "../harness/peer.js";
+import { COMMANDS, parseLog } from "../../scripts/harness/process.js";
+import { startPeer } from "../../scripts/harness/peer.js";
 
 /**
  * protocol/README.md §7, --max-heap: a sidecar driven past a small ceiling

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { ndjson } from "../harness/frames.js";
-import { notification, type Response } from "../harness/jsonrpc.js";
-import { COMMANDS, run, type Command } from "../harness/process.js";
+import { ndjson } from "../../scripts/harness/frames.js";
+import { notification, type Response } from "../../scripts/harness/jsonrpc.js";
+import { COMMANDS, run, type Command } from "../../scripts/harness/process.js";
 import { error, escape, escaped, exchanger, result } from "./wire.js";
 
 /** The JSON-RPC 2.0 specification's examples (its §7), played on our methods against the built sidecar. */

@@ -3,8 +3,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { ROOT } from "../harness/fixtures.js";
-import { BINARY, childEnv } from "../harness/process.js";
+import { ROOT } from "../../scripts/harness/fixtures.js";
+import { BINARY, childEnv } from "../../scripts/harness/process.js";
 
 /**
  * The README's "For a server you cannot change" shows a captured stream, what

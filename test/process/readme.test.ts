@@ -3,8 +3,8 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { childEnv } from "../harness/process.js";
-import { ROOT } from "../harness/fixtures.js";
+import { childEnv } from "../../scripts/harness/process.js";
+import { ROOT } from "../../scripts/harness/fixtures.js";
 
 /**
  * Every command in the README is run, here or by .ci/run, so none can rot:

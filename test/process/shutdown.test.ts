@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { encode, lsp, ndjson, parseFrames, parseNdjson } from "../harness/frames.js";
-import { request, responses, resultOf } from "../harness/jsonrpc.js";
-import { COMMANDS, logged, logSoFar, parseLog, run, start, type Command } from "../harness/process.js";
+import { encode, lsp, ndjson, parseFrames, parseNdjson } from "../../scripts/harness/frames.js";
+import { request, responses, resultOf } from "../../scripts/harness/jsonrpc.js";
+import { COMMANDS, logged, logSoFar, parseLog, run, start, type Command } from "../../scripts/harness/process.js";
 import { escape, escaped, exchanger, FRAMINGS } from "./wire.js";
 /** Shutdown (protocol/README.md §2): the end of stdin, SIGTERM and SIGINT, and a parent that closes or stops reading the pipes. */
 

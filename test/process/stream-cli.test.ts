@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { BINARY, SEA, childEnv, run, start } from "../harness/process.js";
+import { BINARY, SEA, childEnv, run, start } from "../../scripts/harness/process.js";
 
 /**
  * `agui-state check` and `agui-state fix`, as the real binary runs them:
@@ -54,7 +54,7 @@ describe("agui-state check", () => {
     expect(r.status).toBe(1);
     const out = r.stdout.trimEnd().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(out[0]).toMatchObject({ event: 1, line: 1, kind: "fatal", code: "SSE_LINE_ENDS" });
-    expect(out[1]).toEqual({ summary: { events: 1, deltas: 0, dropped: 0, ignored: 0, fatal: 1 } });
+    expect(out[1]).toEqual({ summary: { events: 1, deltas: 0, dropped: 0, ignored: 0, fatal: 1, wiped: 0 } });
     const fixed = agui(["fix"], crlf);
     expect([fixed.status, fixed.stdout]).toEqual([0, crlf.replaceAll("\r\n", "\n")]);
     expect(agui(["check"], fixed.stdout).status).toBe(0);
@@ -65,19 +65,19 @@ describe("agui-state check", () => {
     const r = agui(["check", "--json", "-"], sse);
     expect(r.status).toBe(1);
     const out = r.stdout.trimEnd().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
-    expect(out[0]).toEqual({ event: 2, line: 3, kind: "dropped", type: "STATE_DELTA", index: 0, pointer: "/todos/-", code: "PATH_NOT_FOUND", message: expect.any(String), hint: expect.stringContaining("add it as `[]`") });
-    expect(out[1]).toEqual({ event: 3, line: 5, kind: "fatal", type: "STATE_DELTA", index: 0, pointer: "/a~b", code: "INVALID_POINTER", message: expect.any(String), hint: "a `~` in a key is written `~0`: write `/a~0b`" });
-    expect(out[2]).toEqual({ summary: { events: 3, deltas: 2, dropped: 1, ignored: 0, fatal: 1 } });
+    expect(out[0]).toEqual({ event: 2, line: 3, kind: "dropped", type: "STATE_DELTA", index: 0, pointer: "/todos/-", code: "PATH_NOT_FOUND", message: expect.any(String), hint: expect.stringContaining("add it as `[]`"), outcome: "passed" });
+    expect(out[1]).toEqual({ event: 3, line: 5, kind: "fatal", type: "STATE_DELTA", index: 0, pointer: "/a~b", code: "INVALID_POINTER", message: expect.any(String), hint: "a `~` in a key is written `~0`: write `/a~0b`", outcome: "passed" });
+    expect(out[2]).toEqual({ summary: { events: 3, deltas: 2, dropped: 1, ignored: 0, fatal: 1, wiped: 0 } });
   });
 
   it("starts from --state, and reports an ACTIVITY_DELTA before its snapshot as ignored", () => {
     const stream = [started, J({ type: "STATE_DELTA", delta: [{ op: "replace", path: "/n", value: 2 }] }), J({ type: "ACTIVITY_DELTA", messageId: "a1", activityType: "plan", patch: [] }), finished].join("\n");
     const ok = agui(["check", "--json", "--state", file("state.json", '{"n":1}')], stream);
-    expect(ok.stdout.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { kind?: string; code?: string })).toEqual([{ event: 3, line: 3, kind: "ignored", type: "ACTIVITY_DELTA", code: "UNKNOWN_ACTIVITY", message: expect.any(String), hint: expect.any(String) }, { summary: { events: 4, deltas: 2, dropped: 0, ignored: 1, fatal: 0 } }]);
+    expect(ok.stdout.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { kind?: string; code?: string })).toEqual([{ event: 3, line: 3, kind: "ignored", type: "ACTIVITY_DELTA", code: "UNKNOWN_ACTIVITY", message: expect.any(String), hint: expect.any(String), outcome: "passed" }, { summary: { events: 4, deltas: 2, dropped: 0, ignored: 1, fatal: 0, wiped: 0 } }]);
   });
 
   it("exits 2 on a usage error or unreadable input, with one line on stderr and nothing on stdout", () => {
-    for (const args of [["check", "--nope"], ["check", "a", "b"], ["check", path.join(work, "missing.sse")], ["check", "--state", path.join(work, "missing.json")], ["check", "--state", file("array.json", "[1]")], ["check", "--state", "-"], ["fix", "--json"]]) {
+    for (const args of [["check", "--nope"], ["check", "a", "b"], ["check", path.join(work, "missing.sse")], ["check", "--state", path.join(work, "missing.json")], ["check", "--state", file("array.json", "[1]")], ["check", "--state", "-"], ["fix", "--json"], ["fix", "--own", "toolState"], ["fix", "--snapshots", "all"], ["check", "--own", "/toolState"]]) {
       const r = agui(args, clean);
       expect(r.status, args.join(" ")).toBe(2);
       expect(r.stdout, args.join(" ")).toBe("");
@@ -113,11 +113,29 @@ describe("agui-state fix", () => {
     expect(agui(["fix"], sse).stdout).toBe(`id: 0\ndata: ${started}\n\nid: 1\n\nid: 2\n\nid: 3\ndata: ${finished}\n\n`);
   });
 
-  it("writes --report's findings, as check words them, to stderr, and keeps stdout to the stream", () => {
+  it("writes --report's findings to stderr, each as check words it plus what fix did, and keeps stdout to the stream (issue 23)", () => {
     const r = agui(["fix", "--report", file("broken2.ndjson", broken)]);
     expect(r.status).toBe(0);
     expect(r.stdout.split("\n").filter(Boolean).map((l) => (JSON.parse(l) as { type: string }).type)).toEqual(["RUN_STARTED", "STATE_DELTA", "STATE_DELTA", "RUN_FINISHED"]);
-    expect(r.stderr).toBe(agui(["check", path.join(work, "broken2.ndjson")]).stdout);
+    const checked = agui(["check", path.join(work, "broken2.ndjson")]).stdout.trimEnd().split("\n");
+    const reported = r.stderr.trimEnd().split("\n");
+    // The same findings, each saying it was mended, and no hint that sends the reader to fix while fix runs.
+    expect(reported.slice(0, -1)).toEqual(checked.slice(0, -1).map((l) => l.replace(": dropped: ", ": dropped as sent, sent mended: ").replace(" (`fix` does this)", "")));
+    expect(r.stderr).not.toContain("`fix` does this");
+    expect(reported.at(-1)).toBe(`${checked.at(-1) ?? ""}; findings 0 sent as it came, 2 sent mended, 0 not sent, 0 the client's value kept`);
+  });
+
+  it("takes --own from the command line: snapshots go as deltas on the owned member, the --state keys stand (issue 23)", () => {
+    const snap = (toolState: object) => J({ type: "STATE_SNAPSHOT", snapshot: { toolState, notes: "n" } });
+    const stream = [started, snap({ a: 1 }), snap({ a: 1, b: 2 }), snap({ a: 1, b: 2 }), finished].join("\n") + "\n";
+    const state = file("client.json", '{"selectedLayer":"era5"}');
+    const r = agui(["fix", "--state", state, "--own", "/toolState", "--report"], stream);
+    expect(r.status).toBe(0);
+    expect(r.stdout).toBe([started, J({ type: "STATE_DELTA", delta: [{ op: "add", path: "/toolState", value: { a: 1 } }] }), J({ type: "STATE_DELTA", delta: [{ op: "add", path: "/toolState/b", value: 2 }] }), finished].join("\n") + "\n");
+    expect(r.stderr).toMatch(/^line 2, event 2 \(STATE_SNAPSHOT\): wiped as sent, the client's value kept: SNAPSHOT_WIPE: the snapshot leaves out \/selectedLayer/);
+    const checked = agui(["check", "--json", "--state", state], stream);
+    expect(checked.status).toBe(1);
+    expect(checked.stdout).toContain('"kind":"wiped"');
   });
 
   it("exits 1 when an event the client refuses goes out as it came (a lifecycle break)", () => {

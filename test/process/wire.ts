@@ -1,7 +1,7 @@
 import { expect } from "vitest";
-import { parseFrames, type Framing } from "../harness/frames.js";
-import { request } from "../harness/jsonrpc.js";
-import { run, type Command } from "../harness/process.js";
+import { parseFrames, type Framing } from "../../scripts/harness/frames.js";
+import { request } from "../../scripts/harness/jsonrpc.js";
+import { run, type Command } from "../../scripts/harness/process.js";
 
 /**
  * Shared by the black-box tests of the built sidecar (protocol/README.md §2,

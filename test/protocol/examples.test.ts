@@ -5,8 +5,8 @@ import { describe, expect, it } from "vitest";
 import { discoverDocument } from "../../src/protocol/discover.js";
 import type { MethodName } from "../../src/protocol/types.js";
 import { byMethod } from "../../src/protocol/validators.generated.js";
-import { paired } from "../harness/paired.js";
-import { ROOT } from "../harness/fixtures.js";
+import { paired } from "../../scripts/harness/paired.js";
+import { ROOT } from "../../scripts/harness/fixtures.js";
 
 interface Example {
   description: string;

@@ -1,6 +1,6 @@
 import type { ServerResponse } from "node:http";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { logged } from "../harness/process.js";
+import { logged } from "../../scripts/harness/process.js";
 import { openStream, request, runInput } from "./http-client.js";
 import { spawnProxy, startProxy } from "./proxy-process.js";
 import { freePort, sse, TestUpstream, type Seen } from "./upstream.js";
@@ -106,12 +106,12 @@ describe("agui-state proxy when things go wrong", () => {
     expect(await proxy.child.waitForExit()).toEqual({ code: 0, signal: null });
   });
 
-  it("exits 1 with one line on stderr when it cannot listen", async () => {
+  it("exits 2 with one line on stderr when it cannot listen (issue 22: the exit-code table)", async () => {
     const proxy = await startProxy(upstream.url);
     const port = new URL(proxy.url).port;
     const second = spawnProxy(["--upstream", upstream.url, "--listen", `127.0.0.1:${port}`]);
     const exit = await second.waitForExit();
-    expect(exit.code).toBe(1);
+    expect(exit.code).toBe(2);
     expect(second.stdout.length).toBe(0);
     expect(second.stderr).toContain(`agui-state: cannot listen on 127.0.0.1:${port}`);
   });

@@ -28,6 +28,9 @@ describe("agui-state proxy flags", () => {
     [["--upstream", "http://h", "--grace", "soon"], /--grace/],
     [["--upstream", "http://h", "--log-level", "loud"], /--log-level/],
     [["--upstream", "http://h", "--bogus"], /bogus/],
+    [["--upstream", "http://h", "--own", "toolState"], /--own: expected a JSON Pointer/],
+    [["--upstream", "http://h", "--own", ""], /--own: expected a JSON Pointer/],
+    [["--upstream", "http://h", "--snapshots", "all"], /--snapshots: expected pass or delta/],
   ])("refuses %j with a UsageError", (argv, message) => {
     expect(() => parseProxyArgs(argv, {})).toThrow(UsageError);
     expect(() => parseProxyArgs(argv, {})).toThrow(message);
@@ -39,7 +42,12 @@ describe("agui-state proxy flags", () => {
   });
 
   it("documents every flag in its help", () => {
-    for (const flag of ["--upstream", "--listen", "--grace", "--log-level"]) expect(PROXY_HELP).toContain(flag);
+    for (const flag of ["--upstream", "--listen", "--grace", "--log-level", "--own", "--snapshots", "--join-keys"]) expect(PROXY_HELP).toContain(flag);
+  });
+
+  it("reads the repair policy: --own repeatable and parsed once, --snapshots, --join-keys; none of them by default (issue 23)", () => {
+    expect(parseProxyArgs(["--upstream", "http://h"], {}).policy).toEqual({ own: [], snapshots: "pass", joinKeys: false });
+    expect(parseProxyArgs(["--upstream", "http://h", "--own", "/toolState", "--own", "/a~1b/c", "--snapshots", "delta", "--join-keys"], {}).policy).toEqual({ own: [["toolState"], ["a/b", "c"]], snapshots: "delta", joinKeys: true });
   });
 
   it("makes the binary exit 2 with one line on stderr, and print nothing, when --upstream is missing", async () => {

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { logged } from "../harness/process.js";
+import { logged } from "../../scripts/harness/process.js";
 import { request } from "./http-client.js";
 import { LISTENING, startProxy } from "./proxy-process.js";
 import { sse, TestUpstream } from "./upstream.js";

@@ -1,9 +1,9 @@
-import { SEA, start, type Sidecar } from "../harness/process.js";
+import { SEA, start, type Sidecar } from "../../scripts/harness/process.js";
 
 /** The one line the proxy prints when it is ready. */
 export const LISTENING = /^listening on (http:\/\/127\.0\.0\.1:(\d+))\n$/;
 
-/** Starts the single executable as `agui-state proxy ARGS`; the kill registry (test/harness/teardown.ts) ends it after the test. */
+/** Starts the single executable as `agui-state proxy ARGS`; the kill registry (scripts/harness/teardown.ts) ends it after the test. */
 export const spawnProxy = (args: readonly string[]): Sidecar => start(SEA, ["proxy", ...args]);
 
 export interface RunningProxy {

@@ -2,8 +2,8 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } fr
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ROOT } from "../harness/fixtures.js";
-import type { Run } from "../harness/process.js";
+import { ROOT } from "../../scripts/harness/fixtures.js";
+import type { Run } from "../../scripts/harness/process.js";
 import { itRunsAsInstalled, runInstalled, setUp, withoutNpm } from "./steps.js";
 
 /**

@@ -3,28 +3,33 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ROOT } from "../harness/fixtures.js";
-import type { Run } from "../harness/process.js";
+import { ROOT } from "../../scripts/harness/fixtures.js";
+import type { Run } from "../../scripts/harness/process.js";
 import { itRunsAsInstalled, runInstalled, setUp, withoutNpm } from "./steps.js";
+import { describeForeignTargets, foreignTargets } from "./targets.js";
 
 /**
  * `node scripts/release.mjs` writes dist/release/ from scratch; then the
  * binary archive is unpacked into an empty directory and its binary run with
  * PATH=/nonexistent, so there is no node to fall back on. The Python wheel is
  * checked here for its name and for carrying that same binary; installing it
- * and running both Python clients is test/clients/python-wheel.test.ts. The script runs
+ * and running both Python clients is test/clients/python-wheel.test.ts. The other targets'
+ * binaries and wheels are tested by ./targets.ts, called from here so that one test run writes
+ * dist/release/ once. The script runs
  * with --reuse-build: vitest's global setup has just built dist/, and the
  * script rebuilds it only if it is stale (by a rename, as build.mjs always
  * does, so the other test files spawning dist/agui-state are not disturbed).
  */
 const pkg = JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8")) as { name: string; version: string };
-const OS: Record<string, string> = { linux: "linux", darwin: "darwin", win32: "windows", freebsd: "freebsd" };
-const folder = `agui-state-${pkg.version}-${OS[process.platform] ?? process.platform}-${process.arch}`;
+// This machine's target, in the spelling of scripts/sea-targets.mjs (node-<target> on npm).
+const folder = `agui-state-${pkg.version}-${process.platform === "win32" ? "win" : process.platform}-${process.arch}`;
 const RELEASE = path.join(ROOT, "dist/release");
 const ARCHIVE = `${folder}.tar.gz`;
 const NPM_TARBALL = `${pkg.name}-${pkg.version}.tgz`;
 // py3-none: any Python 3; the platform part is read from the binary (clients/python/setup.py).
-const WHEEL = new RegExp(`^agui_state-${pkg.version.replace(/\./g, "\\.")}-py3-none-manylinux_2_\\d+_(x86_64|aarch64)\\.whl$`);
+const WHEEL = new RegExp(`^agui_state-${pkg.version.replace(/\./g, "\\.")}-py3-none-manylinux_2_\\d+_x86_64\\.whl$`);
+const PURE_WHEEL = `agui_state-${pkg.version}-py3-none-any.whl`;
+const FOREIGN = foreignTargets(pkg.version);
 const SLOW = 600_000;
 
 const work = mkdtempSync(path.join(tmpdir(), "agui-release-"));
@@ -43,9 +48,9 @@ beforeAll(() => {
 
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-/** The one wheel in dist/release. */
+/** This machine's wheel in dist/release. */
 function wheel(): string {
-  const found = readdirSync(RELEASE).filter((f) => f.endsWith(".whl"));
+  const found = readdirSync(RELEASE).filter((f) => WHEEL.test(f));
   expect(found).toHaveLength(1);
   return found[0] as string;
 }
@@ -53,10 +58,21 @@ function wheel(): string {
 const sha256 = (file: string): string => createHash("sha256").update(readFileSync(file)).digest("hex");
 
 describe("dist/release", () => {
-  it("has the binary archive, the npm tarball, the Python wheel and SHA256SUMS", () => {
-    for (const f of [ARCHIVE, NPM_TARBALL, "SHA256SUMS"]) expect(existsSync(path.join(RELEASE, f)), f).toBe(true);
-    expect(wheel()).toMatch(WHEEL);
-    expect(readdirSync(RELEASE).sort()).toEqual([ARCHIVE, NPM_TARBALL, "SHA256SUMS", wheel()].sort());
+  it("has the four binary archives, the npm tarball, the five Python wheels and SHA256SUMS", () => {
+    for (const f of [ARCHIVE, NPM_TARBALL, PURE_WHEEL, "SHA256SUMS", ...FOREIGN.map((t) => t.archive)]) expect(existsSync(path.join(RELEASE, f)), f).toBe(true);
+    const wheels = readdirSync(RELEASE).filter((f) => f.endsWith(".whl"));
+    const foreignWheels = FOREIGN.map((t) => wheels.find((w) => t.wheel.test(w)) ?? `(none matching ${String(t.wheel)})`);
+    expect(readdirSync(RELEASE).sort()).toEqual([ARCHIVE, NPM_TARBALL, "SHA256SUMS", wheel(), PURE_WHEEL, ...FOREIGN.map((t) => t.archive), ...foreignWheels].sort());
+  });
+
+  it("the pure wheel carries the clients and no binary", () => {
+    const read = "import sys, zipfile\nz = zipfile.ZipFile(sys.argv[1])\nprint('\\n'.join(sorted(z.namelist())))\n"
+      + "print(z.read('agui_state-%s.dist-info/WHEEL' % sys.argv[2]).decode())";
+    const out = sh("/usr/bin/python3", ["-c", read, path.join(RELEASE, PURE_WHEEL), pkg.version], work);
+    expect(out.split("\n").filter((l) => l.startsWith("agui_state/"))).toEqual(
+      ["__init__.py", "_async.py", "_common.py", "_errors.py", "_sync.py", "_version.py", "py.typed"].map((f) => `agui_state/${f}`));
+    expect(out).toContain("Root-Is-Purelib: true");
+    expect(out).toContain("Tag: py3-none-any");
   });
 
   it("the wheel carries the archive's binary, byte for byte, as an executable", () => {
@@ -94,3 +110,5 @@ describe("dist/release", () => {
 describe("the unpacked binary, with no node on PATH", () => {
   itRunsAsInstalled(run, pkg.version);
 });
+
+describeForeignTargets({ dir: RELEASE, work, version: pkg.version, name: pkg.name });

@@ -1,8 +1,8 @@
 import { spawnSync } from "node:child_process";
 import { expect, it } from "vitest";
-import { ndjson, parseNdjson } from "../harness/frames.js";
-import { request, responses, resultOf } from "../harness/jsonrpc.js";
-import { childEnv, type Run } from "../harness/process.js";
+import { ndjson, parseNdjson } from "../../scripts/harness/frames.js";
+import { request, responses, resultOf } from "../../scripts/harness/jsonrpc.js";
+import { childEnv, type Run } from "../../scripts/harness/process.js";
 
 /** Shared by the release tests: set-up steps, and what every installed agui-state must do. */
 
@@ -30,16 +30,27 @@ export function runInstalled(bin: string, args: string[], input: string, cwd: st
   return { code: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr.toString("utf8") };
 }
 
-/** What every installed agui-state does, however it was installed: its version, a JSON-RPC request on stdin, and a one-shot command. */
-export function itRunsAsInstalled(run: (args: string[], input: string) => Run, version: string): void {
-  it("agui-state --version prints the package version", () => {
+/** A small event stream with one delta the client would drop: `check` names it and exits 1. */
+const STREAM = [
+  'data: {"type":"RUN_STARTED","threadId":"t","runId":"r"}',
+  'data: {"type":"STATE_DELTA","delta":[{"op":"replace","path":"/steps","value":[]}]}',
+  'data: {"type":"RUN_FINISHED","threadId":"t","runId":"r"}',
+].map((e) => `${e}\n\n`).join("");
+
+/**
+ * What every installed agui-state does, however it was installed: its version, a JSON-RPC request on
+ * stdin, and two one-shot commands. `test` is vitest's `it`, or a toolchain's (scripts/harness/toolchain.ts)
+ * when the binary needs one to run here.
+ */
+export function itRunsAsInstalled(run: (args: string[], input: string) => Run, version: string, test: typeof it = it): void {
+  test("agui-state --version prints the package version", () => {
     const r = run(["--version"], "");
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
     expect(r.stdout.toString()).toBe(`${version}\n`);
   });
 
-  it("answers a JSON-RPC request on stdin and exits 0 when stdin closes", () => {
+  test("answers a JSON-RPC request on stdin and exits 0 when stdin closes", () => {
     const r = run([], ndjson(request(1, "escapePointer", { path: ["toolState", "raster-ops/dataset"] })));
     expect(r.code, r.stderr).toBe(0);
     const [response] = responses(parseNdjson(r.stdout));
@@ -47,9 +58,18 @@ export function itRunsAsInstalled(run: (args: string[], input: string) => Run, v
     expect(resultOf(response)).toEqual({ pointer: "/toolState/raster-ops~1dataset" });
   });
 
-  it("runs a one-shot command: agui-state escape toolState a/b", () => {
+  test("runs a one-shot command: agui-state escape toolState a/b", () => {
     const r = run(["escape", "toolState", "a/b"], "");
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout.toString()).toBe('"/toolState/a~1b"\n');
+  });
+
+  test("agui-state check reads a small stream on stdin, names the dropped delta and exits 1", () => {
+    const r = run(["check"], STREAM);
+    expect(r.code, r.stderr).toBe(1);
+    const lines = r.stdout.toString().split("\n").filter(Boolean);
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toMatch(/^line 3, .*dropped: op 0 at "\/steps": PATH_NOT_FOUND: /);
+    expect(lines[1]).toBe("3 events, 1 delta: 1 dropped, 0 ignored, 0 fatal");
   });
 }

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { ROOT } from "../harness/fixtures.js";
+import { ROOT } from "../../scripts/harness/fixtures.js";
 
 /** Folders that are built, installed or versioned, never written by hand. */
 const SKIP = new Set(["node_modules", "dist", ".git", "coverage", "__pycache__"]);

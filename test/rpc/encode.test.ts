@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { encodeResult } from "../../src/rpc/common/encode.js";
 import { result } from "../../src/rpc/common/wire.js";
-import { json } from "../harness/arbitraries.js";
+import { json } from "../../scripts/harness/arbitraries.js";
 
 describe("encodeResult", () => {
   it("writes exactly JSON.stringify's text for a change result whose delta appears twice", () => {

@@ -2,7 +2,7 @@ import jsonpatch from "fast-json-patch";
 import { describe, expect, it } from "vitest";
 import { StateService } from "../../src/service/state-service.js";
 import { discoverDocument } from "../../src/protocol/discover.js";
-import { paired, requestLine } from "../harness/paired.js";
+import { paired, requestLine } from "../../scripts/harness/paired.js";
 
 describe("the server over paired streams, newline-delimited JSON", () => {
   it("plays the protocol/README.md §9 wire: opening add, escaped key, then silence", async () => {
@@ -67,16 +67,21 @@ describe("the server over paired streams, newline-delimited JSON", () => {
     expect(c?.id).toBe(3);
   });
 
-  it("keeps floats of any size and integers a double holds exactly, and refuses integer literals a double would change", async () => {
+  it("keeps floats of any size and safe integers, writes whole floats back as floats, and refuses integers beyond 2^53 - 1 (issue 22)", async () => {
     const p = paired();
     p.input.write('{"jsonrpc":"2.0","id":1,"method":"normalize","params":{"ops":[{"op":"add","path":"/a","value":[6.02e23,1e300,-1.7976931348623157e308,9007199254740991,"12345678901234567890"]}]}}\n');
     p.input.write('{"jsonrpc":"2.0","id":2,"method":"normalize","params":{"ops":[{"op":"add","path":"/a","value":[1,-9007199254740993]}]}}\n');
-    p.input.write('{"jsonrpc":"2.0","id":3,"method":"normalize","params":{"ops":[{"op":"add","path":"/a","value":[9007199254740992,100000000000000000000]}]}}\n');
-    const [a, b, c] = (await p.lines(3)) as { result?: { state: unknown }; error?: { data: unknown } }[];
-    // Integers a double holds exactly pass, and are written back as the same number.
-    expect(JSON.stringify(c?.result?.state)).toBe('{"a":[9007199254740992,100000000000000000000]}');
+    p.input.write('{"jsonrpc":"2.0","id":3,"method":"normalize","params":{"ops":[{"op":"add","path":"/a","value":[9007199254740992]}]}}\n');
+    p.input.write('{"jsonrpc":"2.0","id":4.0,"method":"normalize","params":{"ops":[{"op":"add","path":["a"],"value":[1.0,-0.0,1e2,1.5e3,1e-400,100000000000000000000.0,1e21,0.5,7]}]}}\n');
+    await p.lines(4);
+    const [a, b, c, d] = p.text().trim().split("\n").map((line) => JSON.parse(line) as { result?: { state: unknown }; error?: { data: unknown } });
     expect(a?.result?.state).toEqual({ a: [6.02e23, 1e300, -1.7976931348623157e308, 9007199254740991, "12345678901234567890"] });
     expect(b?.error?.data).toEqual({ code: "INVALID_PARAMS", field: "/ops/0/value/1", reason: "UNSAFE_INTEGER" });
+    // 2^53 has an exact double, but 2^53 + 1 reads as it: no integer beyond 2^53 - 1 passes.
+    expect(c?.error?.data).toEqual({ code: "INVALID_PARAMS", field: "/ops/0/value/0", reason: "UNSAFE_INTEGER" });
+    // A whole number written as a float comes back as a float, the id too; 1e21 and up JavaScript writes with an exponent.
+    expect(d).toHaveProperty("result");
+    expect(p.text().trim().split("\n")[3]).toMatch(/^\{"jsonrpc":"2\.0","id":4\.0,"result":\{"delta":\[\{"op":"add","path":"\/a","value":\[1\.0,-0\.0,100\.0,1500\.0,0\.0,100000000000000000000\.0,1e\+21,0\.5,7\]\}\],.*"state":\{"a":\[1\.0,-0\.0,100\.0,1500\.0,0\.0,100000000000000000000\.0,1e\+21,0\.5,7\]\}/);
   });
 
   it("validates params against the protocol document: missing, unknown and mistyped params name the field", async () => {

@@ -2,7 +2,7 @@ import pino from "pino";
 import { describe, expect, it } from "vitest";
 import { COOL_DOWN, effectiveCeiling, HeapCeiling, HIGH, TARGET, v8Heap, type HeapProbe } from "../../src/runtime/heap-ceiling.js";
 import { StateService } from "../../src/service/state-service.js";
-import { fail, ok } from "../harness/outcome.js";
+import { fail, ok } from "../../scripts/harness/outcome.js";
 
 const MB = 1024 * 1024;
 

@@ -4,7 +4,7 @@ import type { CallError } from "../../src/protocol/errors.js";
 import { toWireError } from "../../src/rpc/common/wire.js";
 import { StateService } from "../../src/service/state-service.js";
 import { ThreadStore } from "../../src/store/thread-store.js";
-import { fail, ok } from "../harness/outcome.js";
+import { fail, ok } from "../../scripts/harness/outcome.js";
 
 /**
  * protocol/README.md §10 on StateService in process: activities belong to a
@@ -53,10 +53,13 @@ describe("activities share the thread's version", () => {
       ["a snapshot with new content", () => ok(svc.activitySnapshot({ threadId: "t", messageId: "m", activityType: "plan", content: { steps: [1] } })).version, 3],
       ["a snapshot that only retypes", () => ok(svc.activitySnapshot({ threadId: "t", messageId: "m", activityType: "plan2", content: { steps: [1] } })).version, 4],
       ["ops that apply", () => ok(svc.applyActivityOps({ threadId: "t", messageId: "m", ops: [{ op: "add", path: "/steps/-", value: 2 }] })).version, 5],
-      ["an op that writes an equal value still counts", () => ok(svc.applyActivityOps({ threadId: "t", messageId: "m", ops: [{ op: "replace", path: "/steps/0", value: 1 }] })).version, 6],
+      // protocol/README.md §5 rule 8 (issue 22): an op that leaves the content as it was is not sent and does not count.
+      ["an op that writes an equal value", () => ok(svc.applyActivityOps({ threadId: "t", messageId: "m", ops: [{ op: "replace", path: "/steps/0", value: 1 }] })).version, 5],
+      ["an equal write that retypes still counts (§10)", () => ok(svc.applyActivityOps({ threadId: "t", messageId: "m", ops: [{ op: "replace", path: "/steps/0", value: 1 }], activityType: "plan2b" })).version, 6],
+      ["an equal write with the same type again", () => ok(svc.applyActivityOps({ threadId: "t", messageId: "m", ops: [{ op: "replace", path: "/steps/0", value: 1 }], activityType: "plan2b" })).version, 6],
       ["ops that are all skipped", () => ok(svc.applyActivityOps({ threadId: "t", messageId: "m", ops: [{ op: "remove", path: "/nope" }] })).version, 6],
       ["only a test", () => ok(svc.applyActivityOps({ threadId: "t", messageId: "m", ops: [{ op: "test", path: "/steps/0", value: 1 }] })).version, 6],
-      ["no ops, the same type", () => ok(svc.applyActivityOps({ threadId: "t", messageId: "m", ops: [], activityType: "plan2" })).version, 6],
+      ["no ops, the same type", () => ok(svc.applyActivityOps({ threadId: "t", messageId: "m", ops: [], activityType: "plan2b" })).version, 6],
       ["no ops, a new type", () => ok(svc.applyActivityOps({ threadId: "t", messageId: "m", ops: [], activityType: "plan3" })).version, 7],
       ["diffActivity, equal content", () => ok(svc.diffActivity({ threadId: "t", messageId: "m", content: { steps: [1.0, 2] } })).version, 7],
       ["diffActivity, new content", () => ok(svc.diffActivity({ threadId: "t", messageId: "m", content: { steps: [1, 2, 3] } })).version, 8],

@@ -2,8 +2,8 @@ import { describe, expect, it } from "vitest";
 import { toWireError } from "../../src/rpc/common/wire.js";
 import { StateService } from "../../src/service/state-service.js";
 import { ThreadStore } from "../../src/store/thread-store.js";
-import { clientApply } from "../harness/agui-client.js";
-import { fail, ok } from "../harness/outcome.js";
+import { clientApply } from "../../scripts/harness/agui-client.js";
+import { fail, ok } from "../../scripts/harness/outcome.js";
 
 function opened(state = {}) {
   const svc = new StateService();

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { toWireError } from "../../src/rpc/common/wire.js";
 import { StateService } from "../../src/service/state-service.js";
-import { clientApply } from "../harness/agui-client.js";
-import { fail, ok } from "../harness/outcome.js";
+import { clientApply } from "../../scripts/harness/agui-client.js";
+import { fail, ok } from "../../scripts/harness/outcome.js";
 
 describe("diffState", () => {
   it("gives one op for an unshift into a 10,000-element array, which the client applies", async () => {

@@ -2,8 +2,8 @@ import { describe, expect, it } from "vitest";
 import { StateService } from "../../src/service/state-service.js";
 import type { AguiEvent } from "../../src/protocol/types.js";
 import type { Json, JsonObject } from "../../src/core/index.js";
-import { clientApply } from "../harness/agui-client.js";
-import { ok } from "../harness/outcome.js";
+import { clientApply } from "../../scripts/harness/agui-client.js";
+import { ok } from "../../scripts/harness/outcome.js";
 
 
 describe("the namespace scenario, as the client sees it (@ag-ui/client defaultApplyEvents)", () => {

@@ -4,7 +4,7 @@ import type { CallError } from "../../src/protocol/errors.js";
 import { toWireError } from "../../src/rpc/common/wire.js";
 import { StateService } from "../../src/service/state-service.js";
 import { ThreadStore } from "../../src/store/thread-store.js";
-import { fail, ok } from "../harness/outcome.js";
+import { fail, ok } from "../../scripts/harness/outcome.js";
 
 /** The JSON-RPC code a call error goes out with. */
 const codeOf = (e: CallError): number => toWireError(e).code;

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { CLIENT_SSE_LIMIT, EventReader, rewriteSse, type SseReading, type StreamItem } from "../../src/stream/events.js";
 import { parseSSEStream } from "@ag-ui/client";
 import { Subject } from "rxjs";
-import { Rng } from "../soak/rng.js";
+import { Rng } from "../../scripts/soak/rng.js";
 
 /**
  * The reader against the HTML Standard's "Interpreting an event stream"

@@ -2,7 +2,7 @@ import { JsonPatchOperationSchema, JsonPointerSchema } from "@ag-ui/core/schemas
 import { describe, expect, it } from "vitest";
 import { isPointer, parsePointer } from "../../src/core/index.js";
 import { opProblem } from "../../src/stream/schema.js";
-import { Rng } from "../soak/rng.js";
+import { Rng } from "../../scripts/soak/rng.js";
 
 /**
  * The hand-written fast checks of the schema stage against the schemas they

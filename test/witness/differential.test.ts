@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { startPeer, type Peer } from "../harness/peer.js";
-import { goWitness, pythonWitness, type Probe, type Witness } from "./peers.js";
-import { runDifferential } from "./differential.js";
+import { startPeer, type Peer } from "../../scripts/harness/peer.js";
+import { goWitness, pythonWitness, type Probe, type Witness } from "../../scripts/witness/peers.js";
+import { runDifferential } from "../../scripts/witness/differential.js";
 
 /**
  * The short run of the three-witness differential (npm run fuzz -- --long runs

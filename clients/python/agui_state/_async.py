@@ -1,102 +1,194 @@
-"""The asyncio client: the sidecar's stdout is read by one task on the event loop, and each call awaits a
-future of its own, so nothing ever blocks the loop and any number of calls can be in flight."""
+"""The asyncio client: the sidecar's pipes are read by the event loop itself, through a SubprocessProtocol,
+and each call awaits a future of its own, so nothing ever blocks the loop and any number of calls can be
+in flight.
+
+Nothing runs per call that the loop does not need: the protocol's data callback splits stdout into lines
+and sets each reply on its caller's future directly (no reader task between them, so a reply costs one
+wake-up, the caller's), a request is one transport.write (the loop writes it at once when the pipe has
+room, and queues it whole when not), and a timeout is a timer handle on the future, not a wrapping task.
+"""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Coroutine, Deque, Dict, Mapping, Optional, Sequence
+import collections
+import subprocess
+from typing import Any, Coroutine, Deque, Dict, List, Mapping, Optional, Sequence
 
 from ._common import LineSplitter, Methods, Result, StrPath, encode, Spawn, replies
 from ._errors import SidecarExitedError, error_from_reply
 
-_CHUNK = 1 << 16
+_EXIT_WAIT = 5.0  # seconds to wait for the exit status once stdout has ended
 
 
-class _Session:
-    """One sidecar process: its pipes, its pending calls (id -> Future), its reader task."""
+class _Proc:
+    """The process as the session sees it: its pid and exit status, and a wait for its exit."""
 
-    def __init__(self, proc: "asyncio.subprocess.Process", logs: Optional[Deque[str]]) -> None:
-        self.proc = proc
+    def __init__(self, transport: asyncio.SubprocessTransport, exit: "asyncio.Future[None]") -> None:
+        self._transport, self._exit = transport, exit
+
+    @property
+    def pid(self) -> int:
+        return self._transport.get_pid()
+
+    @property
+    def returncode(self) -> Optional[int]:
+        return self._transport.get_returncode()
+
+    async def wait(self) -> Optional[int]:
+        await asyncio.shield(self._exit)
+        return self.returncode
+
+    def kill(self) -> None:
+        self._transport.kill()
+
+
+class _Session(asyncio.SubprocessProtocol):
+    """One sidecar process: its pipes, its pending calls (id -> Future), and the protocol callbacks
+    through which the loop hands it stdout, stderr and the exit."""
+
+    def __init__(self, logs: Optional[Deque[str]]) -> None:
+        loop = asyncio.get_running_loop()
+        self.loop, self.logs = loop, logs
         self.pending: Dict[int, "asyncio.Future[Result]"] = {}
-        self.write_lock = asyncio.Lock()  # one message on stdin at a time, and one drain() at a time
-        self.exited = self.closing = False
-        self.reader = asyncio.ensure_future(self._read())
-        self.drainer = asyncio.ensure_future(self._drain(logs)) if logs is not None else None
+        self.partial = bytearray()  # stdout's unfinished line
+        self.err_lines = LineSplitter()
+        self.exited = self.closing = self.eof = False
+        self.paused = False  # the stdin pipe is full: callers wait in _drain until the loop resumes it
+        self.drain_waiters: Deque["asyncio.Future[None]"] = collections.deque()
+        self.exit_seen: "asyncio.Future[None]" = loop.create_future()  # the process has exited
+        self.done: "asyncio.Future[None]" = loop.create_future()        # no reply will come any more
+        self.stderr_done: "asyncio.Future[None]" = loop.create_future()
+        self.exit_timer: Optional[asyncio.TimerHandle] = None
+        if logs is None:
+            self.stderr_done.set_result(None)
 
     @classmethod
     async def start(cls, argv: Sequence[str], env: Optional[Mapping[str, str]],
                     logs: Optional[Deque[str]]) -> "_Session":
-        proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE if logs is not None else None, env=env)
-        return cls(proc, logs)
+        loop = asyncio.get_running_loop()
+        transport, session = await loop.subprocess_exec(
+            lambda: cls(logs), *argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if logs is not None else None, env=env)
+        # Set here, not in connection_made: the loop calls that soon after this returns, not before.
+        session.transport = transport
+        stdin = transport.get_pipe_transport(0)
+        assert isinstance(stdin, asyncio.WriteTransport)
+        session.stdin = stdin
+        session.proc = _Proc(transport, session.exit_seen)
+        return session
 
-    async def _drain(self, logs: Deque[str]) -> None:
-        # Read stderr to its end whatever it holds, so the sidecar never blocks on a full pipe.
-        assert self.proc.stderr is not None
-        lines = LineSplitter()
-        while True:
-            chunk = await self.proc.stderr.read(_CHUNK)
-            if not chunk:
-                break
-            logs.extend(line.decode("utf-8", "replace") for line in lines.feed(chunk))
-        if lines.rest():
-            logs.append(lines.rest().decode("utf-8", "replace"))
+    transport: asyncio.SubprocessTransport
+    stdin: asyncio.WriteTransport
+    proc: _Proc
 
-    async def _read(self) -> None:
-        assert self.proc.stdout is not None
-        lines = LineSplitter()
-        try:
-            while True:
-                chunk = await self.proc.stdout.read(_CHUNK)
-                if not chunk:
-                    break
-                for line in lines.feed(chunk):
-                    self._dispatch(line)
-            self._dispatch(lines.rest())
-            try:  # stdout is closed: the process is exiting, or has exited
-                await asyncio.wait_for(self.proc.wait(), 5)
-            except asyncio.TimeoutError:
-                pass  # it closed stdout and lives on: the error says so (returncode None)
-        finally:
-            # Whatever ended the reading (end of stdout, or this task cancelled with the loop), no reply
-            # will come any more: every pending call fails now, and every later one at once.
-            self.exited = True
-            pending, self.pending = self.pending, {}
-            for fut in pending.values():
-                if not fut.done():
-                    fut.set_exception(self.exit_error())
+    # The protocol: the loop calls these as data, ends and the exit arrive, in that order per pipe.
 
-    def _dispatch(self, line: bytes) -> None:
-        for reply in replies(line):
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        if fd == 1:
+            self._replies(data)
+        elif self.logs is not None:  # stderr, read to its end whatever it holds: the sidecar never blocks on it
+            self.logs.extend(line.decode("utf-8", "replace") for line in self.err_lines.feed(data))
+
+    def pipe_connection_lost(self, fd: int, exc: Optional[Exception]) -> None:
+        if fd == 0:  # stdin is gone (closed, or a broken pipe): stdout's end will say how the process ended
+            self._wake_drains()
+        elif fd == 1:
+            self.eof = True
+            if self.partial:  # a last line without its newline
+                self._dispatch(replies(bytes(self.partial)))
+            if self.exit_seen.done():
+                self._finish()
+            else:  # it closed stdout and may live on: the error says so (returncode None) after a while
+                self.exit_timer = self.loop.call_later(_EXIT_WAIT, self._finish)
+        elif fd == 2:
+            if self.logs is not None and self.err_lines.rest():
+                self.logs.append(self.err_lines.rest().decode("utf-8", "replace"))
+            if not self.stderr_done.done():
+                self.stderr_done.set_result(None)
+
+    def process_exited(self) -> None:
+        if not self.exit_seen.done():
+            self.exit_seen.set_result(None)
+        if self.eof:
+            self._finish()
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self._wake_drains()
+
+    def _wake_drains(self) -> None:
+        while self.drain_waiters:
+            w = self.drain_waiters.popleft()
+            if not w.done():
+                w.set_result(None)
+
+    def _replies(self, data: bytes) -> None:
+        if not self.partial and data[-1] == 10:  # whole lines, the usual case: one C-level split
+            lines = data.split(b"\n")
+            lines.pop()
+        else:
+            nl = data.rfind(b"\n")
+            if nl < 0:
+                self.partial += data  # a reply may be as long as it takes: no length limit here
+                return
+            self.partial += data[:nl]
+            lines = bytes(self.partial).split(b"\n")
+            self.partial = bytearray(data[nl + 1:])
+        for line in lines:
+            self._dispatch(replies(line))
+
+    def _dispatch(self, got: List[Result]) -> None:
+        for reply in got:
             fut = self.pending.pop(reply["id"], None)
-            # done: its caller was cancelled, and its finally has not yet run to take it out of pending
+            # done: its caller was cancelled or timed out, and its finally has not yet run to take it out
             if fut is not None and not fut.done():
                 fut.set_result(reply)
 
+    def _finish(self) -> None:
+        """No reply will come any more: every pending call fails now, and every later one at once."""
+        if self.exited:
+            return
+        self.exited = True
+        if self.exit_timer is not None:
+            self.exit_timer.cancel()
+        pending, self.pending = self.pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(self.exit_error())
+        self._wake_drains()
+        self.done.set_result(None)
+
     def exit_error(self) -> SidecarExitedError:
         return SidecarExitedError(self.proc.returncode, self.closing)
+
+    @staticmethod
+    def _expire(fut: "asyncio.Future[Result]") -> None:
+        if not fut.done():
+            fut.set_exception(asyncio.TimeoutError())
 
     async def call(self, msg_id: int, method: str, params: Mapping[str, Any], timeout: Optional[float]) -> Any:
         line = encode(msg_id, method, params)
         if self.exited:
             raise self.exit_error()
-        fut: "asyncio.Future[Result]" = asyncio.get_running_loop().create_future()
+        fut: "asyncio.Future[Result]" = self.loop.create_future()
         self.pending[msg_id] = fut
+        timer = None if timeout is None else self.loop.call_later(timeout, self._expire, fut)
         try:
-            try:
-                async with self.write_lock:
-                    assert self.proc.stdin is not None
-                    # write() queues the whole line at once, so a caller cancelled in drain() below
-                    # leaves no half message behind: the request goes, and its late reply is dropped.
-                    self.proc.stdin.write(line)
-                    await self.proc.stdin.drain()
-            except (ConnectionError, OSError):
-                # The pipe is gone. The reader is about to see the end of stdout and fail every pending
-                # call with the exit status; wait for it (without cancelling it) to report that status.
-                await asyncio.wait({self.reader}, timeout=5)
-                raise self.exit_error() from None
-            reply = await (fut if timeout is None else asyncio.wait_for(fut, timeout))
+            # write() queues the whole line at once, so a caller cancelled while it waits for room leaves no
+            # half message behind: the request goes, and its late reply is dropped. A pipe that is gone
+            # drops the line: the end of stdout then fails this call with the exit status.
+            self.stdin.write(line)
+            if self.paused and not self.exited:
+                waiter: "asyncio.Future[None]" = self.loop.create_future()
+                self.drain_waiters.append(waiter)
+                await waiter
+            reply = await fut
         finally:
+            if timer is not None:
+                timer.cancel()
             self.pending.pop(msg_id, None)
             if fut.done() and not fut.cancelled():
                 fut.exception()  # retrieved, so that asyncio does not log it as never retrieved
@@ -106,8 +198,7 @@ class _Session:
 
     async def close(self, timeout: Optional[float]) -> None:
         self.closing = True
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()  # what was written still goes: the pipe is closed once it is flushed
+        self.stdin.close()  # what was written still goes: the pipe is closed once it is flushed
         try:
             await asyncio.wait_for(self.proc.wait(), timeout)
         except asyncio.TimeoutError:
@@ -116,8 +207,9 @@ class _Session:
             except ProcessLookupError:
                 pass
             await self.proc.wait()
-        tasks = {self.reader} if self.drainer is None else {self.reader, self.drainer}
-        await asyncio.wait(tasks, timeout=timeout)
+        await asyncio.wait({self.done, self.stderr_done}, timeout=timeout)
+        if self.exited:
+            self.transport.close()  # the process has exited: this only releases the pipes
 
 
 class AsyncAguiState(Spawn, Methods[Coroutine[Any, Any, Result]]):

@@ -6,6 +6,7 @@ import collections
 import itertools
 import json
 import os
+import re
 import shutil
 import stat
 from pathlib import Path
@@ -19,8 +20,8 @@ Result = Dict[str, Any]
 
 StrPath = Union[str, "os.PathLike[str]"]
 
-BUNDLED = Path(__file__).resolve().parent / "bin" / "agui-state"
-"""Where the platform wheel puts the sidecar. Absent when the package comes from the source tree."""
+BUNDLED = Path(__file__).resolve().parent / "bin" / ("agui-state.exe" if os.name == "nt" else "agui-state")
+"""Where a platform wheel puts the sidecar. Absent in the pure py3-none-any wheel and in the source tree."""
 
 
 def find_binary(path: Optional[StrPath] = None) -> str:
@@ -41,8 +42,10 @@ def find_binary(path: Optional[StrPath] = None) -> str:
         return on_path
     raise FileNotFoundError(
         "agui-state: no sidecar found. Looked at: the `path` argument (not given), $AGUI_STATE_BIN (not set), "
-        f"the bundled binary {BUNDLED} (absent: this is not the platform wheel), `agui-state` on PATH (none). "
-        "Install the platform wheel, or pass the path of dist/agui-state.")
+        f"the bundled binary {BUNDLED} (absent: this is the pure wheel or a source checkout, which carry none), "
+        "`agui-state` on PATH (none). Install a platform wheel where one fits (Linux x86-64 or arm64, Windows "
+        "x64, macOS x86-64), or the npm package agui-state-sidecar (Node.js 20 or later), "
+        "which puts `agui-state` on PATH, or set AGUI_STATE_BIN to the sidecar's path.")
 
 
 class Spawn:
@@ -73,11 +76,16 @@ def _ensure_executable(file: Path) -> None:
         raise PermissionError(f"the bundled sidecar {file} is not executable and cannot be made so: {e}") from e
 
 
+# One encoder for every request: json.dumps with any keyword argument builds a new JSONEncoder per call,
+# which costs a client more than a third of what encoding the request itself does.
+_ENCODER = json.JSONEncoder(allow_nan=False)
+
+
 def encode(msg_id: int, method: str, params: Mapping[str, Any]) -> bytes:
     """One request as a line. ASCII-escaped, so a lone surrogate from json.loads still travels; NaN and
     Infinity raise ValueError here, before anything is sent."""
-    return json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params},
-                      allow_nan=False).encode("ascii") + b"\n"
+    return _ENCODER.encode({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}
+                           ).encode("ascii") + b"\n"
 
 
 class LineSplitter:
@@ -111,17 +119,59 @@ class LineSplitter:
 def replies(line: bytes) -> List[Dict[str, Any]]:
     """The replies in one line of stdout (a batch is an array); anything that is not JSON is skipped."""
     try:
-        msg = json.loads(line) if line.strip() else None
+        # Decoded here rather than by json.loads, which would first guess the encoding: JSON-RPC over
+        # stdio is UTF-8 (RFC 8259 §8.1). An empty or blank line is a ValueError too.
+        msg = json.loads(line.decode("utf-8", "surrogatepass"))
     except ValueError:
         return []
-    return [r for r in (msg if isinstance(msg, list) else [msg]) if isinstance(r, dict) and "id" in r]
+    if isinstance(msg, dict):  # the usual case, first
+        return [msg] if "id" in msg else []
+    return [r for r in msg if isinstance(r, dict) and "id" in r] if isinstance(msg, list) else []
+
+
+_CAMEL: Dict[str, str] = {}
+"""snake_case keyword -> camelCase name, filled as keywords are first seen (every method pays for
+_params on every call: spelling each name anew cost as much as encoding the request)."""
+
+
+def _camel(k: str) -> str:
+    name = _CAMEL[k] = k.split("_")[0] + "".join(w.title() for w in k.split("_")[1:])
+    return name
 
 
 def _params(**kw: Any) -> Dict[str, Any]:
     """snake_case keywords to the protocol's camelCase names (thread_id: threadId), leaving out None."""
-    camel = {k: k.split("_")[0] + "".join(w.title() for w in k.split("_")[1:]) for k in kw}
-    return {camel[k]: v for k, v in kw.items() if v is not None}
+    return {_CAMEL.get(k) or _camel(k): v for k, v in kw.items() if v is not None}
 
+
+_NOT_A_SEQUENCE = (str, bytes, bytearray, memoryview, Mapping)
+
+Segment = Union[str, int]
+PointerOrPath = Union[str, Iterable[Segment]]
+"""An RFC 6901 pointer ("/a~1b/0"), or a Path: its raw segments (["a/b", 0]). protocol/openrpc.json."""
+
+
+def _sequence(method: str, name: str, value: Any, items: str, *, pointer: bool = False) -> Any:
+    """`value` as a list, for a parameter documented as a sequence (with pointer=True, a pointer str is
+    also one, and is returned as it is). A str, bytes or Mapping is iterable, but by letters, byte values
+    or keys: remove="plain" would remove p, l, a, i, n, and one op dict given as ops would go as three ops
+    made of its keys. So those, and whatever is not iterable, raise TypeError naming the Python method and
+    the parameter, before anything is sent."""
+    if pointer and isinstance(value, str):
+        return value
+    if isinstance(value, _NOT_A_SEQUENCE) or not isinstance(value, Iterable):
+        what = f"a str pointer or a sequence of {items}" if pointer else f"a sequence of {items}"
+        raise TypeError(f"{method}(): {name} must be {what}, not {type(value).__name__}")
+    return list(value)
+
+
+def _optional_sequence(method: str, name: str, value: Any, items: str, *, pointer: bool = False) -> Any:
+    """As _sequence, with None left as None (a param that is not sent)."""
+    return None if value is None else _sequence(method, name, value, items, pointer=pointer)
+
+
+_OPS = "op dicts"
+_SEGMENTS = "str or int segments"
 
 R = TypeVar("R")
 
@@ -129,7 +179,11 @@ R = TypeVar("R")
 class Methods(Generic[R]):
     """The protocol's methods over `call`. R is what `call` returns: a result dict for AguiState, a
     coroutine that gives one for AsyncAguiState. Each method returns the result dict; its `events` are
-    ready to forward to the AG-UI client."""
+    ready to forward to the AG-UI client.
+
+    A parameter documented as a sequence (ops, remove, a path of segments) takes a list, a tuple or any
+    other iterable of its items, and raises TypeError, naming the method and the parameter, for a str,
+    bytes or Mapping (or anything not iterable) given there: see _sequence."""
 
     def call(self, method: str, params: Optional[Mapping[str, Any]] = None, *,
              timeout: Optional[float] = None) -> R:
@@ -146,29 +200,32 @@ class Methods(Generic[R]):
                         set: Optional[Dict[str, JSON]] = None, remove: Optional[Iterable[str]] = None,
                         if_version: Optional[int] = None) -> R:
         """diffToolState: the per-key diff of the namespace map (tool_state, or set/remove). {version, delta, events}"""
+        remove = _optional_sequence("diff_tool_state", "remove", remove, "str")
         return self.call("diffToolState", _params(thread_id=thread_id, tool_state=tool_state, set=set,
-                                                  remove=None if remove is None else list(remove),
-                                                  if_version=if_version))
+                                                  remove=remove, if_version=if_version))
 
     def apply_ops(self, thread_id: str, ops: Iterable[Dict[str, JSON]], *, atomic: bool = False,
                   if_version: Optional[int] = None) -> R:
         """applyOps: normalize and apply RFC 6902 ops to the state. {version, delta, skipped, events}."""
-        return self.call("applyOps", _params(thread_id=thread_id, ops=list(ops), atomic=atomic or None,
+        ops = _sequence("apply_ops", "ops", ops, _OPS)
+        return self.call("applyOps", _params(thread_id=thread_id, ops=ops, atomic=atomic or None,
                                              if_version=if_version))
 
     def normalize(self, ops: Iterable[Dict[str, JSON]], state: Optional[Dict[str, JSON]] = None) -> R:
         """normalize: the ops as apply_ops would emit them against `state` (default {}); touches no thread."""
-        return self.call("normalize", _params(ops=list(ops), state=state))
+        return self.call("normalize", _params(ops=_sequence("normalize", "ops", ops, _OPS), state=state))
 
-    def diff_state(self, thread_id: str, value: JSON, *, path: Optional[str] = None,
+    def diff_state(self, thread_id: str, value: JSON, *, path: Optional[PointerOrPath] = None,
                    if_version: Optional[int] = None) -> R:
         """diffState: set the state at `path` to `value`; the minimal delta. {version, delta, events}."""
         # value is always sent: None means JSON null here, not "leave it out". (So is an activity's content.)
+        path = _optional_sequence("diff_state", "path", path, _SEGMENTS, pointer=True)
         return self.call("diffState", {"threadId": thread_id, "value": value,
                                        **_params(path=path, if_version=if_version)})
 
-    def get_state(self, thread_id: str, path: Optional[str] = None) -> R:
+    def get_state(self, thread_id: str, path: Optional[PointerOrPath] = None) -> R:
         """getState: {version, state}, the state at `path` (default: the whole state)."""
+        path = _optional_sequence("get_state", "path", path, _SEGMENTS, pointer=True)
         return self.call("getState", _params(thread_id=thread_id, path=path))
 
     # Activities (protocol/README.md §10): AG-UI ACTIVITY_SNAPSHOT / ACTIVITY_DELTA messages, keyed by
@@ -201,7 +258,8 @@ class Methods(Generic[R]):
         UnknownActivityError when the thread does not hold the activity, and PatchFailedError when
         atomic=True and an op does not apply (nothing is patched or retyped then).
         """
-        return self.call("applyActivityOps", _params(thread_id=thread_id, message_id=message_id, ops=list(ops),
+        ops = _sequence("apply_activity_ops", "ops", ops, _OPS)
+        return self.call("applyActivityOps", _params(thread_id=thread_id, message_id=message_id, ops=ops,
                                                      activity_type=activity_type, atomic=atomic or None,
                                                      if_version=if_version))
 
@@ -226,9 +284,9 @@ class Methods(Generic[R]):
         """closeThread: forget the thread and its activities. {closed: bool}; an unknown id is not an error."""
         return self.call("closeThread", _params(thread_id=thread_id))
 
-    def escape_pointer(self, path: Iterable[Union[str, int]]) -> R:
+    def escape_pointer(self, path: Iterable[Segment]) -> R:
         """escapePointer: {pointer}, the RFC 6901 pointer for raw segments (["a/b", 0] gives "/a~1b/0")."""
-        return self.call("escapePointer", {"path": list(path)})
+        return self.call("escapePointer", {"path": _sequence("escape_pointer", "path", path, _SEGMENTS)})
 
     def parse_pointer(self, pointer: str) -> R:
         """parsePointer: {path}, the raw (unescaped) string segments of an RFC 6901 pointer."""
@@ -241,3 +299,18 @@ class Methods(Generic[R]):
     def discover(self) -> R:
         """rpc.discover: the OpenRPC document the sidecar serves (protocol/openrpc.json plus its examples)."""
         return self.call("rpc.discover")
+
+
+# The wrappers by the protocol name they call, where the two differ (openRun: open_run). Read from Methods
+# itself, so a new wrapper is in here without a second list to keep.
+_WRAPPERS = {wire: name for wire, name in (
+    (name.split("_")[0] + "".join(w.title() for w in name.split("_")[1:]), name)
+    for name in vars(Methods) if not name.startswith("_") and name != "call") if wire != name}
+# A quoted string is the caller's data (a thread id, a key, a pointer) and is left as it is.
+_WIRE_NAME = re.compile(r'("(?:[^"\\]|\\.)*")|\b(' + "|".join(sorted(_WRAPPERS, key=len, reverse=True)) + r")\b")
+
+
+def python_names(text: str) -> str:
+    """`text` with each protocol method name outside quotes replaced by the Python method that calls it:
+    the sidecar's messages say "call openRun with the state again", and a Python caller looks for open_run."""
+    return _WIRE_NAME.sub(lambda m: m.group(1) or _WRAPPERS[m.group(2)], text)

@@ -5,6 +5,8 @@ import json
 import signal
 from typing import Any, Dict, Mapping, Optional, Type
 
+from ._common import python_names
+
 
 class AguiStateError(Exception):
     """An error reply: `.code` (the JSON-RPC code), `.message`, `.data` (a dict, or None)."""
@@ -65,5 +67,6 @@ def error_from_reply(err: Mapping[str, Any]) -> AguiStateError:
     code = err.get("code")
     cls: Type[AguiStateError] = _BY_CODE.get(code, AguiStateError) if isinstance(code, int) else AguiStateError
     data = err.get("data")
-    return cls(code if isinstance(code, int) else None, str(err.get("message", "")),
+    # The message is the sidecar's, with the methods it names as the Python methods (open_run, not openRun).
+    return cls(code if isinstance(code, int) else None, python_names(str(err.get("message", ""))),
                data if isinstance(data, dict) else None)

@@ -1,30 +1,61 @@
-"""The synchronous client: one reader thread per sidecar, callers block on their own reply."""
+"""The synchronous client: each calling thread writes its request and reads its own reply from the pipe.
+
+There is no reader thread on the reply path. A thread switch under the GIL costs more than the sidecar's
+whole answer, and a reply handed from a reader thread to its caller pays two of them; so the caller reads.
+When several threads call at once, one of them at a time reads stdout (the reader) for everyone: a reply
+for another caller is kept for it by id, and that caller, waiting on a condition, takes it. When the
+reader's own reply comes it stops reading and another waiting caller becomes the reader. Timeouts are a
+deadline on poll() (the reader) or on the condition (the others). The end of stdout is seen by whoever
+reads it, at once: every waiting call fails with SidecarExitedError, not after its timeout.
+"""
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import threading
+import time
 from concurrent import futures
-from typing import Any, Deque, Dict, Mapping, Optional, Sequence
+from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Set
 
 from ._common import Methods, Result, StrPath, encode, Spawn, replies
 from ._errors import SidecarExitedError, error_from_reply
 
+_CHUNK = 1 << 16
+_READ = select.POLLIN | select.POLLHUP | select.POLLERR
+_EXIT_WAIT = 5.0  # seconds to wait for the exit status once stdout has ended
+_POLL = hasattr(select, "poll")  # not on Windows
+
 
 class _Session:
-    """One sidecar process: its pipes, its pending calls (id -> Future) and its reader thread."""
+    """One sidecar process: its pipes, the replies read for callers that have not taken them yet, and
+    who is reading stdout now."""
 
     def __init__(self, argv: Sequence[str], env: Optional[Mapping[str, str]], logs: Optional[Deque[str]]) -> None:
         stderr = subprocess.PIPE if logs is not None else None
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env)
-        self.pending: Dict[int, futures.Future[Result]] = {}
-        self.lock = threading.Lock()        # guards pending and exited
-        self.write_lock = threading.Lock()  # one message on stdin at a time
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.stdin, self.stdout = self.proc.stdin.fileno(), self.proc.stdout.fileno()
+        self.mu = threading.Lock()
+        self.cv = threading.Condition(self.mu)  # a reply was kept, the reader left, or stdout ended
+        self.write_lock = threading.Lock()      # one request on stdin at a time
+        self.waiting: Set[int] = set()          # ids whose callers wait (a reply for another id is dropped)
+        self.kept: Dict[int, Result] = {}       # replies read by the reader for other callers
+        self.reading = False                    # a thread is reading stdout
+        self.sleepers = 0                       # threads waiting on cv
+        self.partial = bytearray()              # stdout's unfinished line, owned by the reader
         self.exited = self.closing = False
         self.returncode: Optional[int] = None
-        self.reader = threading.Thread(target=self._read, name="agui-state-reader", daemon=True)
-        self.reader.start()
-        if logs is not None:  # drain stderr so that the sidecar can never block on it
+        if _POLL:
+            self.poller = select.poll()  # stdout's, owned by the reader
+            self.poller.register(self.stdout, _READ)
+            os.set_blocking(self.stdin, False)  # writes wait in poll(): a writer may have to read (_write)
+        else:
+            # No poll() on a pipe here (Windows): one thread is the reader for good, and every caller waits
+            # on the condition, its timeout included. Slower, but the same behaviour.
+            self.reading = True
+            threading.Thread(target=self._read_all, name="agui-state-reader", daemon=True).start()
+        if logs is not None:  # drain stderr so that the sidecar can never block on it; not on the reply path
             threading.Thread(target=self._drain, args=(logs,), name="agui-state-stderr", daemon=True).start()
 
     def _drain(self, logs: Deque[str]) -> None:
@@ -33,58 +64,175 @@ class _Session:
             for line in self.proc.stderr:
                 logs.append(line.decode("utf-8", "replace").rstrip("\n"))
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        try:
-            for line in self.proc.stdout:  # a line may be as long as it takes: no length limit here
-                self._dispatch(line)
-        except (OSError, ValueError):
-            pass  # stdout was closed under us
-        finally:
-            try:
-                self.returncode = self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.returncode = None
-            with self.lock:
-                self.exited = True
-                pending, self.pending = self.pending, {}
-            for fut in pending.values():
-                fut.set_exception(self.exit_error())
-
-    def _dispatch(self, line: bytes) -> None:
-        for reply in replies(line):
-            with self.lock:
-                fut = self.pending.pop(reply["id"], None)
-            if fut is not None:
-                fut.set_result(reply)
-
     def exit_error(self) -> SidecarExitedError:
         rc = self.returncode if self.exited else self.proc.poll()
         return SidecarExitedError(rc, self.closing)
 
+    # Reading: only the thread that set self.reading (under mu) calls these.
+
+    def _read_all(self) -> None:
+        while not self.exited:
+            self._keep(self._read_some(None) or [])
+
+    def _read_some(self, deadline: Optional[float]) -> Optional[List[Result]]:
+        """Waits until stdout is readable (None: the deadline passed), reads what is there and returns
+        the whole replies in it. At the end of stdout, marks the session exited and returns []."""
+        if deadline is not None and not self.poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
+            return None
+        try:
+            chunk = os.read(self.stdout, _CHUNK)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._ended()
+            return []
+        if not self.partial and chunk[-1] == 10:  # whole lines, the usual case: one C-level split
+            lines = chunk.split(b"\n")
+            lines.pop()
+        else:
+            lines = self._split(chunk)
+        return replies(lines[0]) if len(lines) == 1 else [r for line in lines for r in replies(line)]
+
+    def _split(self, chunk: bytes) -> List[bytes]:
+        """The complete lines that `chunk` ends (a reply may span many chunks: no length limit here)."""
+        nl = chunk.rfind(b"\n")
+        if nl < 0:
+            self.partial += chunk  # amortized: a long reply is not copied again with each chunk
+            return []
+        self.partial += chunk[:nl]
+        lines = bytes(self.partial).split(b"\n")
+        self.partial = bytearray(chunk[nl + 1:])
+        return lines
+
+    def _ended(self) -> None:
+        self._keep(replies(bytes(self.partial)))  # a last line without its newline
+        try:
+            rc: Optional[int] = self.proc.wait(_EXIT_WAIT)
+        except subprocess.TimeoutExpired:
+            rc = None  # it closed stdout and lives on: the error says so
+        with self.mu:
+            self.returncode, self.exited = rc, True
+            self._wake()
+
+    def _keep(self, got: List[Result], mine: Optional[int] = None) -> Optional[Result]:
+        """Keeps each reply for its waiting caller; returns the one for `mine`. A reply nobody waits for
+        (its call timed out) is dropped."""
+        own = None
+        for r in got:
+            if r["id"] == mine:
+                own = r
+                continue
+            with self.mu:
+                if r["id"] in self.waiting:
+                    self.kept[r["id"]] = r
+                    self._wake()
+        return own
+
+    def _wake(self) -> None:
+        """Wakes every thread waiting on the condition (under mu); a notify costs, so only if one waits."""
+        if self.sleepers:
+            self.cv.notify_all()
+
+    def _sleep(self, timeout: Optional[float]) -> bool:
+        """Waits on the condition (under mu) until woken or `timeout` passes; False if it passed."""
+        self.sleepers += 1
+        try:
+            return self.cv.wait(timeout)
+        finally:
+            self.sleepers -= 1
+
+    def _await(self, msg_id: int, deadline: Optional[float]) -> Result:
+        with self.mu:
+            while True:
+                if msg_id in self.kept:
+                    self.waiting.discard(msg_id)
+                    return self.kept.pop(msg_id)
+                if self.exited:
+                    self.waiting.discard(msg_id)
+                    raise self.exit_error()
+                if not self.reading:
+                    self.reading = True
+                    break
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    self.waiting.discard(msg_id)
+                    raise futures.TimeoutError()
+                self._sleep(left)
+        try:  # this thread is the reader until its own reply comes
+            while True:
+                got = self._read_some(deadline)
+                if got is None:
+                    raise futures.TimeoutError()
+                own = self._keep(got, msg_id)
+                if own is not None:
+                    return own
+                if self.exited:
+                    with self.mu:  # the last line, without its newline, may have been this reply
+                        if msg_id in self.kept:
+                            return self.kept.pop(msg_id)
+                    raise self.exit_error()
+        finally:
+            with self.mu:
+                self.reading = False
+                self.waiting.discard(msg_id)
+                self._wake()  # a waiting caller becomes the reader
+
+    def _write(self, data: bytes) -> None:
+        """Writes the whole request. While the pipe is full, the sidecar may be blocked writing replies
+        that nobody reads (late replies to timed-out calls, when no caller waits): then this thread reads
+        them too, or the two processes would wait on each other."""
+        try:
+            n = os.write(self.stdin, data)
+        except BlockingIOError:
+            n = 0
+        if n == len(data):
+            return
+        view = memoryview(data)[n:]
+        while view:
+            try:
+                view = view[os.write(self.stdin, view):]
+                continue
+            except BlockingIOError:
+                pass
+            with self.mu:
+                read = not self.reading and not self.exited
+                self.reading = self.reading or read
+            poller = select.poll()
+            poller.register(self.stdin, select.POLLOUT)
+            if read:
+                poller.register(self.stdout, _READ)
+            try:
+                if read and any(fd == self.stdout for fd, _ in poller.poll()):
+                    self._keep(self._read_some(None) or [])
+                elif not read:
+                    poller.poll(10)  # the reader drains stdout; check again soon whether it still does
+            finally:
+                if read:
+                    with self.mu:
+                        self.reading = False
+                        self._wake()
+
     def call(self, msg_id: int, method: str, params: Mapping[str, Any], timeout: Optional[float]) -> Any:
         line = encode(msg_id, method, params)
-        fut: futures.Future[Result] = futures.Future()
-        with self.lock:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self.mu:
             if self.exited:
                 raise self.exit_error()
-            self.pending[msg_id] = fut
+            self.waiting.add(msg_id)
         try:
             with self.write_lock:
-                assert self.proc.stdin is not None
-                self.proc.stdin.write(line)
-                self.proc.stdin.flush()
+                if self.proc.stdin is None or self.proc.stdin.closed:  # closed: its fd may be another file's now
+                    raise ValueError("stdin is closed")
+                self._write(line)
         except (OSError, ValueError):  # broken pipe, or stdin already closed
-            self.reader.join(5)
-            with self.lock:
-                self.pending.pop(msg_id, None)
-            raise self.exit_error() from None
-        try:
-            reply = fut.result(timeout)
-        except futures.TimeoutError:
-            with self.lock:
-                self.pending.pop(msg_id, None)
-            raise
+            with self.mu:
+                self.waiting.discard(msg_id)
+            try:
+                self.proc.wait(_EXIT_WAIT)
+            except subprocess.TimeoutExpired:
+                pass
+            raise SidecarExitedError(self.proc.poll(), self.closing) from None
+        reply = self._await(msg_id, deadline)
         if "error" in reply:
             raise error_from_reply(reply["error"])
         return reply.get("result")
@@ -102,8 +250,29 @@ class _Session:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        self.reader.join(timeout)
-        if not self.reader.is_alive() and self.proc.stdout is not None:
+        # Calls still waiting get the replies the sidecar wrote before it exited: read stdout to its end
+        # for them (unless one of them is reading already), then close it.
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self.mu:
+            while self.reading and not self.exited:
+                if not self._sleep(None if deadline is None else max(0.0, deadline - time.monotonic())):
+                    return  # a reader is stuck on a pipe that a grandchild holds open: leave stdout to it
+            if self.exited:
+                mine = False
+            else:
+                mine = self.reading = True
+        if mine:
+            try:
+                while not self.exited:
+                    got = self._read_some(deadline)
+                    if got is None:
+                        break
+                    self._keep(got)
+            finally:
+                with self.mu:
+                    self.reading = False
+                    self._wake()
+        if self.exited and self.proc.stdout is not None:
             self.proc.stdout.close()
 
 
@@ -117,6 +286,8 @@ class AguiState(Spawn, Methods[Result]):
     capture_logs: False lets the sidecar's stderr (pino JSON lines) go to ours;
         True drains it on a daemon thread into `logs()` (the last `log_lines`).
     timeout: default seconds to wait for each reply (None: wait as long as it takes).
+
+    Any number of threads may call one AguiState at once; each reads its own reply (see the module).
     """
 
     def __init__(self, path: Optional[StrPath] = None, args: Sequence[str] = (),

@@ -1,5 +1,6 @@
 """Run by test/clients/python-wheel.test.ts with the python of a fresh venv into which only the wheel was
-installed, from an empty directory, with no `node` on PATH and no AGUI_STATE_BIN:
+installed, from an empty directory, with no AGUI_STATE_BIN and no `node` on PATH (a platform wheel), or
+with AGUI_STATE_BIN set to the npm package's agui-state and node on PATH (the pure py3-none-any wheel):
 
     VENV/bin/python installed_check.py sync|async VERSION
 
@@ -19,14 +20,18 @@ from agui_state import AguiState, AsyncAguiState, SidecarExitedError, UnknownAct
 client, version = sys.argv[1], sys.argv[2]
 site = Path(sysconfig.get_paths()["platlib"]).resolve()
 bundled = site / "agui_state" / "bin" / "agui-state"
+pure = "AGUI_STATE_BIN" in os.environ
+sidecar = os.environ["AGUI_STATE_BIN"] if pure else str(bundled)
 
-assert shutil.which("node") is None, f"node is on PATH: {shutil.which('node')}"
-assert "AGUI_STATE_BIN" not in os.environ
+if pure:
+    assert not (site / "agui_state" / "bin").exists(), "the pure wheel installed a bin/ folder"
+else:
+    assert shutil.which("node") is None, f"node is on PATH: {shutil.which('node')}"
 assert Path(agui_state.__file__).resolve().parent == site / "agui_state", agui_state.__file__
 assert agui_state.__version__ == version, agui_state.__version__
 # Checked before any client runs, since the lookup would set a missing executable bit itself.
-assert bundled.is_file() and os.access(bundled, os.X_OK), f"pip did not keep the executable bit of {bundled}"
-assert agui_state.find_binary() == str(bundled), agui_state.find_binary()
+assert pure or bundled.is_file() and os.access(bundled, os.X_OK), f"pip did not keep the executable bit of {bundled}"
+assert agui_state.find_binary() == sidecar, agui_state.find_binary()
 
 OPEN = {"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/toolState", "value": {}}]}
 WRITE = {"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/toolState/raster-ops~1dataset", "value": "era5"}]}
@@ -38,7 +43,7 @@ STEP = {"type": "ACTIVITY_DELTA", "messageId": "plan-1", "activityType": "plan",
 
 def check_sync() -> None:
     with AguiState() as s:
-        assert s.argv == [str(bundled)], s.argv
+        assert s.argv == [sidecar], s.argv
         assert s.stats()["version"] == version
         assert s.open_run("t", state={"selectedLayer": "era5"}, tool_state={})["events"] == [OPEN]
         assert s.diff_tool_state("t", set={"raster-ops/dataset": "era5"})["events"] == [WRITE]
@@ -69,7 +74,7 @@ def check_sync() -> None:
 
 async def check_async() -> None:
     async with AsyncAguiState() as s:
-        assert s.argv == [str(bundled)], s.argv
+        assert s.argv == [sidecar], s.argv
         assert (await s.stats())["version"] == version
         assert (await s.open_run("t", state={"selectedLayer": "era5"}, tool_state={}))["events"] == [OPEN]
         assert (await s.diff_tool_state("t", set={"raster-ops/dataset": "era5"}))["events"] == [WRITE]

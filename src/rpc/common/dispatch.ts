@@ -1,7 +1,7 @@
-import type { ResponseMessage } from "vscode-jsonrpc";
-import { err, type Result } from "../../core/index.js";
+import { err, IntegralFloat, isObject, type Result } from "../../core/index.js";
 import { mayNestPast, scanJson, type ScanProblem } from "../../json/scan.js";
 import { mayHoldUnsafeNumber, parseJson } from "../../json/parse.js";
+import { stringifyJson } from "../../json/stringify.js";
 import type { Log } from "../../log.js";
 import { invalidParams, limitExceeded, type CallError } from "../../protocol/errors.js";
 import { ENVELOPE_DEPTH } from "../../protocol/limits.js";
@@ -9,7 +9,7 @@ import type { StateService } from "../../service/state-service.js";
 import type { Frame } from "./frame.js";
 import { encodeResult } from "./encode.js";
 import { METHODS, type CallContext } from "./methods.js";
-import { failed, internalError, invalidRequest, methodNotFound, parseError, toWireError, type Id, type WireError } from "./wire.js";
+import { failed, internalError, invalidRequest, methodNotFound, parseError, toWireError, type Id, type Response, type WireError } from "./wire.js";
 
 /** The limits the dispatcher itself enforces (protocol/README.md §7); the service holds the others. */
 export interface DispatchLimits {
@@ -17,17 +17,38 @@ export interface DispatchLimits {
   maxDepth: number;
 }
 
-const reply = (response: ResponseMessage): string => JSON.stringify(response);
+const reply = (response: Response): string => stringifyJson(response);
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+/**
+ * JSON-RPC 2.0 §4 and protocol/README.md §2: a string, null, or a number that
+ * can be echoed exactly (`7.0`, an IntegralFloat, is echoed as `7.0`).
+ */
+const isId = (v: unknown): v is Id =>
+  typeof v === "string" || v === null || (typeof v === "number" && Number.isFinite(v) && (!Number.isInteger(v) || Number.isSafeInteger(v))) || (v instanceof IntegralFloat && Number.isSafeInteger(v.value));
 
-/** JSON-RPC 2.0 §4 and protocol/README.md §2: a string, null, or a number that can be echoed exactly. */
-const isId = (v: unknown): v is Id => typeof v === "string" || v === null || (typeof v === "number" && Number.isFinite(v) && (!Number.isInteger(v) || Number.isSafeInteger(v)));
+/** Params that carry a caller's JSON values, whose numbers keep their kind (`ops` too: decodeOp reads their paths). */
+const VALUE_PARAMS = new Set(["state", "toolState", "set", "value", "content", "ops"]);
+
+/**
+ * protocol/README.md §3: a number the protocol itself reads (`ifVersion`, an
+ * index in a Path) is the number it holds, `3.0` as `3`, as JSON Schema's
+ * "integer" has it. Only JSON values keep the kind they came with. Called
+ * only for params parseJson looked at twice, the only ones that can hold an
+ * IntegralFloat; such a number sits at the top or in a Path, one level down.
+ */
+function settleNumbers(params: Record<string, unknown>): void {
+  for (const k of Object.keys(params)) {
+    if (VALUE_PARAMS.has(k)) continue;
+    const v = params[k];
+    if (v instanceof IntegralFloat) params[k] = v.value;
+    else if (Array.isArray(v)) for (let i = 0; i < v.length; i++) if (v[i] instanceof IntegralFloat) v[i] = (v[i] as IntegralFloat).value;
+  }
+}
 
 function scanError(found: ScanProblem, maxDepth: number): CallError {
   switch (found.kind) {
     case "unsafe-integer":
-      return invalidParams(found.field, "UNSAFE_INTEGER", `${found.field} is the integer ${found.source.slice(0, 40)}, which a JSON number (a double) cannot hold exactly; send it as a string`);
+      return invalidParams(found.field, "UNSAFE_INTEGER", `${found.field} is the integer ${found.source.slice(0, 40)}, beyond ±(2^53 - 1), which no number here keeps exact; send it as a string`);
     case "overflow":
       return invalidParams(found.field, "NUMBER_OVERFLOW", `${found.field} is the number ${found.source.slice(0, 40)}, beyond the range of a double; it would arrive as null`);
     case "too-deep":
@@ -37,8 +58,9 @@ function scanError(found: ScanProblem, maxDepth: number): CallError {
 
 /**
  * JSON-RPC 2.0 over frames, done by hand rather than through vscode-jsonrpc's
- * MessageConnection, which cannot answer batches, drops `id: null`, and cost
- * 20.2 µs of CPU per request against 5.5 µs here (bench/connection-overhead.ts).
+ * MessageConnection, which cannot answer batches, drops `id: null`, and costs
+ * several times the CPU per request (bench/connection-overhead.ts; the figures
+ * are in docs/benchmarks.md, "Figures behind choices in the source").
  * Every request with an id gets exactly one response; notifications get none.
  * Runtime-neutral: it sees frames and text, never a stream.
  */
@@ -87,8 +109,9 @@ export class Dispatcher {
   handleText(text: string): string | undefined {
     let msg: unknown;
     // The params scan (unsafe integers, nesting) can only find something in
-    // a message with a long digit run, or one with enough brackets to nest
-    // past the limit. Most messages have neither and skip it.
+    // a message with a number token parseJson marks (a long digit run, an
+    // exponent, `1.0`), or one with enough brackets to nest past the limit.
+    // Most messages have neither and skip it.
     const unsafe = mayHoldUnsafeNumber(text);
     const scan = unsafe || mayNestPast(text, this.maxNesting);
     try {
@@ -116,7 +139,7 @@ export class Dispatcher {
    * Returns the response's JSON text, or undefined for a notification.
    */
   private handleOne(msg: unknown, scan: boolean): string | undefined {
-    if (!isRecord(msg)) return reply(failed(null, invalidRequest("a request must be an object")));
+    if (!isObject(msg)) return reply(failed(null, invalidRequest("a request must be an object")));
     const hasId = "id" in msg;
     let id: Id = null;
     if (hasId) {
@@ -131,7 +154,7 @@ export class Dispatcher {
     if (hasId) this.count++;
     const started = this.debug ? performance.now() : 0;
     const out = this.call(method, raw, scan);
-    if (started) this.log.debug({ id, method, ms: +(performance.now() - started).toFixed(3), ok: out.ok }, "request");
+    if (started) this.log.debug({ id: id instanceof IntegralFloat ? id.value : id, method, ms: +(performance.now() - started).toFixed(3), ok: out.ok }, "request");
     if (!hasId) return undefined;
     // Serialized at once: a later member of a batch may change a value this delta still refers to.
     return out.ok ? encodeResult(id, out.value) : reply(failed(id, out.error));
@@ -139,11 +162,12 @@ export class Dispatcher {
 
   private call(method: string, raw: unknown, scan: boolean): Result<object, WireError> {
     if (Array.isArray(raw)) return err(toWireError(invalidParams("", "POSITIONAL_PARAMS", "params must be an object (by name), not an array")));
-    if (!isRecord(raw)) return err(invalidRequest("params must be an object"));
+    if (!isObject(raw)) return err(invalidRequest("params must be an object"));
     const m = METHODS.get(method);
     if (!m) return err(methodNotFound(method));
     const found = scan ? scanJson(raw, this.maxNesting) : undefined;
     if (found) return err(toWireError(scanError(found, this.limits.maxDepth)));
+    if (scan) settleNumbers(raw);
     try {
       const out = m.call(this.context, raw);
       return out.ok ? out : err(toWireError(out.error));

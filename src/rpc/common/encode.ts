@@ -1,8 +1,10 @@
+import { finishFloats, floatMark } from "../../json/stringify.js";
 import type { Id } from "./wire.js";
 
 /**
- * JSON text of a successful response: exactly JSON.stringify of
- * `{ jsonrpc: "2.0", id, result }` (wire.ts's result()). A change result
+ * JSON text of a successful response: exactly stringifyJson of
+ * `{ jsonrpc: "2.0", id, result }` (wire.ts's result()), which is
+ * JSON.stringify's text with an IntegralFloat written as `1.0`. A change result
  * carries its delta twice, as `delta` and in its event, as a STATE_DELTA's
  * `delta` or an ACTIVITY_DELTA's `patch` (the same array, by
  * protocol/README.md §6 and §10), and JSON.stringify would write it out twice. Here
@@ -11,16 +13,19 @@ import type { Id } from "./wire.js";
  * event) are written member by member; every other value goes to one
  * JSON.stringify call, in the same member order.
  *
- * Measured on a 4-op applyOps response: JSON.stringify 3.6 µs, a generic
- * member-by-member walk 5.3 µs (one closure and one includes() per value),
- * this 2.7 µs.
+ * Measured on an applyOps response, this is faster than either JSON.stringify
+ * of the whole result or a generic member-by-member walk (which pays a closure
+ * and an includes() per value): docs/benchmarks.md, "Figures behind choices in
+ * the source".
  */
 export function encodeResult(id: Id, result: object): string {
+  // A number that came in as `1.0` goes out so (protocol/README.md §3): see stringify.ts.
+  const mark = floatMark();
   const head = `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":`;
   const delta = (result as { delta?: unknown }).delta;
   const events = (result as { events?: unknown }).events;
-  if (!Array.isArray(delta) || delta.length === 0 || !Array.isArray(events) || events.length === 0) return `${head}${JSON.stringify(result)}}`;
-  return `${head}${withDelta(result, delta, JSON.stringify(delta), events)}}`;
+  if (!Array.isArray(delta) || delta.length === 0 || !Array.isArray(events) || events.length === 0) return finishFloats(mark, `${head}${JSON.stringify(result)}}`);
+  return finishFloats(mark, `${head}${withDelta(result, delta, JSON.stringify(delta), events)}}`);
 }
 
 /** An object's members, JSON.stringify's way, with `delta` as `text` and `events` through eventsText. */

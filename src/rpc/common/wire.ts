@@ -1,4 +1,5 @@
 import type { ErrorCodes as JsonRpcErrorCodes, RequestMessage, ResponseError, ResponseMessage } from "vscode-jsonrpc";
+import type { IntegralFloat } from "../../core/index.js";
 import { APPLICATION_ERROR_CODES, type CallError } from "../../protocol/errors.js";
 import type {
   InternalErrorData,
@@ -18,11 +19,19 @@ import type {
  * knows: its RequestMessage, ResponseMessage, ResponseError (as its toJson()
  * puts it on the wire) and ErrorCodes. Only its types are used here.
  * They cost nothing at run time, whereas importing a value from the package
- * would load all of its connection machinery (about 100 KB of bundle and 2 ms
- * of start-up) for five numbers.
+ * would load all of its connection machinery for five numbers, in bundle size
+ * and start-up time (docs/benchmarks.md, "Figures behind choices in the source").
  */
 
-export type Id = RequestMessage["id"];
+/**
+ * A request's id as read (JSON-RPC 2.0 §4): vscode-jsonrpc's, or a whole
+ * number written as a float (`7.0`, an IntegralFloat), which the response
+ * echoes as it came (protocol/README.md §3).
+ */
+export type Id = RequestMessage["id"] | IntegralFloat;
+
+/** A response as the sidecar writes it: vscode-jsonrpc's ResponseMessage, with its id as read. */
+export type Response = Omit<ResponseMessage, "id"> & { id: Id };
 
 /** The `data` of every error the sidecar sends, as protocol/README.md §8 gives it. */
 export type ErrorData =
@@ -51,8 +60,8 @@ export const ErrorCodes: Pick<typeof JsonRpcErrorCodes, Standard> = {
   InternalError: -32603,
 };
 
-export const result = (id: Id, value: object): ResponseMessage => ({ jsonrpc: "2.0", id, result: value });
-export const failed = (id: Id, error: WireError): ResponseMessage => ({ jsonrpc: "2.0", id, error });
+export const result = (id: Id, value: object): Response => ({ jsonrpc: "2.0", id, result: value });
+export const failed = (id: Id, error: WireError): Response => ({ jsonrpc: "2.0", id, error });
 
 export const parseError = (why: string): WireError => ({ code: ErrorCodes.ParseError, message: `parse error: ${why}`, data: { code: "PARSE_ERROR" } });
 

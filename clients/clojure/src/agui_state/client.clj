@@ -16,6 +16,11 @@
   \"raster-ops/dataset\", \"a~b\" or \"key with spaces\" round-trip unchanged and the
   events can be forwarded as they are. Error :data keeps string keys too.
 
+  Collections. :remove, :ops and a :path of segments take any collection (vector,
+  list, set, lazy seq); a string (where a pointer is not also allowed), a map or a
+  scalar there throws ex-info :kind :invalid-argument, naming the function and the
+  param, before anything is sent.
+
   Thread safety: one client may be shared by any number of threads. Writes are
   serialized by a lock; a reader thread hands each response to the caller waiting
   on its id, so replies may arrive in any order."
@@ -31,14 +36,29 @@
 
 ;;; Keys
 
-(defn- camel [k]
-  (if (keyword? k)
-    (let [[head & more] (str/split (name k) #"-")]
-      (apply str head (map str/capitalize more)))
-    k))
+(defn- spelled
+  "f, remembering what it gave for each key. Every call spells its params' names and
+  its result's keys: with the regular expressions run anew each time, that cost more
+  than encoding the request (docs/benchmarks.md, B18c). The keys are the protocol's
+  names, a few dozen; past 4096 (a sidecar that makes keys up) they are no longer kept."
+  [f]
+  (let [seen (java.util.concurrent.ConcurrentHashMap.)]
+    (fn [k]
+      (or (when (some? k) (.get seen k))
+          (let [v (f k)]
+            (when (and (some? k) (some? v) (< (.size seen) 4096)) (.put seen k v))
+            v)))))
 
-(defn- kebab-keyword [^String s]
-  (keyword (str/lower-case (str/replace s #"([a-z0-9])([A-Z])" "$1-$2"))))
+(def ^:private camel
+  (spelled (fn [k]
+             (if (keyword? k)
+               (let [[head & more] (str/split (name k) #"-")]
+                 (apply str head (map str/capitalize more)))
+               k))))
+
+(def ^:private kebab-keyword
+  (spelled (fn [^String s]
+             (keyword (str/lower-case (str/replace s #"([a-z0-9])([A-Z])" "$1-$2"))))))
 
 (defn- json-key [k]
   (cond (keyword? k) (subs (str k) 1)   ; full text: :a/b -> "a/b"
@@ -196,6 +216,35 @@
 
 (defn- thread-params [p] (if (string? p) {:thread-id p} p))
 
+;;; Arguments
+
+(defn- describe [v]
+  (cond (string? v) "a string" (map? v) "a map" :else (.getName (class v))))
+
+(defn- check-colls
+  "Throws, before anything is sent, when a param that the protocol documents as an
+  array (protocol/openrpc.json) is given a map (one op where :ops are meant, which
+  would go as an object), a string (where a pointer is not also allowed) or
+  anything else that is not a collection. The ex-info names the function and the
+  param as the caller wrote it; its data has :kind :invalid-argument. `specs` maps
+  each such param's protocol name to what it holds, and to :pointer when a pointer
+  string is allowed too (PointerOrPath). nil (not given) is left to the sidecar."
+  [fn-name params specs]
+  (doseq [[k v] params
+          :let [[items pointer] (get specs (camel k))]
+          :when (and items (some? v)
+                     (not (and pointer (string? v)))
+                     (or (map? v) (not (instance? java.util.Collection v))))]
+    (throw (ex-info (str "agui-state " fn-name ": " (pr-str k) " must be "
+                         (when pointer "a pointer string or ") "a collection of " items
+                         ", not " (describe v))
+                    {:type :agui-state/error, :kind :invalid-argument, :function fn-name,
+                     :param k, :value-class (class v)})))
+  params)
+
+(def ^:private ops-spec {"ops" ["ops (maps)"]})
+(def ^:private path-spec {"path" ["segments (strings or integers)" :pointer]})
+
 ;;; One wrapper per method of protocol/openrpc.json (protocol/README.md §6, §10).
 ;;; Each takes the params map and returns the result map (see the namespace doc).
 
@@ -205,24 +254,25 @@
 
 (defn diff-tool-state
   "{:thread-id, :tool-state (whole map) | :set (map) and/or :remove (keys), :if-version}"
-  [client params] (call client "diffToolState" params))
+  [client params]
+  (call client "diffToolState" (check-colls "diff-tool-state" params {"remove" ["keys (strings)"]})))
 
 (defn apply-ops
   "{:thread-id :ops :atomic :if-version}; ops are maps such as
   {:op \"add\" :path \"/todos/-\" :value \"milk\"}, :path a pointer or a vector of raw segments."
-  [client params] (call client "applyOps" params))
+  [client params] (call client "applyOps" (check-colls "apply-ops" params ops-spec)))
 
 (defn normalize
   "{:ops :state}: pure, touches no thread."
-  [client params] (call client "normalize" params))
+  [client params] (call client "normalize" (check-colls "normalize" params ops-spec)))
 
 (defn diff-state
   "{:thread-id :value :path :if-version}; :value is required, and nil sends null."
-  [client params] (call client "diffState" params))
+  [client params] (call client "diffState" (check-colls "diff-state" params path-spec)))
 
 (defn get-state
   "{:thread-id :path}, or just the thread id. Returns {:version :state}."
-  [client params] (call client "getState" (thread-params params)))
+  [client params] (call client "getState" (check-colls "get-state" (thread-params params) path-spec)))
 
 (defn activity-snapshot
   "{:thread-id :message-id :activity-type :content :replace :if-version}: creates the
@@ -233,7 +283,7 @@
 (defn apply-activity-ops
   "{:thread-id :message-id :ops :activity-type :atomic :if-version}: applyOps on the
   activity's content. Returns {:version :delta :skipped :events}."
-  [client params] (call client "applyActivityOps" params))
+  [client params] (call client "applyActivityOps" (check-colls "apply-activity-ops" params ops-spec)))
 
 (defn diff-activity
   "{:thread-id :message-id :content :activity-type :if-version}: sets the content,
@@ -252,7 +302,9 @@
   "{:path [segments]}, or just the vector of segments (strings, or non-negative
   integers written in decimal). Returns {:pointer \"/a~1b/0\"}."
   [client params]
-  (call client "escapePointer" (if (map? params) params {:path params})))
+  (call client "escapePointer"
+        (check-colls "escape-pointer" (if (map? params) params {:path params})
+                     {"path" ["segments (strings or integers)"]})))
 
 (defn parse-pointer
   "{:pointer \"/a~1b/0\"}, or just the pointer. Returns {:path [\"a/b\" \"0\"]}: raw

@@ -1,6 +1,7 @@
 (ns agui-state.api-test
-  "The params rules (nil as JSON null for :value, nil as \"not given\" elsewhere) and
-  the wrappers beyond the run: escapePointer, parsePointer, stats, rpc.discover."
+  "The params rules (nil as JSON null for :value, nil as \"not given\" elsewhere, a
+  collection where the protocol has an array) and the wrappers beyond the run:
+  escapePointer, parsePointer, stats, rpc.discover."
   (:require [agui-state.client :as c]
             [agui-state.test-support :as s :refer [*client* op step! thrown view! witness!]]
             [clojure.data.json :as json]
@@ -97,3 +98,74 @@
     (when-let [doc (protocol-doc)]
       (is (= (mapv #(get % "name") (get doc "methods")) (mapv #(get % "name") (:methods d)))
           "the methods of protocol/openrpc.json, in order"))))
+
+;;; Issue 22 §5: a param the protocol documents as an array refuses a string, a map
+;;; or a scalar in the client, naming the function and the param, before anything
+;;; is sent.
+
+(def ^:private sequence-params
+  "Each wrapper's params that the protocol documents as arrays: [function, protocol
+  method, param key, a pointer string allowed too?, the other params of a call]."
+  [[c/diff-tool-state "diffToolState" :remove false {:thread-id "t"}]
+   [c/apply-ops "applyOps" :ops false {:thread-id "t"}]
+   [c/normalize "normalize" :ops false {}]
+   [c/diff-state "diffState" :path true {:thread-id "t" :value 1}]
+   [c/get-state "getState" :path true {:thread-id "t"}]
+   [c/apply-activity-ops "applyActivityOps" :ops false {:thread-id "t" :message-id "m"}]
+   [c/escape-pointer "escapePointer" :path false {}]])
+
+(defn- array-params
+  "[method param] for every param of protocol/openrpc.json whose schema admits an array."
+  [doc]
+  (let [schemas (get-in doc ["components" "schemas"])
+        types (fn types [s]
+                (cond (get s "$ref") (types (get schemas (last (.split ^String (get s "$ref") "/"))))
+                      (get s "anyOf") (into #{} (mapcat types) (get s "anyOf"))
+                      :else #{(get s "type")}))]
+    (set (for [m (get doc "methods") p (get m "params") :when ((types (get p "schema")) "array")]
+           [(get m "name") (get p "name")]))))
+
+(defn- fn-name
+  "The name of the client's public function f."
+  [f]
+  (some (fn [[sym v]] (when (= @v f) (str sym))) (ns-publics 'agui-state.client)))
+
+(deftest sequence-params-refuse-strings-maps-and-scalars
+  (when-let [doc (protocol-doc)]
+    (is (= (array-params doc) (set (for [[_ method k] sequence-params] [method (#'c/camel k)])))
+        "the table above is every array param of the protocol"))
+  (let [before (:requests (c/stats *client*))]
+    (doseq [[f method k pointer others] sequence-params
+            [wrong described] [["plain" "a string"] [{"op" "add" "path" "/x" "value" 1} "a map"]
+                               [7 "java.lang.Long"] [:kw "clojure.lang.Keyword"]]
+            :when (not (and pointer (string? wrong)))
+            as-key [k (#'c/camel k)]]         ; a kebab keyword, and the protocol's string key
+      (let [label (str method " " (pr-str as-key) " " (pr-str wrong))
+            d (thrown label :invalid-argument #(f *client* (assoc others as-key wrong)))
+            msg ^String (::s/msg d)]
+        (is (= [(fn-name f) as-key (class wrong)] [(:function d) (:param d) (:value-class d)]) label)
+        (is (.startsWith msg (str "agui-state " (fn-name f) ": " (pr-str as-key) " must be ")) label)
+        (is (.endsWith msg (str ", not " described)) label)))
+    (is (= (inc before) (:requests (c/stats *client*))) "the refused calls sent nothing")))
+
+(deftest the-issue-cases-change-nothing-and-collections-work
+  ;; A string where a collection is meant, and one op where the ops are meant: refused, and
+  ;; the thread is as it was; a vector, a set, a list or a lazy seq does what was meant.
+  (let [tool-map {"p" 1 "a" 2 "plain" 3}]
+    (view! "ic" {})
+    (step! "open" "ic" (c/open-run *client* {:thread-id "ic" :state {} :tool-state tool-map})
+           [(op "add" "/toolState" tool-map)] 1)
+    (thrown "remove a string" :invalid-argument #(c/diff-tool-state *client* {:thread-id "ic" :remove "plain"}))
+    (thrown "one op as ops" :invalid-argument
+            #(c/apply-ops *client* {:thread-id "ic" :ops {:op "add" :path "/x" :value 1}}))
+    (thrown "a pointer for escape-pointer" :invalid-argument #(c/escape-pointer *client* "a/b"))
+    (thrown "a map as a path" :invalid-argument #(c/get-state *client* {:thread-id "ic" :path {"toolState" "p"}}))
+    (witness! *client* "the refused calls changed nothing" "ic" {"toolState" tool-map})
+    (step! "remove a set" "ic" (c/diff-tool-state *client* {:thread-id "ic" :remove #{"plain"}})
+           [(op "remove" "/toolState/plain")] 2)
+    (step! "ops as a lazy seq" "ic" (c/apply-ops *client* {:thread-id "ic" :ops (map identity [{:op "add" :path "/x" :value 1}])})
+           [(op "add" "/x" 1)] 3)
+    (witness! *client* "after the collections" "ic" {"toolState" {"p" 1 "a" 2} "x" 1})
+    (is (= 1 (:state (c/get-state *client* {:thread-id "ic" :path (list "toolState" "p")})))
+        (:state (c/get-state *client* {:thread-id "ic" :path "/toolState/p"})))
+    (is (= {:pointer "/a~1b/0"} (c/escape-pointer *client* (list "a/b" 0))))))

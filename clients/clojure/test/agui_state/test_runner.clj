@@ -11,7 +11,7 @@
 
 (def test-namespaces
   '[agui-state.scenarios-test agui-state.process-test agui-state.api-test agui-state.activity-test
-    agui-state.project-test])
+    agui-state.project-test agui-state.numbers-test])
 
 (defn -main [& [binary]]
   ;; A system property rather than an atom: test-support reads it whether the

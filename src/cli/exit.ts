@@ -1,0 +1,25 @@
+/**
+ * The exit statuses every command follows, so a shell script can tell "the
+ * input had problems" from "the command could not do its work" by the number
+ * alone (README.md, "In a shell pipeline"; `agui-state --help`).
+ */
+export const EXIT = {
+  /** Done, nothing to report. */
+  done: 0,
+  /** Done, and the input had problems: check's findings, normalize --strict's skips, fix's events sent as they came. */
+  problems: 1,
+  /** Nothing done: a usage error, or input that cannot be read or is not what the command takes. */
+  refused: 2,
+} as const;
+
+/** The table as `--help` and the README print it. */
+export const EXIT_TABLE = `Exit status, the same for every command:
+  0  done, nothing to report (serve and proxy: stopped by end of input or a signal)
+  1  done, and the input had problems: check's findings, normalize --strict's
+     skips, fix's events the client refuses that went out as they came
+  2  nothing done: a usage error (an unknown command or flag, a missing
+     argument), or input that cannot be read or is malformed (not JSON, a
+     number a double would change, nested too deep, too large, a state that
+     is not an object, a malformed pointer), or a proxy that cannot listen;
+     one line on stderr names the file (or stdin) and the JSON Pointer
+`;

@@ -1,0 +1,26 @@
+import type { ParseArgsConfig } from "node:util";
+import { parsePointer, type Path } from "../core/index.js";
+// A type only: the stream pipeline is loaded by the command that runs it.
+import type { Policy } from "../stream/client.js";
+import { UsageError } from "./options.js";
+
+/** The repair policy's flags, shared by `fix` and `proxy` (protocol/README.md §13). */
+export const REPAIR_OPTIONS = {
+  own: { type: "string", multiple: true },
+  snapshots: { type: "string" },
+  "join-keys": { type: "boolean" },
+} as const satisfies ParseArgsConfig["options"];
+
+/** The policy the flags ask for; a UsageError names the flag that is wrong. */
+export function repairPolicy(values: Record<string, unknown>): Policy {
+  const pointers = values["own"];
+  const own: Path[] = [];
+  for (const p of Array.isArray(pointers) ? pointers.map(String) : []) {
+    const parsed = parsePointer(p);
+    if (!parsed.ok || parsed.value.length === 0) throw new UsageError(`--own: expected a JSON Pointer to a member (such as /toolState), got ${JSON.stringify(p)}`);
+    own.push(parsed.value);
+  }
+  const snapshots = values["snapshots"] ?? "pass";
+  if (snapshots !== "pass" && snapshots !== "delta") throw new UsageError(`--snapshots: expected pass or delta, got ${JSON.stringify(snapshots)}`);
+  return { own, snapshots, joinKeys: values["join-keys"] === true };
+}

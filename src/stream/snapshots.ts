@@ -1,0 +1,89 @@
+import { diffNamespace, diffValue, formatPointer, hasMember, isObject, jsonEqual, rootDiff, valueAt, type ChangeOp, type Json, type Path } from "../core/index.js";
+
+/**
+ * What a STATE_SNAPSHOT costs the client, and the repair policy's deltas in
+ * its place (protocol/README.md §13). Pure functions over the mirror as it
+ * stands and the snapshot as sent.
+ */
+
+/** A member of the root that a snapshot would remove or give another value. */
+export interface Wipe {
+  name: string;
+  pointer: string;
+  removes: boolean;
+}
+
+/**
+ * The root members the client holds, among `members`, that `snapshot` would
+ * remove or replace (by JSON equality), in the client's order.
+ */
+export function wipes(held: Json, snapshot: Json, members: (name: string) => boolean): Wipe[] {
+  if (!isObject(held)) return [];
+  const out: Wipe[] = [];
+  const next = isObject(snapshot) ? snapshot : undefined;
+  for (const name of Object.keys(held)) {
+    if (!members(name)) continue;
+    const removes = next === undefined || !hasMember(next, name);
+    if (removes || !jsonEqual(held[name] as Json, next[name] as Json)) out.push({ name, pointer: formatPointer([name]), removes });
+  }
+  return out;
+}
+
+/**
+ * `--own` (§13): the ops that make the owned members of `held` what
+ * `snapshot` says, in the seed server's shape. At a run's first owned write
+ * (`resync`), one `add` of each owned member, whole: an add of a member
+ * creates or replaces it, so it applies whatever the client held, and the
+ * client is back in step however it had drifted. After that, per member, the
+ * ops diffToolState (an object: one add or remove per key that moved) or
+ * diffState (any other value) would send; nothing when nothing moved. An
+ * owned member the snapshot leaves out is removed. Missing parents of a
+ * nested owned member are added as objects first.
+ */
+export function ownedOps(held: Json, snapshot: Json, own: readonly Path[], resync: boolean): ChangeOp[] {
+  const ops: ChangeOp[] = [];
+  for (const path of own) {
+    const next = valueAt(snapshot, path);
+    const old = valueAt(held, path);
+    if (!next.ok) {
+      if (old.ok) ops.push({ op: "remove", path });
+      continue;
+    }
+    if (resync || !old.ok) {
+      if (!parents(held, path, ops)) continue;
+      ops.push({ op: "add", path, value: next.value });
+    } else if (isObject(old.value) && isObject(next.value)) ops.push(...diffNamespace(old.value, next.value, path));
+    else ops.push(...diffValue(old.value, next.value, path));
+  }
+  return ops;
+}
+
+/** Adds the missing objects on the way to `path`; false when a value that is not an object stands in the way. */
+function parents(held: Json, path: Path, ops: ChangeOp[]): boolean {
+  for (let n = 1; n < path.length; n++) {
+    const at = valueAt(held, path.slice(0, n));
+    if (at.ok) {
+      if (!isObject(at.value)) return false;
+      continue;
+    }
+    ops.push({ op: "add", path: path.slice(0, n), value: {} });
+    for (let m = n + 1; m < path.length; m++) ops.push({ op: "add", path: path.slice(0, m), value: {} });
+    return true;
+  }
+  return true;
+}
+
+/** Whether a root member holds, or is, an owned member: the rest of the root is the client's. */
+export const ownedRoot = (own: readonly Path[], name: string): boolean => own.some((p) => p.length === 0 || p[0] === name);
+
+/**
+ * `--snapshots delta` (§13): the minimal delta from what the client holds to
+ * the snapshot (diffState's rules at the root: members the snapshot leaves
+ * out are removed), or undefined when no delta can say it (a root that is
+ * not an object, or a root member no op may name): then the snapshot goes as sent.
+ */
+export function snapshotDelta(held: Json, snapshot: Json): ChangeOp[] | undefined {
+  if (!isObject(held) || !isObject(snapshot)) return undefined;
+  const ops = rootDiff(held, snapshot);
+  return Array.isArray(ops) ? ops : undefined;
+}

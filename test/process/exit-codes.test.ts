@@ -1,0 +1,216 @@
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import pkg from "../../package.json" with { type: "json" };
+import { parseNdjson } from "../../scripts/harness/frames.js";
+import { BINARY, SEA, childEnv, start } from "../../scripts/harness/process.js";
+
+/**
+ * Issue 22: one table of exit statuses, followed by every command (0 done,
+ * nothing to report; 1 done, and the input had problems; 2 a usage error, or
+ * input that cannot be read or is malformed), and one reader of JSON input,
+ * whose every refusal is one stderr line naming the file (or stdin) and the
+ * JSON Pointer of the problem. Each row runs the real binary and checks the
+ * status, that stdout holds the command's output and nothing else, and stderr.
+ */
+
+const work = mkdtempSync(path.join(tmpdir(), "agui-exit-"));
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+const J = (v: unknown) => JSON.stringify(v);
+/** {"a":{"a":...}} nested `levels` deep, and the pointer of its innermost object. */
+const nest = (levels: number) => ({ text: '{"a":'.repeat(levels - 1) + "{}" + "}".repeat(levels - 1), innermost: "/a".repeat(levels - 1) });
+const tooDeep = nest(257); // --max-depth is 256 by default
+const started = J({ type: "RUN_STARTED", threadId: "t", runId: "r" });
+const finished = J({ type: "RUN_FINISHED", threadId: "t", runId: "r" });
+const delta = J({ type: "STATE_DELTA", delta: [{ op: "replace", path: "/n", value: 2 }] });
+const streams = {
+  "clean.ndjson": [started, delta, finished].join("\n") + "\n",
+  // /todos does not exist: the client drops the delta; fix mends it.
+  "dropped.ndjson": [started, J({ type: "STATE_DELTA", delta: [{ op: "add", path: "/todos/-", value: "milk" }] }), finished].join("\n") + "\n",
+  // An event before RUN_STARTED: a lifecycle break that fix cannot mend and sends as it came.
+  "lifecycle.ndjson": [J({ type: "CUSTOM", name: "n", value: 1 }), started, finished].join("\n") + "\n",
+};
+const files: Record<string, string> = {
+  ...streams,
+  "state.json": '{"n":1}',
+  "new.json": '{"n":2}',
+  "ops.json": '[{"op":"replace","path":"/n","value":2}]',
+  "skip-ops.json": '[{"op":"remove","path":"/gone"}]',
+  "array.json": "[1,2]",
+  "bad.json": '{"a":{"b":[1,2,}',
+  "bad-ops.json": '[{"op":"add","path":"/x","value":[1,}]',
+  "unsafe.json": '{"ids":[1,12345678901234567890]}',
+  "unsafe-ops.json": '[{"op":"add","path":"/id","value":-12345678901234567890}]',
+  "deep.json": tooDeep.text,
+  "deep-ops.json": `[{"op":"add","path":"/x","value":${tooDeep.text}}]`,
+  "huge.json": J({ s: "x".repeat(32 * 1024 * 1024) }),
+};
+beforeAll(() => {
+  for (const [name, text] of Object.entries(files)) writeFileSync(path.join(work, name), text);
+});
+
+type Stderr = "" | "usage" | { source: string; pointer: string; code: string };
+interface Row {
+  case: string;
+  args: string[];
+  stdin?: string;
+  status: 0 | 1 | 2;
+  /** Exactly what stdout holds. */
+  stdout: string;
+  stderr: Stderr;
+}
+
+const quote = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+const refused = (source: string, pointer: string, code: string): Pick<Row, "status" | "stdout" | "stderr"> => ({ status: 2, stdout: "", stderr: { source, pointer, code } });
+const usage: Pick<Row, "status" | "stdout" | "stderr"> = { status: 2, stdout: "", stderr: "usage" };
+
+const TABLE: Record<string, Row[]> = {
+  normalize: [
+    { case: "success", args: ["--state", "state.json", "ops.json"], status: 0, stdout: J({ delta: [{ op: "replace", path: "/n", value: 2 }], skipped: [], state: { n: 2 } }) + "\n", stderr: "" },
+    { case: "skips, with --strict", args: ["--strict", "skip-ops.json"], status: 1, stdout: J({ delta: [], skipped: [{ index: 0, op: { op: "remove", path: "/gone" }, code: "PATH_NOT_FOUND", message: "/gone does not exist" }], state: {} }) + "\n", stderr: "" },
+    { case: "skips, without --strict", args: ["skip-ops.json"], status: 0, stdout: J({ delta: [], skipped: [{ index: 0, op: { op: "remove", path: "/gone" }, code: "PATH_NOT_FOUND", message: "/gone does not exist" }], state: {} }) + "\n", stderr: "" },
+    { case: "usage error", args: ["--nope"], ...usage },
+    { case: "usage error: both from stdin", args: ["--state", "-", "-"], ...usage },
+    { case: "unreadable file", args: ["missing.json"], ...refused("missing.json", "", "UNREADABLE") },
+    { case: "unreadable --state", args: ["--state", "missing.json", "ops.json"], ...refused("missing.json", "", "UNREADABLE") },
+    { case: "malformed JSON", args: ["bad-ops.json"], ...refused("bad-ops.json", "/0/value/1", "PARSE_ERROR") },
+    { case: "malformed JSON on stdin", args: [], stdin: "[{", ...refused("stdin", "/0", "PARSE_ERROR") },
+    { case: "malformed --state", args: ["--state", "bad.json", "ops.json"], ...refused("bad.json", "/a/b/2", "PARSE_ERROR") },
+    { case: "ops that are not an array", args: ["state.json"], ...refused("state.json", "", "INVALID_VALUE") },
+    { case: "a state that is not an object", args: ["--state", "array.json", "ops.json"], ...refused("array.json", "", "ROOT_NOT_OBJECT") },
+    { case: "an unsafe integer in a file", args: ["unsafe-ops.json"], ...refused("unsafe-ops.json", "/0/value", "UNSAFE_INTEGER") },
+    { case: "an unsafe integer in --state", args: ["--state", "unsafe.json", "ops.json"], ...refused("unsafe.json", "/ids/1", "UNSAFE_INTEGER") },
+    { case: "a number beyond a double", args: [], stdin: '[{"op":"add","path":"/x","value":1e400}]', ...refused("stdin", "/0/value", "NUMBER_OVERFLOW") },
+    { case: "too deep", args: ["deep-ops.json"], ...refused("deep-ops.json", `/0/value${tooDeep.innermost}`, "LIMIT_EXCEEDED") },
+    { case: "too deep a --state", args: ["--state", "deep.json", "ops.json"], ...refused("deep.json", tooDeep.innermost, "LIMIT_EXCEEDED") },
+    { case: "too large a --state", args: ["--state", "huge.json", "ops.json"], ...refused("huge.json", "", "LIMIT_EXCEEDED") },
+  ],
+  diff: [
+    { case: "success", args: ["state.json", "new.json"], status: 0, stdout: '[{"op":"replace","path":"/n","value":2}]\n', stderr: "" },
+    { case: "success, one side on stdin", args: ["state.json", "-"], stdin: '{"n":1}', status: 0, stdout: "[]\n", stderr: "" },
+    { case: "usage error", args: ["state.json"], ...usage },
+    { case: "unreadable file", args: ["state.json", "missing.json"], ...refused("missing.json", "", "UNREADABLE") },
+    { case: "malformed JSON", args: ["bad.json", "state.json"], ...refused("bad.json", "/a/b/2", "PARSE_ERROR") },
+    // Two arrays once gave `replace ""`, an op that names the root (protocol/README.md §11, §5 rule 7).
+    { case: "states that are not objects", args: ["array.json", "array.json"], ...refused("array.json", "", "ROOT_NOT_OBJECT") },
+    { case: "a scalar on stdin", args: ["state.json", "-"], stdin: "7", ...refused("stdin", "", "ROOT_NOT_OBJECT") },
+    { case: "an unsafe integer in a file", args: ["state.json", "unsafe.json"], ...refused("unsafe.json", "/ids/1", "UNSAFE_INTEGER") },
+    { case: "too deep", args: ["deep.json", "state.json"], ...refused("deep.json", tooDeep.innermost, "LIMIT_EXCEEDED") },
+  ],
+  escape: [
+    { case: "success", args: ["a/b", "~"], status: 0, stdout: '"/a~1b/~0"\n', stderr: "" },
+    { case: "success: the root, asked for with --", args: ["--"], status: 0, stdout: '""\n', stderr: "" },
+    { case: "usage error: no segment", args: [], ...usage },
+  ],
+  parse: [
+    { case: "success", args: ["/a~1b/~01"], status: 0, stdout: '["a/b","~1"]\n', stderr: "" },
+    { case: "usage error", args: [], ...usage },
+    { case: "malformed pointer", args: ["no-slash"], status: 2, stdout: "", stderr: { source: '"no-slash"', pointer: "", code: "INVALID_POINTER" } },
+  ],
+  check: [
+    { case: "success", args: ["--state", "state.json", "clean.ndjson"], status: 0, stdout: "3 events, 1 delta: the client applies every one\n", stderr: "" },
+    { case: "findings", args: ["dropped.ndjson"], status: 1, stdout: expect.stringMatching(/^line 2, event 2 \(STATE_DELTA\): dropped: [^\n]*\n3 events, 1 delta: 1 dropped[^\n]*\n$/) as string, stderr: "" },
+    { case: "usage error", args: ["--nope"], ...usage },
+    { case: "unreadable stream", args: ["missing.ndjson"], ...refused("missing.ndjson", "", "UNREADABLE") },
+    { case: "unreadable --state", args: ["--state", "missing.json", "clean.ndjson"], ...refused("missing.json", "", "UNREADABLE") },
+    { case: "malformed --state", args: ["--state", "bad.json", "clean.ndjson"], ...refused("bad.json", "/a/b/2", "PARSE_ERROR") },
+    { case: "a state that is not an object", args: ["--state", "array.json", "clean.ndjson"], ...refused("array.json", "", "ROOT_NOT_OBJECT") },
+    { case: "an unsafe integer in --state", args: ["--state", "unsafe.json", "clean.ndjson"], ...refused("unsafe.json", "/ids/1", "UNSAFE_INTEGER") },
+    { case: "too deep a --state", args: ["--state", "deep.json", "clean.ndjson"], ...refused("deep.json", tooDeep.innermost, "LIMIT_EXCEEDED") },
+    { case: "a --state on stdin", args: ["--state", "-", "clean.ndjson"], stdin: "[]", ...refused("stdin", "", "ROOT_NOT_OBJECT") },
+  ],
+  fix: [
+    { case: "success", args: ["--state", "state.json", "clean.ndjson"], status: 0, stdout: streams["clean.ndjson"], stderr: "" },
+    { case: "success: a delta mended", args: ["dropped.ndjson"], status: 0, stdout: [started, J({ type: "STATE_DELTA", delta: [{ op: "add", path: "/todos", value: [] }, { op: "add", path: "/todos/-", value: "milk" }] }), finished].join("\n") + "\n", stderr: "" },
+    { case: "an event the client refuses sent as it came", args: ["lifecycle.ndjson"], status: 1, stdout: streams["lifecycle.ndjson"], stderr: "" },
+    { case: "usage error", args: ["--json"], ...usage },
+    { case: "unreadable stream", args: ["missing.ndjson"], ...refused("missing.ndjson", "", "UNREADABLE") },
+    { case: "malformed --state", args: ["--state", "bad.json", "clean.ndjson"], ...refused("bad.json", "/a/b/2", "PARSE_ERROR") },
+    { case: "a state that is not an object", args: ["--state", "array.json", "clean.ndjson"], ...refused("array.json", "", "ROOT_NOT_OBJECT") },
+    { case: "an unsafe integer in --state", args: ["--state", "unsafe.json", "clean.ndjson"], ...refused("unsafe.json", "/ids/1", "UNSAFE_INTEGER") },
+    { case: "too deep a --state", args: ["--state", "deep.json", "clean.ndjson"], ...refused("deep.json", tooDeep.innermost, "LIMIT_EXCEEDED") },
+  ],
+  serve: [
+    { case: "success: stdin ends", args: [], stdin: J({ jsonrpc: "2.0", id: 1, method: "escapePointer", params: { path: ["a/b"] } }) + "\n", status: 0, stdout: J({ jsonrpc: "2.0", id: 1, result: { pointer: "/a~1b" } }) + "\n", stderr: "" },
+    { case: "usage error: a bad flag value", args: ["--max-ops", "0"], ...usage },
+    { case: "usage error: a positional", args: ["serve", "extra"], ...usage },
+    { case: "usage error: an unknown command", args: ["frobnicate"], ...usage },
+  ],
+  help: [
+    { case: "success", args: ["diff"], status: 0, stdout: expect.stringMatching(/^agui-state diff OLD\.json NEW\.json\n/) as string, stderr: "" },
+    { case: "usage error: no such command", args: ["frobnicate"], ...usage },
+  ],
+  "--version": [{ case: "success", args: [], status: 0, stdout: `${pkg.version}\n`, stderr: "" }],
+};
+
+function agui(args: string[], stdin = "") {
+  const r = spawnSync(BINARY, args, { input: stdin, cwd: work, env: childEnv(), timeout: 20_000 });
+  return { status: r.status, stdout: r.stdout.toString("utf8"), stderr: r.stderr.toString("utf8") };
+}
+
+describe("the exit-code table, run against the binary", () => {
+  for (const [command, rows] of Object.entries(TABLE)) {
+    describe(command, () => {
+      for (const row of rows) {
+        it(`${row.case}: exit ${row.status}`, () => {
+          const argv = command === "serve" ? row.args : [command, ...row.args];
+          const r = agui(argv, row.stdin);
+          expect(r.status, r.stderr).toBe(row.status);
+          expect(r.stdout).toEqual(row.stdout);
+          if (row.stderr === "") expect(r.stderr).toBe("");
+          else if (row.stderr === "usage") expect(r.stderr).toMatch(/^agui-state: [^\n]+\n$/);
+          else {
+            // One line: the command, the file (or stdin), the pointer, a stable code, then words for people.
+            const { source, pointer, code } = row.stderr;
+            const where = command === "parse" ? quote(source) : `${quote(source)} at ${quote(J(pointer))}`;
+            expect(r.stderr).toMatch(new RegExp(`^agui-state ${command}: ${where}: ${code}: [^\\n]+\\n$`));
+          }
+        });
+      }
+    });
+  }
+
+  it("serve's stdout holds frames only, a reply for each request", () => {
+    const r = agui([], [1, 2].map((id) => J({ jsonrpc: "2.0", id, method: "stats" })).join("\n") + "\n");
+    expect(r.status).toBe(0);
+    expect(parseNdjson(Buffer.from(r.stdout)).map((f) => (f as { id: number }).id)).toEqual([1, 2]);
+  });
+
+  describe("proxy", () => {
+    it("success: stops on SIGTERM, exit 0, with only its listening line on stdout", async () => {
+      const proxy = start(SEA, ["proxy", "--upstream", "http://127.0.0.1:9", "--listen", "127.0.0.1:0", "--log-level", "silent"]);
+      await proxy.until(() => proxy.stdout.includes("\n"), "the listening line");
+      proxy.kill("SIGTERM");
+      expect((await proxy.waitForExit()).code).toBe(0);
+      expect(proxy.stdout.toString()).toMatch(/^listening on http:\/\/127\.0\.0\.1:\d+\n$/);
+    });
+
+    it("usage error: no --upstream, exit 2", () => {
+      const r = agui(["proxy", "--listen", "127.0.0.1:0"]);
+      expect([r.status, r.stdout]).toEqual([2, ""]);
+      expect(r.stderr).toMatch(/^agui-state: proxy: --upstream URL is required[^\n]*\n$/);
+    });
+
+    it("an address it cannot listen on: exit 2", async () => {
+      const taken: Server = createServer();
+      await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+      try {
+        const port = (taken.address() as { port: number }).port;
+        const r = agui(["proxy", "--upstream", "http://127.0.0.1:9", "--listen", `127.0.0.1:${port}`, "--log-level", "silent"]);
+        expect([r.status, r.stdout]).toEqual([2, ""]);
+        expect(r.stderr).toMatch(new RegExp(`^agui-state: cannot listen on 127\\.0\\.0\\.1:${port}: [^\\n]+\\n$`));
+      } finally {
+        taken.close();
+      }
+    });
+  });
+
+  it("is printed by --help", () => {
+    const text = agui(["--help"]).stdout;
+    for (const line of ["  0  done, nothing to report", "  1  done, and the input had problems", "  2  nothing done: a usage error"]) expect(text).toContain(line);
+  });
+});
