@@ -9,6 +9,8 @@ import pino from "pino";
 import { createMessageConnection, StreamMessageReader, StreamMessageWriter } from "vscode-jsonrpc/node";
 import { startServer as serve } from "../src/rpc/node/server.js";
 import { StateService } from "../src/service/state-service.js";
+import { StreamService } from "../src/service/stream-service.js";
+import { LOADED_PIPELINE } from "../scripts/harness/paired.js";
 
 const N = 20_000;
 const ROUNDS = 5;
@@ -44,7 +46,7 @@ const connection = (input: PassThrough, output: PassThrough) => {
   conn.listen();
 };
 const ours = (input: PassThrough, output: PassThrough) => {
-  serve({ input, output, framing: "lsp", service, log: pino({ level: "silent" }) });
+  serve({ input, output, framing: "lsp", service, streams: new StreamService({ limits: service.limits, pipeline: LOADED_PIPELINE }), log: pino({ level: "silent" }) });
 };
 
 const a: number[] = [];

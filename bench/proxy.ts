@@ -21,7 +21,7 @@ const EVENTS = 100_000;
 const SLICE = 16 * 1024;
 
 /** RUN_STARTED, EVENTS deltas that each apply to the mirror as sent, RUN_FINISHED. */
-function makeStream(): Buffer {
+export function makeStream(): Buffer {
   const parts = ['data: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\n\n'];
   for (let i = 0; i < EVENTS; i++) parts.push(`data: {"type":"STATE_DELTA","delta":[{"op":"replace","path":"/counter","value":${i}}]}\n\n`);
   parts.push('data: {"type":"RUN_FINISHED","threadId":"t","runId":"r"}\n\n');
@@ -35,7 +35,7 @@ const BODY = JSON.stringify({ threadId: "t", runId: "r", state: { counter: -1 },
  * SSE framing split into events and each event's data JSON-parsed. Resolves
  * with events per second and the number of events read.
  */
-function readRun(url: string): Promise<{ perSecond: number; events: number }> {
+export function readRun(url: string): Promise<{ perSecond: number; events: number }> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
     const req = http.request(url, { method: "POST", headers: { "content-type": "application/json", accept: "text/event-stream" } }, (res) => {

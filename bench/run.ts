@@ -8,14 +8,17 @@ import { cpus } from "node:os";
 import path from "node:path";
 import jsonpatch from "fast-json-patch";
 import { StateService } from "../src/service/state-service.js";
-import { applyAtomic, cloneJson, decodeOps, diffValue, newDoc, toWireOp, type Json } from "../src/core/index.js";
+import { JsonDocument, cloneJson, decodeOps, diffValue, toWireOp, type Json } from "../src/core/index.js";
 import { ROOT } from "../scripts/harness/fixtures.js";
 import { cpuMicros, statusKiB } from "../scripts/harness/os.js";
 import { startPeer, type Peer } from "../scripts/harness/peer.js";
 import { childEnv, Child, SEA, type Command } from "../scripts/harness/process.js";
 import { runSoak } from "../scripts/soak/driver.js";
+import { asgiFigures } from "./asgi.js";
+import { goMiddleware } from "./go-middleware.js";
 import { clientFigures } from "./clients.js";
 import { hardening } from "./hardening.js";
+import { inspectMemory, inspectThroughput } from "./inspect.js";
 import { proxyThroughput } from "./proxy.js";
 import { fixThroughput } from "./stream.js";
 import { proxyLatency, snapshotBytes } from "./snapshots.js";
@@ -140,12 +143,12 @@ async function sizeIndependence(): Promise<void> {
   row({ id: "B3", what: "applyOps, 2 ops, µs per call in process: 10 MB thread vs 10 KB thread", ours: `10 MB: ${range(a, 2)}`, reference: `10 KB: ${range(b, 2)}`, ratio: f(a.median / b.median, 2), target: "≤ 2.0", met: a.median / b.median <= 2 });
 
   // B4: the same 2 ops on the same 10 MB state: our mirror vs a naive one (fast-json-patch, copying).
-  const doc = newDoc(cloneJson(bigState));
+  const doc = new JsonDocument(cloneJson(bigState));
   const naiveState = cloneJson(bigState);
   const ours: number[] = [];
   const naive: number[] = [];
   for (let r = 0; r < ROUNDS; r++) {
-    ours.push(timePerCall((i) => applyAtomic(doc, decodeOps(twoOps(i)), {}), 2000));
+    ours.push(timePerCall((i) => doc.applyAtomic(decodeOps(twoOps(i))), 2000));
     naive.push(timePerCall((i) => jsonpatch.applyPatch(naiveState, twoOps(i) as jsonpatch.Operation[], true, false), 3));
   }
   const o = stat(ours);
@@ -290,7 +293,11 @@ if (wanted("B9")) await proxyThroughput(row, QUICK);
 if (wanted("B10")) await fixThroughput(row, QUICK);
 if (wanted("B14")) await snapshotBytes(row); // issue 23
 if (wanted("B12")) await proxyLatency(row, QUICK);
+if (wanted("B15")) await inspectThroughput(row, QUICK); // issue 25
+if (wanted("B15m")) await inspectMemory(row, QUICK); // issue 25
 if (wanted("H")) await hardening(row, QUICK);
+if (wanted("B13", "B13b")) await asgiFigures(row, note, QUICK); // issue 24: the Python middleware
+if (wanted("B13go")) goMiddleware(row, note, QUICK); // issue 24: the Go middleware, beside B13
 clientFigures(row, note, QUICK, wanted); // B16, B17, B5c, B18, B18c: issue 26
 
 writeTable(path.join(ROOT, "bench/results.md"), (performance.now() - started) / 1000, QUICK || ONLY !== undefined);

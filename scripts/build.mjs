@@ -54,6 +54,28 @@ async function step(name, fn) {
 if (!bundleOnly) for (const f of [seaConfig, blob]) fs.rmSync(f, { force: true });
 fs.mkdirSync(dist, { recursive: true });
 
+// The inspector's page (src/inspect/page/, issue 25): compiled for the
+// browser first, then carried in the bundle as one string constant, so the
+// page needs no file beside the binary. Plain TypeScript and the DOM, no
+// front-end library: nothing to download, and a few KB in the bundle.
+let inspectorJs = "";
+await step("esbuild src/inspect/page/main.ts -> the inspector's page script", async () => {
+  const page = await esbuild.build({
+    entryPoints: [path.join(root, "src/inspect/page/main.ts")],
+    bundle: true,
+    write: false,
+    format: "iife",
+    platform: "browser",
+    target: "es2022",
+    minify: true,
+    legalComments: "none",
+    logLevel: "warning",
+  });
+  inspectorJs = page.outputFiles[0].text;
+  // It goes inline in a <script> element: a "</script" in it would end it early.
+  if (/<\/script/i.test(inspectorJs)) throw new Error("the inspector's page script contains </script");
+});
+
 await step(`esbuild ${path.relative(root, entry)} -> dist/agui-state.cjs`, () =>
   esbuild.build({
     entryPoints: [entry],
@@ -75,7 +97,7 @@ await step(`esbuild ${path.relative(root, entry)} -> dist/agui-state.cjs`, () =>
     // Map import.meta.url to a file URL of the running file (in the SEA,
     // __filename is process.execPath) and make any other import.meta use
     // (dirname, resolve, ...) a hard error rather than `undefined` at runtime.
-    define: { "import.meta.url": "__importMetaUrl" },
+    define: { "import.meta.url": "__importMetaUrl", __AGUI_INSPECTOR_JS__: JSON.stringify(inspectorJs) },
     logOverride: { "empty-import-meta": "error" },
     // The shebang makes the .cjs runnable on its own; Node's SEA loader
     // strips it like the CJS loader does (verified on v20.20.2).

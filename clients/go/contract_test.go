@@ -105,6 +105,12 @@ func TestWireFollowsDiscover(t *testing.T) {
 		func() error { _, err := f.CloseThread(ctx, "t"); return err },
 		func() error { _, err := f.EscapePointer(ctx, []any{"a", 0}); return err },
 		func() error { _, err := f.ParsePointer(ctx, "/a"); return err },
+		func() error {
+			_, err := f.OpenStream(ctx, OpenStreamParams{State: json.RawMessage(`{"k":1}`), Own: []string{"/k"}, Snapshots: "delta", JoinKeys: true, Framing: "sse"})
+			return err
+		},
+		func() error { _, err := f.FixStream(ctx, "s1", "data: {}\n\n"); return err },
+		func() error { _, err := f.CloseStream(ctx, "s1"); return err },
 		func() error { _, err := f.Stats(ctx); return err },
 		func() error { _, err := f.Discover(ctx); return err },
 	}

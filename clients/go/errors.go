@@ -31,6 +31,7 @@ var (
 	ErrLimitExceeded   = &Error{Code: -32003, Message: "limit exceeded"}
 	ErrVersionConflict = &Error{Code: -32004, Message: "version conflict"}
 	ErrUnknownActivity = &Error{Code: -32005, Message: "unknown activity"} // ActivitySnapshot or DiffActivity creates it
+	ErrUnknownStream   = &Error{Code: -32006, Message: "unknown stream"}   // never opened, closed, evicted or idle: send the rest as it is
 	ErrMethodNotFound  = &Error{Code: -32601, Message: "method not found"}
 )
 
@@ -56,7 +57,8 @@ func (e *Error) data() errorData {
 // Reason is data.reason: for -32602 (ErrInvalidParams) one of a closed set
 // that can be compared exactly (MISSING, UNKNOWN_PARAM, INVALID_VALUE,
 // INVALID_POINTER, ROOT_NOT_OBJECT, ...); for -32001 (ErrUnknownThread)
-// "never opened", "closed" or "evicted". "" for any other error.
+// "never opened", "closed" or "evicted"; for -32006 (ErrUnknownStream) the same
+// or "idle". "" for any other error.
 func (e *Error) Reason() string { return e.data().Reason }
 
 // Field is data.field of -32602 (ErrInvalidParams): an escaped JSON pointer

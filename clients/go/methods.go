@@ -182,14 +182,16 @@ func (c *Client) ParsePointer(ctx context.Context, pointer string) ([]string, er
 
 // StatsResult is what the sidecar counts (protocol/README.md §6, stats).
 type StatsResult struct {
-	Threads    int    `json:"threads"`    // live threads
-	StateBytes int64  `json:"stateBytes"` // approximate JSON size of every live mirror (§7)
-	Requests   int64  `json:"requests"`   // requests with an id since start, this one included
-	UptimeMs   int64  `json:"uptimeMs"`
-	Limits     Limits `json:"limits"`
-	Version    string `json:"version"`    // the program's version, not the protocol's
-	Evicted    int64  `json:"evicted"`    // threads evicted since start (--max-threads, --max-heap)
-	Activities int    `json:"activities"` // activities held by live threads (§10)
+	Threads        int    `json:"threads"`    // live threads
+	StateBytes     int64  `json:"stateBytes"` // approximate JSON size of every live mirror (§7)
+	Requests       int64  `json:"requests"`   // requests with an id since start, this one included
+	UptimeMs       int64  `json:"uptimeMs"`
+	Limits         Limits `json:"limits"`
+	Version        string `json:"version"`        // the program's version, not the protocol's
+	Evicted        int64  `json:"evicted"`        // threads evicted since start (--max-threads, --max-heap)
+	Activities     int    `json:"activities"`     // activities held by live threads (§10)
+	Streams        int    `json:"streams"`        // open streams (§14)
+	StreamsEvicted int64  `json:"streamsEvicted"` // streams closed by maxStreams or streamIdleMs: ones their callers abandoned
 }
 
 // Limits are the limits in force (protocol/README.md §7).
@@ -200,6 +202,8 @@ type Limits struct {
 	MaxStateBytes   int64 `json:"maxStateBytes"`
 	MaxThreads      int   `json:"maxThreads"`
 	MaxHeapBytes    int64 `json:"maxHeapBytes"`
+	MaxStreams      int   `json:"maxStreams"`
+	StreamIdleMs    int64 `json:"streamIdleMs"`
 }
 
 // Stats returns the sidecar's counters and the limits in force.

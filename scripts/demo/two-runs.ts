@@ -1,5 +1,5 @@
 import jsonpatch from "fast-json-patch";
-import { applyAtomic, decodeOps, jsonEqual, newDoc, type Json, type JsonObject } from "../../src/core/index.js";
+import { JsonDocument, decodeOps, jsonEqual, type Json, type JsonObject } from "../../src/core/index.js";
 import type { ActivityEvent, AguiEvent } from "../../src/protocol/types.js";
 import { startPeer } from "../harness/peer.js";
 import { SEA, type Command } from "../harness/process.js";
@@ -113,10 +113,10 @@ function replayActivities(events: (AguiEvent | ActivityEvent)[]): Map<string, { 
 
 /** The same replay through agui-state's own strict RFC 6902 engine; undefined if any delta fails. */
 function replayWithCore(start: Json, events: (AguiEvent | ActivityEvent)[]): Json | undefined {
-  const doc = newDoc(structuredClone(start));
+  let doc = new JsonDocument(structuredClone(start));
   for (const e of events) {
-    if (e.type === "STATE_SNAPSHOT") doc.root = e.snapshot;
-    else if (e.type === "STATE_DELTA" && !applyAtomic(doc, decodeOps(e.delta), { normalize: false }).ok) return undefined;
+    if (e.type === "STATE_SNAPSHOT") doc = new JsonDocument(e.snapshot);
+    else if (e.type === "STATE_DELTA" && !doc.applyAtomic(decodeOps(e.delta), { normalize: false }).ok) return undefined;
   }
   return doc.root;
 }

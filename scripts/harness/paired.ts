@@ -3,6 +3,8 @@ import pino from "pino";
 import { startServer as serve, type Server } from "../../src/rpc/node/server.js";
 import type { Framing } from "../../src/rpc/node/stdio.js";
 import { StateService, type ServiceOptions } from "../../src/service/state-service.js";
+import { StreamService, type Pipeline } from "../../src/service/stream-service.js";
+import { StreamFixer } from "../../src/stream/fixer.js";
 import { ndjson } from "./frames.js";
 import { request, type Id } from "./jsonrpc.js";
 
@@ -12,17 +14,22 @@ export interface Paired {
   output: PassThrough;
   server: Server;
   service: StateService;
+  streams: StreamService;
   /** Everything written to the output so far. */
   text(): string;
   /** Waits until the output holds at least n NDJSON lines and returns them parsed. */
   lines(n: number): Promise<unknown[]>;
 }
 
-export function paired(framing: Framing = "auto", service: StateService | ServiceOptions = {}): Paired {
+/** The stream pipeline already loaded (src/cli/stream-pipeline.ts loads it on the first openStream). */
+export const LOADED_PIPELINE: Pipeline = { get: () => (opts) => new StreamFixer(opts), load: () => undefined, loading: () => undefined };
+
+export function paired(framing: Framing = "auto", service: StateService | ServiceOptions = {}, streams?: StreamService): Paired {
   const input = new PassThrough();
   const output = new PassThrough();
   const svc = service instanceof StateService ? service : new StateService(service);
-  const server = serve({ input, output, framing, service: svc, log: pino({ level: "silent" }) });
+  const str = streams ?? new StreamService({ limits: svc.limits, pipeline: LOADED_PIPELINE });
+  const server = serve({ input, output, framing, service: svc, streams: str, log: pino({ level: "silent" }) });
   let out = "";
   const waiters: (() => void)[] = [];
   output.on("data", (c: Buffer) => {
@@ -42,7 +49,7 @@ export function paired(framing: Framing = "auto", service: StateService | Servic
       });
     }
   };
-  return { input, output, server, service: svc, text: () => out, lines };
+  return { input, output, server, service: svc, streams: str, text: () => out, lines };
 }
 
 /** One request as an NDJSON line, ready for `input.write`. */

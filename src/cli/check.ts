@@ -1,4 +1,4 @@
-import { createReadStream } from "node:fs";
+import { createReadStream, writeFileSync } from "node:fs";
 import type { Writable } from "node:stream";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import type { JsonObject } from "../core/json.js";
@@ -85,8 +85,11 @@ export async function guardedRead(name: string, run: () => Promise<number>): Pro
 
 export function checkCommand(argv: string[]): Promise<number> {
   return guardedRead("check", async () => {
-    const { file, state, flag: json } = streamArgs("check", argv, "json");
-    const checker = new StreamChecker(state);
+    const { file, state, flag: json, values } = streamArgs("check", argv, "json", { html: { type: "string" } });
+    const htmlFile = values["html"] as string | undefined;
+    if (htmlFile === "") throw new UsageError("check: --html needs a FILE to write");
+    const report = htmlFile === undefined ? undefined : await import("../inspect/report.js").then((m) => new m.Report(file === "-" ? "(stdin)" : file, state));
+    const checker = new StreamChecker(state, report?.stream.observe);
     const out = writer(process.stdout);
     const emit = async (findings: ReturnType<StreamChecker["push"]>): Promise<boolean> => {
       let text = "";
@@ -97,6 +100,14 @@ export function checkCommand(argv: string[]): Promise<number> {
     await emit(checker.end());
     const s = checker.summary;
     await out(json ? JSON.stringify({ summary: s }) + "\n" : formatSummary(s, checker.model.stopped?.event) + "\n");
+    if (report && htmlFile !== undefined) {
+      report.stream.close(checker.model.stopped === undefined);
+      try {
+        writeFileSync(htmlFile, report.html());
+      } catch (e) {
+        throw new Unreadable(`cannot write --html ${htmlFile}: ${(e as Error).message}`);
+      }
+    }
     return s.dropped + s.ignored + s.fatal + s.wiped > 0 ? 1 : 0;
   });
 }

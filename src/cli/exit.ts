@@ -18,8 +18,9 @@ export const EXIT_TABLE = `Exit status, the same for every command:
   1  done, and the input had problems: check's findings, normalize --strict's
      skips, fix's events the client refuses that went out as they came
   2  nothing done: a usage error (an unknown command or flag, a missing
-     argument), or input that cannot be read or is malformed (not JSON, a
-     number a double would change, nested too deep, too large, a state that
-     is not an object, a malformed pointer), or a proxy that cannot listen;
+     argument), or input that cannot be read or is malformed (not JSON, an
+     integer beyond ±(2^53 − 1), a number beyond a double's range, nested
+     too deep, too large, a state that is not an object, a malformed
+     pointer), or a proxy that cannot listen;
      one line on stderr names the file (or stdin) and the JSON Pointer
 `;

@@ -26,7 +26,7 @@ Usage:
   agui-state diff OLD.json NEW.json
   agui-state escape SEGMENT...
   agui-state parse POINTER
-  agui-state check [FILE|-] [--state FILE] [--json]
+  agui-state check [FILE|-] [--state FILE] [--json] [--html FILE]
                                       report the events of an AG-UI stream the client would not apply
   agui-state fix [FILE|-] [--state FILE] [--report] [--own POINTER]... [--snapshots pass|delta] [--join-keys]
                                       write the stream back with every delta made to apply
@@ -58,8 +58,11 @@ ${limitLines}
   Past --max-threads, opening a thread evicts the least recently used one.
   When the heap's live data nears --max-heap (at least 32MiB), the least
   recently used threads are evicted, and a warning says how many.
+  Past --max-streams, opening a stream (openStream, protocol/README.md §14)
+  closes the least recently used one; a stream idle for --stream-idle-ms
+  milliseconds is closed.
 
-Methods (protocol/README.md §6 and §10 for activities; rpc.discover returns
+Methods (protocol/README.md §6, §10 for activities, §14 for streams; rpc.discover returns
 the OpenRPC document):
 ${methodLines}
 
@@ -77,7 +80,8 @@ Ops are read from OPS_FILE, or from stdin when it is "-" or missing.
   --strict       exit 1 when any op was skipped
 
 The ops must be a JSON array and the state a JSON object, read as the
-sidecar reads params: a number a double would change, nesting past
+sidecar reads params: an integer beyond ±(2^53 − 1), a number beyond a
+double's range, nesting past
 --max-depth or a state past --max-state-bytes (their defaults) is refused.
 
 Exit status: 0 on success; 1 when an op was skipped, with --strict; 2 for a
@@ -116,7 +120,7 @@ nothing on stdout, if the pointer is malformed.
 Example:
   agui-state parse /toolState/raster-ops~1dataset    # ["toolState","raster-ops/dataset"]
 `,
-  check: `agui-state check [FILE|-] [--state FILE] [--json]
+  check: `agui-state check [FILE|-] [--state FILE] [--json] [--html FILE]
 
 Replays an AG-UI event stream exactly as @ag-ui/client 1.0.0 would, and
 reports every event the client would not apply:
@@ -144,6 +148,10 @@ CRLF runs together into one event (SSE_LINE_ENDS; fix writes LF).
                  default {}); kept across the runs in the stream
   --json         NDJSON: one object per finding, then {"summary": {...}}
                  (protocol/README.md §13)
+  --html FILE    also write a report to FILE: one self-contained HTML page
+                 (the inspector's, as proxy --inspect serves it) with each
+                 event, its findings and the state the client holds after it;
+                 a CI artifact to look at instead of reading --json
 
 Each finding names the event's number and its line in the input, the op and
 its pointer, a code (the skip codes of protocol/README.md §4, or §13's), and a
@@ -156,6 +164,7 @@ or is malformed (a --state that is not JSON, or not an object, ...).
 Examples:
   agui-state check run.sse
   curl -N -d @run.json http://localhost:8000/agent | agui-state check --json
+  agui-state check run.sse --html run.html
 `,
   fix: `agui-state fix [FILE|-] [--state FILE] [--report] [--own POINTER]...
                 [--snapshots pass|delta] [--join-keys]

@@ -9,7 +9,7 @@ import { DEFAULT_LIMITS, ENVELOPE_DEPTH } from "../protocol/limits.js";
  * The one reader of every JSON input a command takes (a file, stdin, a
  * `--state`): it holds the input to the sidecar's own rules, so a command
  * accepts what the RPC accepts and no more.
- * - numbers (protocol/README.md §3): a literal a double would change is refused;
+ * - numbers (protocol/README.md §3): an integer beyond ±(2^53 − 1), or a number beyond a double's range, is refused;
  * - nesting and size (§7): a state is held to --max-depth and
  *   --max-state-bytes at their defaults, a list of ops to --max-depth below
  *   its envelope, as the RPC's `normalize` holds its params;
@@ -73,7 +73,7 @@ export function decodeJsonInput(text: string, source: string, kind: InputKind): 
   if (found) {
     switch (found.kind) {
       case "unsafe-integer":
-        return problem(found.field, "UNSAFE_INTEGER", `the integer ${found.source.slice(0, 40)} is one a JSON number (a double) cannot hold exactly; write it as a string`);
+        return problem(found.field, "UNSAFE_INTEGER", `the integer ${found.source.slice(0, 40)} is beyond ±(2^53 − 1), which JSON readers do not all hold exactly (protocol/README.md §3): send it as a string`);
       case "overflow":
         return problem(found.field, "NUMBER_OVERFLOW", `the number ${found.source.slice(0, 40)} is beyond the range of a double`);
       case "too-deep":
@@ -86,7 +86,7 @@ export function decodeJsonInput(text: string, source: string, kind: InputKind): 
     }
   }
   if (kind === "ops") return Array.isArray(value) ? ok(value) : problem("", "INVALID_VALUE", "expected a JSON array of RFC 6902 ops");
-  if (!isObject(value)) return problem("", "ROOT_NOT_OBJECT", `a state must be a JSON object, not ${Array.isArray(value) ? "an array" : value === null ? "null" : `a ${typeof value}`} (protocol/README.md §11)`);
+  if (!isObject(value)) return problem("", "ROOT_NOT_OBJECT", `a state must be a JSON object, not ${Array.isArray(value) ? "an array" : value === null ? "null" : typeof value === "object" ? "a number" : `a ${typeof value}`} (protocol/README.md §11)`);
   const over = stateOverLimit(value, STATE_LIMITS);
   if (over) return problem("", "LIMIT_EXCEEDED", `${over.limit} is ${over.max}; this state reaches at least ${over.actual}`);
   return ok(value);
@@ -96,7 +96,7 @@ export function decodeJsonInput(text: string, source: string, kind: InputKind): 
 function pointerPast(value: Json, max: number): string {
   const path: string[] = [];
   const walk = (v: Json, depth: number): boolean => {
-    if (typeof v !== "object" || v === null) return false;
+    if (!Array.isArray(v) && !isObject(v)) return false;
     if (depth > max) return true;
     for (const [k, child] of Array.isArray(v) ? v.entries() : Object.entries(v)) {
       path.push(String(k));

@@ -19,6 +19,8 @@ export const LIMIT_FLAGS: readonly { key: keyof Limits; flag: string; env: strin
   { key: "maxStateBytes", flag: "max-state-bytes", env: "AGUI_STATE_MAX_STATE_BYTES", min: 2 },
   { key: "maxThreads", flag: "max-threads", env: "AGUI_STATE_MAX_THREADS", min: 1 },
   { key: "maxHeapBytes", flag: "max-heap", env: "AGUI_STATE_MAX_HEAP", min: 32 * 1024 * 1024 },
+  { key: "maxStreams", flag: "max-streams", env: "AGUI_STATE_MAX_STREAMS", min: 1 },
+  { key: "streamIdleMs", flag: "stream-idle-ms", env: "AGUI_STATE_STREAM_IDLE_MS", min: 1 },
 ];
 
 export const SERVE_FLAGS = {

@@ -3,6 +3,7 @@ import { LOG_LEVELS, type LogLevel } from "../log.js";
 // A type only, erased from the bundle: the server itself is loaded in proxyCommand.
 import type { ProxyOptions } from "../proxy/main.js";
 import { UsageError } from "./options.js";
+import { INSPECT_OPTIONS, inspectOptions } from "./inspect-flags.js";
 import { REPAIR_OPTIONS, repairPolicy } from "./repair-flags.js";
 
 export const PROXY_HELP = `agui-state proxy --upstream URL [--listen HOST:PORT] [flags]
@@ -17,7 +18,8 @@ are dropped; every other event passes byte for byte. Any other answer
 (JSON, application/vnd.ag-ui.event+proto, ...) passes untouched. Each
 connection has its own mirror: the proxy keeps no state between requests.
 
-When ready it prints one line to stdout, "listening on http://HOST:PORT";
+When ready it prints one line to stdout, "listening on http://HOST:PORT"
+(with --inspect, after "inspector on http://HOST:PORT/");
 logs are JSON lines on stderr. An unreachable or failing upstream gives 502
 with a JSON body naming the cause; a client that disconnects aborts the
 upstream request. SIGTERM or SIGINT stops accepting, lets open streams finish
@@ -43,6 +45,22 @@ Flags:
                        leaves out are removed): fewer bytes, same meaning. Pick
                        delta when the server owns the whole state; --own wins
                        over it.
+  --inspect HOST:PORT  also serve the inspector there (default off): a page
+                       showing each stream's events, the ops as sent beside
+                       the ops as forwarded, each finding, and the state the
+                       client holds after any event, live; its data as JSON at
+                       /api/streams and /api/streams/ID. Its address goes to
+                       stdout first, as "inspector on http://HOST:PORT/".
+                       Loopback only, unless a token is set.
+  --inspect-token TOKEN  at least 16 characters; every request to the inspector
+                       must then carry "Authorization: Bearer TOKEN" (the page
+                       may take it once as ?token=)
+                       env AGUI_STATE_INSPECT_TOKEN
+  --inspect-streams N  default 20: the inspector keeps the last N streams
+  --inspect-events M   default 2000: and the last M events of each
+  --inspect-bytes B    default 16M: and at most B bytes of text per stream
+                       (K, M or G suffix); past a cap the oldest go first, and
+                       the page says so. Nothing is written to disk.
   --join-keys          read a pointer that reaches an object and then a missing
                        member with its remaining segments joined by "/" as one
                        key, when the op then applies (a server that forgot
@@ -63,10 +81,10 @@ Example:
 `;
 
 /** Splits HOST:PORT (HOST may be a bracketed IPv6 address). Throws UsageError when it is not one. */
-export function parseListen(text: string): { host: string; port: number } {
+export function parseListen(text: string, flag = "--listen"): { host: string; port: number } {
   const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([^:[\]\s]+)):(\d{1,5})$/.exec(text);
   const port = m ? Number(m[3]) : NaN;
-  if (!m || port > 65535) throw new UsageError(`--listen: expected HOST:PORT with a port from 0 to 65535, got ${JSON.stringify(text)}`);
+  if (!m || port > 65535) throw new UsageError(`${flag}: expected HOST:PORT with a port from 0 to 65535, got ${JSON.stringify(text)}`);
   return { host: (m[1] ?? m[2]) as string, port };
 }
 
@@ -89,7 +107,7 @@ export function parseProxyArgs(argv: string[], env: NodeJS.ProcessEnv): ProxyOpt
   try {
     ({ values } = parseArgs({
       args: argv,
-      options: { upstream: { type: "string" }, listen: { type: "string" }, grace: { type: "string" }, "log-level": { type: "string" }, ...REPAIR_OPTIONS },
+      options: { upstream: { type: "string" }, listen: { type: "string" }, grace: { type: "string" }, "log-level": { type: "string" }, ...REPAIR_OPTIONS, ...INSPECT_OPTIONS },
       strict: true,
       allowPositionals: false,
     }));
@@ -103,7 +121,8 @@ export function parseProxyArgs(argv: string[], env: NodeJS.ProcessEnv): ProxyOpt
   if (!Number.isFinite(grace)) throw new UsageError(`--grace: expected a number of seconds, got ${JSON.stringify(graceText)}`);
   const level = String(values["log-level"] ?? env["AGUI_STATE_LOG_LEVEL"] ?? "info");
   if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new UsageError(`--log-level: expected one of ${LOG_LEVELS.join(", ")}, got ${JSON.stringify(level)}`);
-  return { upstream, host, port, logLevel: level as LogLevel, graceMs: Math.round(grace * 1000), policy: repairPolicy(values) };
+  const inspect = inspectOptions(values, env, (text) => parseListen(text, "--inspect"));
+  return { upstream, host, port, logLevel: level as LogLevel, graceMs: Math.round(grace * 1000), policy: repairPolicy(values), ...(inspect ? { inspect } : {}) };
 }
 
 /**

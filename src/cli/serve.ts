@@ -3,7 +3,9 @@ import { createLogger, divertConsole } from "../log.js";
 import { startServer } from "../rpc/node/server.js";
 import { effectiveCeiling, HeapCeiling, tuneHeap, v8Heap } from "../runtime/heap-ceiling.js";
 import { StateService } from "../service/state-service.js";
+import { StreamService } from "../service/stream-service.js";
 import type { ServeOptions } from "./options.js";
+import { lazyPipeline } from "./stream-pipeline.js";
 
 /**
  * `agui-state [serve]`: runs the sidecar on stdin/stdout until stdin ends, a
@@ -21,7 +23,8 @@ export function serveCommand(options: ServeOptions): void {
   const service = new StateService({ limits, version: pkg.version, ownsInput: true, sharesResults: true });
   const heap = new HeapCeiling(ceiling, v8Heap(), service, log);
   if (clamped) log.warn({ asked, maxHeapBytes: ceiling }, "--max-heap is above 80% of V8's own heap limit; using that instead");
-  const server = startServer({ input: process.stdin, output: process.stdout, framing: options.framing, service, log, afterChunk: () => heap.check() });
+  const streams = new StreamService({ limits, pipeline: lazyPipeline() });
+  const server = startServer({ input: process.stdin, output: process.stdout, framing: options.framing, service, streams, log, afterChunk: () => heap.check() });
   // Handlers first, then the "serving" line: a parent may take that line as
   // its cue, and a signal must never find the process without its handler.
   for (const signal of ["SIGTERM", "SIGINT"] as const) {

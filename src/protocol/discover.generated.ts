@@ -3438,6 +3438,373 @@ export const DISCOVER_JSON = String.raw`{
       ]
     },
     {
+      "name": "openStream",
+      "summary": "Open a stream repair: the pipeline of \u0060agui-state fix\u0060, fed by the caller.",
+      "description": "protocol/README.md §14. Opens a stream: a StreamFixer, the repair \u0060agui-state fix\u0060 does (§13), whose input the caller hands over part by part with fixStream and ends with closeStream; for a server middleware that cannot compute its own deltas. Returns {streamId}, an id the process never hands out again (\u0060s1\u0060, \u0060s2\u0060, ... in order: a restarted sidecar starts again at \u0060s1\u0060, so an id is never carried from one process to another). \u0060state\u0060 is the client's baseline, RunAgentInput.state (default {}); it must be a JSON object (-32602 ROOT_NOT_OBJECT, field \u0060/state\u0060), held to maxDepth and maxStateBytes (-32003). \u0060own\u0060, \u0060snapshots\u0060 and \u0060joinKeys\u0060 are the repair policy of \u0060fix --own\u0060, \u0060--snapshots\u0060 and \u0060--join-keys\u0060 (§13): \u0060own\u0060 lists escaped JSON Pointers to members (such as \u0060/toolState\u0060); one that is not a pointer, or is the root \u0060\"\"\u0060, fails with -32602 INVALID_POINTER, field \u0060/own/<i>\u0060. \u0060framing\u0060 is \u0060sse\u0060 or \u0060ndjson\u0060; omitted, it is told apart from the first non-blank line, as \u0060fix\u0060 does. Opening a stream past maxStreams closes the least recently used one (later calls on it fail with -32006, reason \u0060evicted\u0060); a stream not called for streamIdleMs is closed (reason \u0060idle\u0060). The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
+      "params": [
+        {
+          "name": "state",
+          "description": "The client's baseline, RunAgentInput.state: a JSON object. Default {}.",
+          "required": false,
+          "schema": {
+            "$ref": "#/components/schemas/Json"
+          }
+        },
+        {
+          "name": "own",
+          "description": "fix --own: escaped JSON Pointers to the members the server owns. Default [].",
+          "required": false,
+          "schema": {
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/Pointer"
+            }
+          }
+        },
+        {
+          "name": "snapshots",
+          "description": "fix --snapshots. Default pass.",
+          "required": false,
+          "schema": {
+            "enum": [
+              "pass",
+              "delta"
+            ]
+          }
+        },
+        {
+          "name": "joinKeys",
+          "description": "fix --join-keys. Default false.",
+          "required": false,
+          "schema": {
+            "type": "boolean"
+          }
+        },
+        {
+          "name": "framing",
+          "description": "The stream's framing, from the response's Content-Type (text/event-stream: sse; application/x-ndjson, application/jsonl: ndjson). Default: told apart from the first non-blank line.",
+          "required": false,
+          "schema": {
+            "$ref": "#/components/schemas/StreamFraming"
+          }
+        }
+      ],
+      "result": {
+        "name": "openStreamResult",
+        "schema": {
+          "$ref": "#/components/schemas/OpenStreamResult"
+        }
+      },
+      "errors": [
+        {
+          "$ref": "#/components/errors/InvalidParams"
+        },
+        {
+          "$ref": "#/components/errors/LimitExceeded"
+        },
+        {
+          "$ref": "#/components/errors/InternalError"
+        }
+      ],
+      "paramStructure": "by-name",
+      "examples": [
+        {
+          "name": "01-open",
+          "description": "Opens a stream with the client's baseline (RunAgentInput.state) and fix --own /toolState; the id is s1, the process's first.",
+          "params": [
+            {
+              "name": "state",
+              "value": {
+                "theme": "dark",
+                "toolState": {}
+              }
+            },
+            {
+              "name": "own",
+              "value": [
+                "/toolState"
+              ]
+            },
+            {
+              "name": "framing",
+              "value": "sse"
+            }
+          ],
+          "result": {
+            "name": "openStreamResult",
+            "value": {
+              "streamId": "s1"
+            }
+          },
+          "x-file": "examples/openStream/01-open.json"
+        },
+        {
+          "name": "02-own-root",
+          "description": "An own pointer must name a member: the root is refused, as fix --own refuses it.",
+          "params": [
+            {
+              "name": "own",
+              "value": [
+                ""
+              ]
+            }
+          ],
+          "x-error": {
+            "code": -32602,
+            "data": {
+              "code": "INVALID_PARAMS",
+              "field": "/own/0",
+              "reason": "INVALID_POINTER"
+            }
+          },
+          "x-file": "examples/openStream/02-own-root.json"
+        },
+        {
+          "name": "03-state-not-object",
+          "description": "The baseline is a JSON object (protocol/README.md §11).",
+          "params": [
+            {
+              "name": "state",
+              "value": [
+                1,
+                2
+              ]
+            }
+          ],
+          "x-error": {
+            "code": -32602,
+            "data": {
+              "code": "INVALID_PARAMS",
+              "field": "/state",
+              "reason": "ROOT_NOT_OBJECT"
+            }
+          },
+          "x-file": "examples/openStream/03-state-not-object.json"
+        }
+      ]
+    },
+    {
+      "name": "fixStream",
+      "summary": "Feed the next part of a stream; get back the repaired text of every event it completes.",
+      "description": "protocol/README.md §14. \u0060text\u0060 is the next part of the stream, exactly as the server wrote it, cut anywhere (in the middle of a line or of an event). The result's \u0060text\u0060 is the repaired text of every event that this part completes, in order (\"\" when it completes none): the stream's whole output is the concatenation of the \u0060text\u0060 of every fixStream and of closeStream, and equals what \u0060agui-state fix\u0060 with the same baseline and policy writes for the whole input, however it was cut. \u0060passed\u0060, \u0060mended\u0060, \u0060discarded\u0060 and \u0060kept\u0060 count the findings of the events this part completed by outcome (§13). UTF-8 is the caller's: decode the bytes incrementally, so that a character cut between two parts reaches the sidecar whole. A stream that is unknown, closed, evicted or closed as idle fails with -32006. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
+      "params": [
+        {
+          "name": "streamId",
+          "required": true,
+          "schema": {
+            "$ref": "#/components/schemas/StreamId"
+          }
+        },
+        {
+          "name": "text",
+          "description": "The next part of the stream, as text.",
+          "required": true,
+          "schema": {
+            "type": "string"
+          }
+        }
+      ],
+      "result": {
+        "name": "fixStreamResult",
+        "schema": {
+          "$ref": "#/components/schemas/FixStreamResult"
+        }
+      },
+      "errors": [
+        {
+          "$ref": "#/components/errors/InvalidParams"
+        },
+        {
+          "$ref": "#/components/errors/UnknownStream"
+        },
+        {
+          "$ref": "#/components/errors/InternalError"
+        }
+      ],
+      "paramStructure": "by-name",
+      "examples": [
+        {
+          "name": "01-mend",
+          "description": "A part of an NDJSON stream: the events it completes come back repaired (the append before /todos exists gets its array first), and the cut-off last line waits for the next part. Setup: openStream {\"framing\":\"ndjson\"}.",
+          "params": [
+            {
+              "name": "streamId",
+              "value": "s1"
+            },
+            {
+              "name": "text",
+              "value": "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n{\"type\":\"STATE_DELTA\",\"delta\":[{\"op\":\"add\",\"path\":\"/todos/-\",\"value\":\"buy milk\"}]}\n{\"type\":\"STATE_DELTA\",\"delta\":"
+            }
+          ],
+          "result": {
+            "name": "fixStreamResult",
+            "value": {
+              "text": "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n{\"type\":\"STATE_DELTA\",\"delta\":[{\"op\":\"add\",\"path\":\"/todos\",\"value\":[]},{\"op\":\"add\",\"path\":\"/todos/-\",\"value\":\"buy milk\"}]}\n",
+              "passed": 0,
+              "mended": 1,
+              "discarded": 0,
+              "kept": 0
+            }
+          },
+          "x-file": "examples/fixStream/01-mend.json"
+        },
+        {
+          "name": "02-join-keys",
+          "description": "With joinKeys, a key sent unescaped is read as one member name when the op can then apply (fix --join-keys). Setup: openStream {\"state\":{\"toolState\":{}},\"joinKeys\":true}.",
+          "params": [
+            {
+              "name": "streamId",
+              "value": "s1"
+            },
+            {
+              "name": "text",
+              "value": "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\ndata: {\"type\":\"STATE_DELTA\",\"delta\":[{\"op\":\"add\",\"path\":\"/toolState/raster-ops/dataset\",\"value\":\"era5\"}]}\n\n"
+            }
+          ],
+          "result": {
+            "name": "fixStreamResult",
+            "value": {
+              "text": "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\ndata: {\"type\":\"STATE_DELTA\",\"delta\":[{\"op\":\"add\",\"path\":\"/toolState/raster-ops~1dataset\",\"value\":\"era5\"}]}\n\n",
+              "passed": 0,
+              "mended": 1,
+              "discarded": 0,
+              "kept": 0
+            }
+          },
+          "x-file": "examples/fixStream/02-join-keys.json"
+        },
+        {
+          "name": "03-never-opened",
+          "description": "An id no openStream returned.",
+          "params": [
+            {
+              "name": "streamId",
+              "value": "s9"
+            },
+            {
+              "name": "text",
+              "value": ""
+            }
+          ],
+          "x-error": {
+            "code": -32006,
+            "data": {
+              "code": "UNKNOWN_STREAM",
+              "streamId": "s9",
+              "reason": "never opened"
+            }
+          },
+          "x-file": "examples/fixStream/03-never-opened.json"
+        },
+        {
+          "name": "04-closed",
+          "description": "A stream is forgotten once closed. Setup: openStream {}; closeStream {\"streamId\":\"s1\"}.",
+          "params": [
+            {
+              "name": "streamId",
+              "value": "s1"
+            },
+            {
+              "name": "text",
+              "value": "data: {}\n\n"
+            }
+          ],
+          "x-error": {
+            "code": -32006,
+            "data": {
+              "code": "UNKNOWN_STREAM",
+              "streamId": "s1",
+              "reason": "closed"
+            }
+          },
+          "x-file": "examples/fixStream/04-closed.json"
+        }
+      ]
+    },
+    {
+      "name": "closeStream",
+      "summary": "End a stream: the rest of its text, and its counts.",
+      "description": "protocol/README.md §14. Ends the input: \u0060text\u0060 is whatever output remains (an event the end of the input cuts off before its blank line is still read, as in \u0060fix\u0060), and \u0060summary\u0060 counts the whole stream. The stream is forgotten; later calls on its id fail with -32006, reason \u0060closed\u0060. Call it when the response ends, and also when the client went away (the text can be dropped). A stream that is unknown, already closed, evicted or closed as idle fails with -32006. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
+      "params": [
+        {
+          "name": "streamId",
+          "required": true,
+          "schema": {
+            "$ref": "#/components/schemas/StreamId"
+          }
+        }
+      ],
+      "result": {
+        "name": "closeStreamResult",
+        "schema": {
+          "$ref": "#/components/schemas/CloseStreamResult"
+        }
+      },
+      "errors": [
+        {
+          "$ref": "#/components/errors/InvalidParams"
+        },
+        {
+          "$ref": "#/components/errors/UnknownStream"
+        },
+        {
+          "$ref": "#/components/errors/InternalError"
+        }
+      ],
+      "paramStructure": "by-name",
+      "examples": [
+        {
+          "name": "01-close",
+          "description": "The end of the input completes the unterminated last event, and the summary counts the whole stream. Setup: openStream {\"framing\":\"ndjson\"}; fixStream {\"streamId\":\"s1\",\"text\":\"{\\\"type\\\":\\\"RUN_STARTED\\\",\\\"threadId\\\":\\\"t\\\",\\\"runId\\\":\\\"r\\\"}\\n{\\\"type\\\":\\\"STATE_DELTA\\\",\\\"delta\\\":[{\\\"op\\\":\\\"add\\\",\\\"path\\\":\\\"/todos/-\\\",\\\"value\\\":\\\"buy milk\\\"}]}\\n{\\\"type\\\":\\\"RUN_FINISHED\\\",\\\"threadId\\\":\\\"t\\\",\\\"runId\\\":\\\"r\\\"}\"}.",
+          "params": [
+            {
+              "name": "streamId",
+              "value": "s1"
+            }
+          ],
+          "result": {
+            "name": "closeStreamResult",
+            "value": {
+              "text": "{\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}",
+              "summary": {
+                "events": 3,
+                "deltas": 1,
+                "dropped": 1,
+                "ignored": 0,
+                "fatal": 0,
+                "wiped": 0,
+                "passed": 0,
+                "mended": 1,
+                "discarded": 0,
+                "kept": 0,
+                "unfixed": 0
+              }
+            }
+          },
+          "x-file": "examples/closeStream/01-close.json"
+        },
+        {
+          "name": "02-unknown",
+          "description": "Closing a stream that is not open is an error: here, one closed already. Setup: openStream {}; closeStream {\"streamId\":\"s1\"}.",
+          "params": [
+            {
+              "name": "streamId",
+              "value": "s1"
+            }
+          ],
+          "x-error": {
+            "code": -32006,
+            "data": {
+              "code": "UNKNOWN_STREAM",
+              "streamId": "s1",
+              "reason": "closed"
+            }
+          },
+          "x-file": "examples/closeStream/02-unknown.json"
+        }
+      ]
+    },
+    {
       "name": "stats",
       "summary": "Process statistics.",
       "description": "Takes no params (\u0060{}\u0060 or omitted). The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM. Checks run in this order (protocol/README.md §6): the params walk (-32602 UNSAFE_INTEGER or NUMBER_OVERFLOW, -32003 maxDepth), the params schema (-32602), request-level limits (-32003), the thread (-32001), ifVersion (-32004), then the method's own checks; the state limits (-32003 maxStateBytes, maxDepth) are checked last, as the change is applied.",
@@ -3475,11 +3842,15 @@ export const DISCOVER_JSON = String.raw`{
                 "maxDepth": 256,
                 "maxStateBytes": 33554432,
                 "maxThreads": 10000,
-                "maxHeapBytes": 1073741824
+                "maxHeapBytes": 1073741824,
+                "maxStreams": 1000,
+                "streamIdleMs": 600000
               },
               "version": "0.1.0",
               "evicted": 0,
-              "activities": 0
+              "activities": 0,
+              "streams": 0,
+              "streamsEvicted": 0
             }
           },
           "x-file": "examples/stats/01-fresh.json"
@@ -3501,11 +3872,15 @@ export const DISCOVER_JSON = String.raw`{
                 "maxDepth": 256,
                 "maxStateBytes": 33554432,
                 "maxThreads": 10000,
-                "maxHeapBytes": 1073741824
+                "maxHeapBytes": 1073741824,
+                "maxStreams": 1000,
+                "streamIdleMs": 600000
               },
               "version": "0.1.0",
               "evicted": 0,
-              "activities": 0
+              "activities": 0,
+              "streams": 0,
+              "streamsEvicted": 0
             }
           },
           "x-file": "examples/stats/02-one-thread.json"
@@ -3876,6 +4251,16 @@ export const DISCOVER_JSON = String.raw`{
             "description": "The heap ceiling: when the JavaScript heap's live data nears it, the least recently used threads are evicted (protocol/README.md §7).",
             "type": "integer",
             "minimum": 1
+          },
+          "maxStreams": {
+            "description": "Open streams (protocol/README.md §14): opening one more closes the least recently used.",
+            "type": "integer",
+            "minimum": 1
+          },
+          "streamIdleMs": {
+            "description": "A stream not called for this many milliseconds is closed (protocol/README.md §14).",
+            "type": "integer",
+            "minimum": 1
           }
         },
         "required": [
@@ -3884,7 +4269,9 @@ export const DISCOVER_JSON = String.raw`{
           "maxDepth",
           "maxStateBytes",
           "maxThreads",
-          "maxHeapBytes"
+          "maxHeapBytes",
+          "maxStreams",
+          "streamIdleMs"
         ],
         "additionalProperties": false
       },
@@ -4107,6 +4494,16 @@ export const DISCOVER_JSON = String.raw`{
             "description": "Activities held, over all live threads.",
             "type": "integer",
             "minimum": 0
+          },
+          "streams": {
+            "description": "Open streams (openStream, protocol/README.md §14).",
+            "type": "integer",
+            "minimum": 0
+          },
+          "streamsEvicted": {
+            "description": "Streams closed since start because maxStreams was reached (least recently used first) or because they were idle for streamIdleMs: streams a caller abandoned.",
+            "type": "integer",
+            "minimum": 0
           }
         },
         "required": [
@@ -4117,7 +4514,9 @@ export const DISCOVER_JSON = String.raw`{
           "limits",
           "version",
           "evicted",
-          "activities"
+          "activities",
+          "streams",
+          "streamsEvicted"
         ],
         "additionalProperties": false
       },
@@ -4526,6 +4925,188 @@ export const DISCOVER_JSON = String.raw`{
           "messageId"
         ],
         "additionalProperties": false
+      },
+      "StreamId": {
+        "description": "A stream id, as openStream returned it.",
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 256
+      },
+      "StreamFraming": {
+        "description": "How the event stream is framed (protocol/README.md §13, The stream).",
+        "enum": [
+          "sse",
+          "ndjson"
+        ]
+      },
+      "OpenStreamResult": {
+        "type": "object",
+        "properties": {
+          "streamId": {
+            "$ref": "#/components/schemas/StreamId"
+          }
+        },
+        "required": [
+          "streamId"
+        ],
+        "additionalProperties": false
+      },
+      "FixStreamResult": {
+        "description": "The repaired text of the events this part completed, and their findings counted by outcome.",
+        "type": "object",
+        "properties": {
+          "text": {
+            "description": "Repaired text to send on, in order; \"\" when the part completed no event.",
+            "type": "string"
+          },
+          "passed": {
+            "description": "Findings about events sent as they came (§13, outcome passed).",
+            "type": "integer",
+            "minimum": 0
+          },
+          "mended": {
+            "description": "Findings about ops or events sent rewritten (outcome mended).",
+            "type": "integer",
+            "minimum": 0
+          },
+          "discarded": {
+            "description": "Findings about ops or events not sent (outcome discarded).",
+            "type": "integer",
+            "minimum": 0
+          },
+          "kept": {
+            "description": "Client values left standing under \u0060own\u0060 (outcome kept).",
+            "type": "integer",
+            "minimum": 0
+          }
+        },
+        "required": [
+          "text",
+          "passed",
+          "mended",
+          "discarded",
+          "kept"
+        ],
+        "additionalProperties": false
+      },
+      "StreamSummary": {
+        "description": "A whole stream counted (protocol/README.md §13 and §14): the events read, the STATE_DELTA and ACTIVITY_DELTA events among them, how many events had a finding of each kind, the findings by outcome, and \u0060unfixed\u0060, the findings about events that went out as they came and that the client still refuses (a lifecycle break, an unknown event type, an event other than a delta that the schema refuses; \u0060fix\u0060 exits 1 when there is one).",
+        "type": "object",
+        "properties": {
+          "events": {
+            "description": "Events read.",
+            "type": "integer",
+            "minimum": 0
+          },
+          "deltas": {
+            "description": "STATE_DELTA and ACTIVITY_DELTA events among them.",
+            "type": "integer",
+            "minimum": 0
+          },
+          "dropped": {
+            "description": "Events with a finding of kind dropped.",
+            "type": "integer",
+            "minimum": 0
+          },
+          "ignored": {
+            "description": "Events with a finding of kind ignored.",
+            "type": "integer",
+            "minimum": 0
+          },
+          "fatal": {
+            "description": "Events with a finding of kind fatal.",
+            "type": "integer",
+            "minimum": 0
+          },
+          "wiped": {
+            "description": "Events with a finding of kind wiped.",
+            "type": "integer",
+            "minimum": 0
+          },
+          "passed": {
+            "description": "Findings about events sent as they came (§13, outcome passed).",
+            "type": "integer",
+            "minimum": 0
+          },
+          "mended": {
+            "description": "Findings about ops or events sent rewritten (outcome mended).",
+            "type": "integer",
+            "minimum": 0
+          },
+          "discarded": {
+            "description": "Findings about ops or events not sent (outcome discarded).",
+            "type": "integer",
+            "minimum": 0
+          },
+          "kept": {
+            "description": "Client values left standing under \u0060own\u0060 (outcome kept).",
+            "type": "integer",
+            "minimum": 0
+          },
+          "unfixed": {
+            "description": "Findings about events that went out as they came and still fail or warn on the client.",
+            "type": "integer",
+            "minimum": 0
+          }
+        },
+        "required": [
+          "events",
+          "deltas",
+          "dropped",
+          "ignored",
+          "fatal",
+          "wiped",
+          "passed",
+          "mended",
+          "discarded",
+          "kept",
+          "unfixed"
+        ],
+        "additionalProperties": false
+      },
+      "CloseStreamResult": {
+        "type": "object",
+        "properties": {
+          "text": {
+            "description": "The output that remained, to send on before ending the response.",
+            "type": "string"
+          },
+          "summary": {
+            "$ref": "#/components/schemas/StreamSummary"
+          }
+        },
+        "required": [
+          "text",
+          "summary"
+        ],
+        "additionalProperties": false
+      },
+      "UnknownStreamData": {
+        "description": "-32006. The stream id names no open stream: never opened by this process, closed by closeStream, evicted by maxStreams, or closed after streamIdleMs without a call (protocol/README.md §14). Nothing can resume it: send the rest of the response as it is.",
+        "type": "object",
+        "properties": {
+          "code": {
+            "const": "UNKNOWN_STREAM"
+          },
+          "streamId": {
+            "$ref": "#/components/schemas/StreamId"
+          },
+          "reason": {
+            "enum": [
+              "never opened",
+              "closed",
+              "evicted",
+              "idle",
+              "loading"
+            ]
+          }
+        },
+        "required": [
+          "code",
+          "streamId",
+          "reason"
+        ],
+        "additionalProperties": false
       }
     },
     "errors": {
@@ -4568,6 +5149,10 @@ export const DISCOVER_JSON = String.raw`{
       "UnknownActivity": {
         "code": -32005,
         "message": "Unknown activity"
+      },
+      "UnknownStream": {
+        "code": -32006,
+        "message": "Unknown stream"
       }
     }
   },
@@ -4577,7 +5162,9 @@ export const DISCOVER_JSON = String.raw`{
     "maxDepth": 256,
     "maxStateBytes": 33554432,
     "maxThreads": 10000,
-    "maxHeapBytes": 1073741824
+    "maxHeapBytes": 1073741824,
+    "maxStreams": 1000,
+    "streamIdleMs": 600000
   },
   "x-skip-codes": [
     "INVALID_OP",
@@ -4652,6 +5239,12 @@ export const DISCOVER_JSON = String.raw`{
       "code": -32005,
       "schema": {
         "$ref": "#/components/schemas/UnknownActivityData"
+      }
+    },
+    "UnknownStream": {
+      "code": -32006,
+      "schema": {
+        "$ref": "#/components/schemas/UnknownStreamData"
       }
     }
   }

@@ -1,9 +1,9 @@
 import type { Result, SkipCode } from "../core/index.js";
-import type { InvalidParamsData, InvalidParamsReason, LimitExceededData, PatchFailedData, UnknownActivityData, UnknownThreadData, VersionConflictData } from "./types.generated.js";
+import type { InvalidParamsData, InvalidParamsReason, LimitExceededData, PatchFailedData, UnknownActivityData, UnknownStreamData, UnknownThreadData, VersionConflictData } from "./types.generated.js";
 
 /**
  * protocol/README.md §8: the codes of the application errors, by the names
- * the document's components.errors gives them. They sit in -32001..-32004,
+ * the document's components.errors gives them. They sit in -32001..-32006,
  * the range JSON-RPC 2.0 §5.1 leaves to implementations.
  */
 export const APPLICATION_ERROR_CODES = {
@@ -12,6 +12,7 @@ export const APPLICATION_ERROR_CODES = {
   LimitExceeded: -32003,
   VersionConflict: -32004,
   UnknownActivity: -32005,
+  UnknownStream: -32006,
 } as const;
 
 /**
@@ -26,6 +27,7 @@ export type CallError =
   | { kind: "LimitExceeded"; message: string; data: LimitExceededData }
   | { kind: "VersionConflict"; message: string; data: VersionConflictData }
   | { kind: "UnknownActivity"; message: string; data: UnknownActivityData }
+  | { kind: "UnknownStream"; message: string; data: UnknownStreamData }
   | { kind: "InvalidParams"; message: string; data: InvalidParamsData };
 
 /** What a method returns: its result, or why the call failed. */
@@ -42,6 +44,13 @@ export const unknownActivity = (threadId: string, messageId: string): CallError 
   kind: "UnknownActivity",
   message: `thread ${JSON.stringify(threadId)} has no activity ${JSON.stringify(messageId)}; create it with activitySnapshot or diffActivity`,
   data: { code: "UNKNOWN_ACTIVITY", threadId, messageId },
+});
+
+/** protocol/README.md §14: no open stream has this id; nothing resumes it, so the caller sends the rest as it is. */
+export const unknownStream = (streamId: string, reason: UnknownStreamData["reason"]): CallError => ({
+  kind: "UnknownStream",
+  message: `unknown stream ${JSON.stringify(streamId)} (${reason}); send the rest of the response as it is`,
+  data: { code: "UNKNOWN_STREAM", streamId, reason },
 });
 
 /** protocol/README.md §8: `data.code` is the failing op's skip code, not the error's name. */

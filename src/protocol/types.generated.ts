@@ -97,6 +97,14 @@ export type ActivityEvent = ActivitySnapshotEvent | ActivityDeltaEvent;
  */
 export type ActivityEvents = ActivityEvent[];
 /**
+ * How the event stream is framed (protocol/README.md §13, The stream).
+ */
+export type StreamFraming = "sse" | "ndjson";
+/**
+ * A stream id, as openStream returned it.
+ */
+export type StreamId = string;
+/**
  * An RFC 6902 operation as a client may give it (protocol/README.md §3). `value` is required for add, replace and test (`null` is a value); `from` is required for move and copy. Members not listed are ignored, as RFC 6902 §4 requires. This is the documented shape only: elements of an `ops` param are decoded one by one by the server, and an element that does not fit is reported in `skipped` (INVALID_OP / INVALID_POINTER), not refused by schema.
  */
 export type Op =
@@ -192,6 +200,18 @@ export interface Methods {
   parsePointer: {
     params: ParsePointerParams;
     result: ParsePointerResult;
+  };
+  openStream: {
+    params: OpenStreamParams;
+    result: OpenStreamResult;
+  };
+  fixStream: {
+    params: FixStreamParams;
+    result: FixStreamResult;
+  };
+  closeStream: {
+    params: CloseStreamParams;
+    result: CloseStreamResult;
   };
   stats: {
     params: StatsParams;
@@ -455,6 +475,119 @@ export interface ParsePointerResult {
    */
   path: string[];
 }
+export interface OpenStreamParams {
+  /**
+   * The client's baseline, RunAgentInput.state: a JSON object. Default {}.
+   */
+  state?: Json;
+  /**
+   * fix --own: escaped JSON Pointers to the members the server owns. Default [].
+   */
+  own?: Pointer[];
+  /**
+   * fix --snapshots. Default pass.
+   */
+  snapshots?: "pass" | "delta";
+  /**
+   * fix --join-keys. Default false.
+   */
+  joinKeys?: boolean;
+  framing?: StreamFraming;
+}
+export interface OpenStreamResult {
+  streamId: StreamId;
+}
+export interface FixStreamParams {
+  streamId: StreamId;
+  /**
+   * The next part of the stream, as text.
+   */
+  text: string;
+}
+/**
+ * The repaired text of the events this part completed, and their findings counted by outcome.
+ */
+export interface FixStreamResult {
+  /**
+   * Repaired text to send on, in order; "" when the part completed no event.
+   */
+  text: string;
+  /**
+   * Findings about events sent as they came (§13, outcome passed).
+   */
+  passed: number;
+  /**
+   * Findings about ops or events sent rewritten (outcome mended).
+   */
+  mended: number;
+  /**
+   * Findings about ops or events not sent (outcome discarded).
+   */
+  discarded: number;
+  /**
+   * Client values left standing under `own` (outcome kept).
+   */
+  kept: number;
+}
+export interface CloseStreamParams {
+  streamId: StreamId;
+}
+export interface CloseStreamResult {
+  /**
+   * The output that remained, to send on before ending the response.
+   */
+  text: string;
+  summary: StreamSummary;
+}
+/**
+ * A whole stream counted (protocol/README.md §13 and §14): the events read, the STATE_DELTA and ACTIVITY_DELTA events among them, how many events had a finding of each kind, the findings by outcome, and `unfixed`, the findings about events that went out as they came and that the client still refuses (a lifecycle break, an unknown event type, an event other than a delta that the schema refuses; `fix` exits 1 when there is one).
+ */
+export interface StreamSummary {
+  /**
+   * Events read.
+   */
+  events: number;
+  /**
+   * STATE_DELTA and ACTIVITY_DELTA events among them.
+   */
+  deltas: number;
+  /**
+   * Events with a finding of kind dropped.
+   */
+  dropped: number;
+  /**
+   * Events with a finding of kind ignored.
+   */
+  ignored: number;
+  /**
+   * Events with a finding of kind fatal.
+   */
+  fatal: number;
+  /**
+   * Events with a finding of kind wiped.
+   */
+  wiped: number;
+  /**
+   * Findings about events sent as they came (§13, outcome passed).
+   */
+  passed: number;
+  /**
+   * Findings about ops or events sent rewritten (outcome mended).
+   */
+  mended: number;
+  /**
+   * Findings about ops or events not sent (outcome discarded).
+   */
+  discarded: number;
+  /**
+   * Client values left standing under `own` (outcome kept).
+   */
+  kept: number;
+  /**
+   * Findings about events that went out as they came and still fail or warn on the client.
+   */
+  unfixed: number;
+}
 export interface StatsParams {}
 export interface StatsResult {
   /**
@@ -486,6 +619,14 @@ export interface StatsResult {
    * Activities held, over all live threads.
    */
   activities: number;
+  /**
+   * Open streams (openStream, protocol/README.md §14).
+   */
+  streams: number;
+  /**
+   * Streams closed since start because maxStreams was reached (least recently used first) or because they were idle for streamIdleMs: streams a caller abandoned.
+   */
+  streamsEvicted: number;
 }
 /**
  * The limits in force (protocol/README.md §7). Defaults are in the top-level x-limits.
@@ -500,6 +641,14 @@ export interface Limits {
    * The heap ceiling: when the JavaScript heap's live data nears it, the least recently used threads are evicted (protocol/README.md §7).
    */
   maxHeapBytes: number;
+  /**
+   * Open streams (protocol/README.md §14): opening one more closes the least recently used.
+   */
+  maxStreams: number;
+  /**
+   * A stream not called for this many milliseconds is closed (protocol/README.md §14).
+   */
+  streamIdleMs: number;
 }
 export interface DiscoverParams {}
 /**
@@ -588,6 +737,14 @@ export interface UnknownActivityData {
   threadId: ThreadId;
   messageId: MessageId;
 }
+/**
+ * -32006. The stream id names no open stream: never opened by this process, closed by closeStream, evicted by maxStreams, or closed after streamIdleMs without a call (protocol/README.md §14). Nothing can resume it: send the rest of the response as it is.
+ */
+export interface UnknownStreamData {
+  code: "UNKNOWN_STREAM";
+  streamId: StreamId;
+  reason: "never opened" | "closed" | "evicted" | "idle" | "loading";
+}
 
 export type MethodName = keyof Methods;
 
@@ -606,6 +763,9 @@ export const METHOD_PARAMS = {
   "closeThread": { required: ["threadId"], optional: [] },
   "escapePointer": { required: ["path"], optional: [] },
   "parsePointer": { required: ["pointer"], optional: [] },
+  "openStream": { required: [], optional: ["state", "own", "snapshots", "joinKeys", "framing"] },
+  "fixStream": { required: ["streamId", "text"], optional: [] },
+  "closeStream": { required: ["streamId"], optional: [] },
   "stats": { required: [], optional: [] },
   "rpc.discover": { required: [], optional: [] },
 } as const satisfies {

@@ -24,6 +24,9 @@ export declare const getActivity: ParamsGuard<Methods["getActivity"]["params"]>;
 export declare const closeThread: ParamsGuard<Methods["closeThread"]["params"]>;
 export declare const escapePointer: ParamsGuard<Methods["escapePointer"]["params"]>;
 export declare const parsePointer: ParamsGuard<Methods["parsePointer"]["params"]>;
+export declare const openStream: ParamsGuard<Methods["openStream"]["params"]>;
+export declare const fixStream: ParamsGuard<Methods["fixStream"]["params"]>;
+export declare const closeStream: ParamsGuard<Methods["closeStream"]["params"]>;
 export declare const stats: ParamsGuard<Methods["stats"]["params"]>;
 export declare const rpc_discover: ParamsGuard<Methods["rpc.discover"]["params"]>;
 

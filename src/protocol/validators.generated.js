@@ -1842,19 +1842,104 @@ validate27.errors = vErrors;
 return errors === 0;
 }
 
-export const stats = validate28;
-const schema67 = {"$id":"urn:agui-state:params:stats","type":"object","properties":{},"required":[],"additionalProperties":false};
+export const openStream = validate28;
+const schema67 = {"$id":"urn:agui-state:params:openStream","type":"object","properties":{"state":{"$ref":"urn:agui-state:openrpc#/components/schemas/Json"},"own":{"type":"array","items":{"$ref":"urn:agui-state:openrpc#/components/schemas/Pointer"}},"snapshots":{"enum":["pass","delta"]},"joinKeys":{"type":"boolean"},"framing":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamFraming"}},"required":[],"additionalProperties":false};
+const schema70 = {"description":"How the event stream is framed (protocol/README.md §13, The stream).","enum":["sse","ndjson"]};
 
 function validate28(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
-/*# sourceURL="urn:agui-state:params:stats" */;
+/*# sourceURL="urn:agui-state:params:openStream" */;
 let vErrors = null;
 let errors = 0;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
+const _errs1 = errors;
 for(const key0 in data){
+if(!(((((key0 === "state") || (key0 === "own")) || (key0 === "snapshots")) || (key0 === "joinKeys")) || (key0 === "framing"))){
 validate28.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
+}
+}
+if(_errs1 === errors){
+if(data.state !== undefined){
+const _errs2 = errors;
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.own !== undefined){
+let data1 = data.own;
+const _errs3 = errors;
+if(errors === _errs3){
+if(Array.isArray(data1)){
+var valid2 = true;
+const len0 = data1.length;
+for(let i0=0; i0<len0; i0++){
+const _errs5 = errors;
+if(typeof data1[i0] !== "string"){
+validate28.errors = [{instancePath:instancePath+"/own/" + i0,schemaPath:"urn:agui-state:openrpc#/components/schemas/Pointer/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+var valid2 = _errs5 === errors;
+if(!valid2){
+break;
+}
+}
+}
+else {
+validate28.errors = [{instancePath:instancePath+"/own",schemaPath:"#/properties/own/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+var valid0 = _errs3 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.snapshots !== undefined){
+let data3 = data.snapshots;
+const _errs8 = errors;
+if(!((data3 === "pass") || (data3 === "delta"))){
+validate28.errors = [{instancePath:instancePath+"/snapshots",schemaPath:"#/properties/snapshots/enum",keyword:"enum",params:{allowedValues: schema67.properties.snapshots.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+var valid0 = _errs8 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.joinKeys !== undefined){
+const _errs9 = errors;
+if(typeof data.joinKeys !== "boolean"){
+validate28.errors = [{instancePath:instancePath+"/joinKeys",schemaPath:"#/properties/joinKeys/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
+return false;
+}
+var valid0 = _errs9 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.framing !== undefined){
+let data5 = data.framing;
+const _errs11 = errors;
+if(!((data5 === "sse") || (data5 === "ndjson"))){
+validate28.errors = [{instancePath:instancePath+"/framing",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamFraming/enum",keyword:"enum",params:{allowedValues: schema70.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+var valid0 = _errs11 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
 }
 }
 else {
@@ -1866,19 +1951,72 @@ validate28.errors = vErrors;
 return errors === 0;
 }
 
-export const rpc_discover = validate29;
-const schema68 = {"$id":"urn:agui-state:params:rpc.discover","type":"object","properties":{},"required":[],"additionalProperties":false};
+export const fixStream = validate29;
+const schema71 = {"$id":"urn:agui-state:params:fixStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"},"text":{"type":"string"}},"required":["streamId","text"],"additionalProperties":false};
+const schema72 = {"description":"A stream id, as openStream returned it.","type":"string","minLength":1,"maxLength":256};
 
 function validate29(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
-/*# sourceURL="urn:agui-state:params:rpc.discover" */;
+/*# sourceURL="urn:agui-state:params:fixStream" */;
 let vErrors = null;
 let errors = 0;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((data.streamId === undefined) && (missing0 = "streamId")) || ((data.text === undefined) && (missing0 = "text"))){
+validate29.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
 for(const key0 in data){
+if(!((key0 === "streamId") || (key0 === "text"))){
 validate29.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
+}
+}
+if(_errs1 === errors){
+if(data.streamId !== undefined){
+let data0 = data.streamId;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 256){
+validate29.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data0) < 1){
+validate29.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate29.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.text !== undefined){
+const _errs5 = errors;
+if(typeof data.text !== "string"){
+validate29.errors = [{instancePath:instancePath+"/text",schemaPath:"#/properties/text/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
 }
 }
 else {
@@ -1887,6 +2025,112 @@ return false;
 }
 }
 validate29.errors = vErrors;
+return errors === 0;
+}
+
+export const closeStream = validate30;
+const schema73 = {"$id":"urn:agui-state:params:closeStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"}},"required":["streamId"],"additionalProperties":false};
+
+function validate30(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+/*# sourceURL="urn:agui-state:params:closeStream" */;
+let vErrors = null;
+let errors = 0;
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((data.streamId === undefined) && (missing0 = "streamId")){
+validate30.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(key0 === "streamId")){
+validate30.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.streamId !== undefined){
+let data0 = data.streamId;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 256){
+validate30.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data0) < 1){
+validate30.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate30.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+}
+}
+}
+else {
+validate30.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate30.errors = vErrors;
+return errors === 0;
+}
+
+export const stats = validate31;
+const schema75 = {"$id":"urn:agui-state:params:stats","type":"object","properties":{},"required":[],"additionalProperties":false};
+
+function validate31(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+/*# sourceURL="urn:agui-state:params:stats" */;
+let vErrors = null;
+let errors = 0;
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+for(const key0 in data){
+validate31.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+else {
+validate31.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate31.errors = vErrors;
+return errors === 0;
+}
+
+export const rpc_discover = validate32;
+const schema76 = {"$id":"urn:agui-state:params:rpc.discover","type":"object","properties":{},"required":[],"additionalProperties":false};
+
+function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+/*# sourceURL="urn:agui-state:params:rpc.discover" */;
+let vErrors = null;
+let errors = 0;
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+for(const key0 in data){
+validate32.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+else {
+validate32.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate32.errors = vErrors;
 return errors === 0;
 }
 
@@ -1904,6 +2148,9 @@ export const byMethod = {
   "closeThread": closeThread,
   "escapePointer": escapePointer,
   "parsePointer": parsePointer,
+  "openStream": openStream,
+  "fixStream": fixStream,
+  "closeStream": closeStream,
   "stats": stats,
   "rpc.discover": rpc_discover,
 };

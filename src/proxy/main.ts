@@ -1,5 +1,8 @@
-import { createLogger, divertConsole, type LogLevel } from "../log.js";
+import { createLogger, divertConsole, type Log, type LogLevel } from "../log.js";
 import type { Policy } from "../stream/client.js";
+// Types only, erased from the bundle: the inspector is loaded only with --inspect.
+import type { InspectServer } from "../inspect/server.js";
+import type { Caps, Inspector } from "../inspect/store.js";
 import { ProxyServer } from "./server.js";
 
 /**
@@ -16,6 +19,15 @@ export interface ProxyOptions {
   graceMs: number;
   /** The repair policy every event stream is fixed with (--own, --snapshots, --join-keys). */
   policy: Policy;
+  /** --inspect: the inspector's own listener, its token, and what it keeps (issue 25); absent, there is none. */
+  inspect?: InspectOptions;
+}
+
+export interface InspectOptions {
+  host: string;
+  port: number;
+  token: string | undefined;
+  caps: Caps;
 }
 
 /** How the bound address is written in the one stdout line: IPv6 in brackets. */
@@ -25,14 +37,23 @@ export function listeningLine(address: string, port: number): string {
 
 /**
  * Runs `agui-state proxy` until SIGTERM/SIGINT: stdout gets exactly one line
- * once the port is bound, logs go to stderr. Exits 0 after a signal (open
+ * once the port is bound (with --inspect, the inspector's line before it),
+ * logs go to stderr. Exits 0 after a signal (open
  * streams finished or cut at the grace period), 1 if it cannot listen.
  */
 export async function runProxy(options: ProxyOptions): Promise<void> {
   const log = createLogger(options.logLevel);
   // Stray console output from a dependency must never add a second stdout line.
   divertConsole(log);
-  const proxy = new ProxyServer({ upstream: options.upstream, log, policy: options.policy });
+  const exit = (code: number) => {
+    process.exitCode = code;
+    // As in serve: let the log writer empty and the loop end on its own; the
+    // unref'd timer exits anyway if stderr is never read.
+    void log.settle().then(() => setTimeout(() => process.exit(code), 3000).unref());
+  };
+  const inspecting = options.inspect ? await startInspector(options.inspect, log) : undefined;
+  if (inspecting === null) return exit(2);
+  const proxy = new ProxyServer({ upstream: options.upstream, log, policy: options.policy, ...(inspecting ? { watcher: inspecting.inspector } : {}) });
   let stopping = false;
   // Handlers before the "listening" line: a parent that takes the line as its
   // cue and signals at once must find them in place.
@@ -43,7 +64,7 @@ export async function runProxy(options: ProxyOptions): Promise<void> {
       const inFlight = proxy.inFlight;
       // shutdown() stops accepting at once, before this record can reach
       // stderr: whoever reads the record may count on the port being closed.
-      const done = proxy.shutdown(options.graceMs);
+      const done = proxy.shutdown(options.graceMs).then(async (r) => (await inspecting?.server.close(), r));
       log.info({ signal, inFlight, graceMs: options.graceMs }, "stopping: no new connections; letting open streams finish");
       void done.then(({ drained, cut }) => {
         if (drained) log.info("every open stream finished; exiting");
@@ -52,20 +73,35 @@ export async function runProxy(options: ProxyOptions): Promise<void> {
       });
     });
   }
-  const exit = (code: number) => {
-    process.exitCode = code;
-    // As in serve: let the log writer empty and the loop end on its own; the
-    // unref'd timer exits anyway if stderr is never read.
-    void log.settle().then(() => setTimeout(() => process.exit(code), 3000).unref());
-  };
   try {
     const { address, port } = await proxy.listen(options.host, options.port);
-    process.stdout.write(listeningLine(address, port));
+    // With --inspect, the inspector's line comes first: whoever waits for "listening on" has both.
+    process.stdout.write((inspecting ? inspecting.line : "") + listeningLine(address, port));
     log.info({ address, port, upstream: options.upstream.href }, "proxy listening");
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
     process.stderr.write(`agui-state: cannot listen on ${options.host}:${options.port}: ${err.message}\n`);
+    void inspecting?.server.close();
     // Exit 2, as for input that cannot be used (src/cli/exit.ts): the --listen address cannot be.
     exit(2);
+  }
+}
+
+/**
+ * The inspector's listener, bound before the proxy's; null (after one line on
+ * stderr) when it cannot bind. Loaded here only: without --inspect the proxy
+ * never loads it, and its pipeline has no observer.
+ */
+async function startInspector(options: InspectOptions, log: Log): Promise<{ inspector: Inspector; server: InspectServer; line: string } | null> {
+  const [{ Inspector }, { InspectServer }] = await Promise.all([import("../inspect/store.js"), import("../inspect/server.js")]);
+  const inspector = new Inspector(options.caps);
+  const server = new InspectServer({ inspector, log, ...(options.token !== undefined ? { token: options.token } : {}) });
+  try {
+    const { address, port } = await server.listen(options.host, options.port);
+    log.info({ address, port, caps: options.caps, token: options.token !== undefined }, "inspector listening");
+    return { inspector, server, line: `inspector on http://${address.includes(":") ? `[${address}]` : address}:${port}/\n` };
+  } catch (e) {
+    process.stderr.write(`agui-state: cannot listen on ${options.host}:${options.port} (--inspect): ${(e as Error).message}\n`);
+    return null;
   }
 }

@@ -5,7 +5,7 @@ import type { Log } from "../log.js";
 import type { Policy } from "../stream/client.js";
 import { BodyTap } from "./baseline.js";
 import { endToEnd, upstreamHeaders, upstreamUrl } from "./headers.js";
-import { canDecode, fixStream, isEventStream, isProtobuf } from "./sse.js";
+import { canDecode, fixStream, isEventStream, isProtobuf, type StreamWatcher } from "./sse.js";
 
 /** How long a connection to the upstream may take before the request is answered 502. */
 const CONNECT_TIMEOUT_MS = 10_000;
@@ -15,6 +15,8 @@ export interface ProxyServerOptions {
   log: Log;
   /** How each event stream is repaired (default: deltas only, snapshots as sent). */
   policy?: Policy;
+  /** Told of every event stream and its events (`--inspect`). */
+  watcher?: StreamWatcher;
 }
 
 /** A 502's body: what went wrong between the proxy and the upstream. */
@@ -176,7 +178,8 @@ export class ProxyServer {
     const type = answer.headers["content-type"];
     const status = answer.statusCode ?? 502;
     if (isEventStream(type) && canDecode(answer.headers["content-encoding"])) {
-      void fixStream(answer, res, tap.read(), log, this.opts.policy).then(({ complete, counts }) => {
+      const watch = this.opts.watcher && { watcher: this.opts.watcher, method: String(line.method ?? "GET"), path: String(line.url ?? "/") };
+      void fixStream(answer, res, tap.read(), log, this.opts.policy, watch).then(({ complete, counts }) => {
         // One line per stream: the findings counted by what the client would do with them (kinds) and by what the proxy did (outcomes).
         if (complete) log.info({ ...line, status, ms: Date.now() - started, ...counts }, "event stream fixed");
       });

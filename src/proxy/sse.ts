@@ -1,10 +1,11 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Readable } from "node:stream";
 import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
+import type { JsonObject } from "../core/index.js";
 import type { Log } from "../log.js";
 import type { Policy } from "../stream/client.js";
 import type { Kind, Outcome } from "../stream/findings.js";
-import { StreamFixer } from "../stream/fixer.js";
+import { StreamFixer, type Observed } from "../stream/fixer.js";
 import type { Baseline } from "./baseline.js";
 import { endToEnd } from "./headers.js";
 
@@ -34,6 +35,16 @@ export interface FindingCounts {
 }
 
 /**
+ * Who watches the streams the proxy fixes (`--inspect`): told of each stream
+ * as it opens, with the state the client holds before it, then of each event
+ * once the pipeline is done with it. Without one the pipeline has no
+ * observer, and costs what it did.
+ */
+export interface StreamWatcher {
+  open(meta: { method: string; path: string }, baseline: JsonObject): { observe: (e: Observed) => void; close: (complete: boolean) => void };
+}
+
+/**
  * Sends an upstream event stream to the client through a StreamFixer whose
  * mirror starts at the request's baseline, with the proxy's repair policy.
  * The fixed stream is sent decoded (without Content-Encoding) and without
@@ -41,15 +52,18 @@ export interface FindingCounts {
  * upstream is paused while the client's socket is full. Resolves when the
  * client has the whole stream, or when either side went away (`complete` false).
  */
-export async function fixStream(upstream: IncomingMessage, res: ServerResponse, baseline: Promise<Baseline>, log: Log, policy?: Policy): Promise<{ complete: boolean; counts: FindingCounts }> {
+export async function fixStream(upstream: IncomingMessage, res: ServerResponse, baseline: Promise<Baseline>, log: Log, policy?: Policy, watch?: { watcher: StreamWatcher; method: string; path: string }): Promise<{ complete: boolean; counts: FindingCounts }> {
   const counts: FindingCounts = { kinds: { dropped: 0, ignored: 0, fatal: 0, wiped: 0 }, outcomes: { passed: 0, mended: 0, discarded: 0, kept: 0 } };
   const { state, note } = await baseline;
   // While the body was still arriving, the client may have left (or a 502 gone out).
   if (res.headersSent || res.destroyed) return { complete: false, counts };
   if (note !== undefined) log.warn({ note }, "the request's RunAgentInput.state could not be read; the mirror starts at {}");
+  // Opened before the fixer, which works on the state from here on.
+  const watching = watch?.watcher.open({ method: watch.method, path: watch.path }, state);
   const fixer = new StreamFixer({
     state,
     ...(policy ? { policy } : {}),
+    ...(watching ? { onEvent: watching.observe } : {}),
     onFinding: (f) => {
       counts.kinds[f.kind]++;
       counts.outcomes[f.outcome]++;
@@ -71,6 +85,7 @@ export async function fixStream(upstream: IncomingMessage, res: ServerResponse, 
     const done = (complete: boolean) => {
       if (settled) return;
       settled = true;
+      watching?.close(complete);
       resolve({ complete, counts });
     };
     const send = (text: string) => {

@@ -1,4 +1,4 @@
-import { cloneJson, isObject, jsonEqual, newDoc, ok, err, rootDiff, stateOverLimit, toWireOp, type Json, type JsonObject, type WireOp } from "../core/index.js";
+import { JsonDocument, cloneJson, isObject, jsonEqual, ok, err, rootDiff, stateOverLimit, toWireOp, type Json, type JsonObject, type WireOp } from "../core/index.js";
 import { invalidParams, unknownActivity, type CallResult } from "../protocol/errors.js";
 import type * as P from "../protocol/types.js";
 import type { Activity, Thread } from "../store/thread-store.js";
@@ -46,7 +46,7 @@ function put(ctx: ActivityContext, thread: Thread, messageId: string, type: stri
   if (over) return err(threadLimit(over, ctx.limits.maxStateBytes - room.maxStateBytes));
   const changed = existing === undefined || existing.type !== type || !jsonEqual(existing.doc.root, content);
   if (!changed && existing) return ok({ activity: existing, changed });
-  const activity: Activity = { type, doc: newDoc(ctx.adopt ? content : (cloneJson(content) as JsonObject)) };
+  const activity: Activity = { type, doc: new JsonDocument(ctx.adopt ? content : (cloneJson(content) as JsonObject)) };
   thread.activities.set(messageId, activity);
   return ok({ activity, changed });
 }

@@ -1,4 +1,4 @@
-import { applyAtomic, applyLenient, decodeOps, err, ok, type ChangeOp, type Decoded, type Doc, type Json, type LimitHit, type OpError, type StateLimits } from "../core/index.js";
+import { decodeOps, err, ok, type ChangeOp, type Decoded, type Json, type JsonDocument, type LimitHit, type OpError, type StateLimits } from "../core/index.js";
 import { invalidParams, limitExceeded, patchFailed, type CallError, type CallResult } from "../protocol/errors.js";
 import type { Limits, Skipped } from "../protocol/types.js";
 import { threadBytes, type Thread } from "../store/thread-store.js";
@@ -27,9 +27,9 @@ export function threadLimit(hit: LimitHit, others: number): CallError {
  * document of `thread`, all or nothing, within its room; a failure is
  * reported for `field`, with the thread's figures.
  */
-export function applyBuilt(limits: Readonly<Limits>, thread: Thread, doc: Doc, ops: readonly ChangeOp[], field: string, adopt: boolean): CallResult<void> {
+export function applyBuilt(limits: Readonly<Limits>, thread: Thread, doc: JsonDocument, ops: readonly ChangeOp[], field: string, adopt: boolean): CallResult<void> {
   const room = roomFor(limits, thread, doc);
-  const out = applyAtomic(doc, ops.map((op): Decoded => ok(op)), { limits: room, normalize: false, adopt });
+  const out = doc.applyAtomic(ops.map((op): Decoded => ok(op)), { limits: room, normalize: false, adopt });
   return out.ok ? ok(undefined) : err(callError(out.error, field, limits.maxStateBytes - room.maxStateBytes));
 }
 
@@ -60,9 +60,9 @@ export function callError(e: OpError, field: string, others = 0): CallError {
  * Lenient: skips are reported and later ops go on. Atomic: the first skip
  * fails the call with -32002 and the document is as it was.
  */
-export function applyDecoded(doc: Doc, raw: readonly Json[], atomic: boolean, limits: StateLimits): CallResult<{ applied: ChangeOp[]; skipped: Skipped }> {
+export function applyDecoded(doc: JsonDocument, raw: readonly Json[], atomic: boolean, limits: StateLimits): CallResult<{ applied: ChangeOp[]; skipped: Skipped }> {
   const decoded = decodeOps(raw);
-  if (!atomic) return ok(applyLenient(doc, decoded, raw, { limits }));
-  const out = applyAtomic(doc, decoded, { limits });
+  if (!atomic) return ok(doc.applyLenient(decoded, raw, { limits }));
+  const out = doc.applyAtomic(decoded, { limits });
   return out.ok ? ok({ applied: out.value, skipped: [] }) : { ok: false, error: patchFailed(out.error.index, out.error.code, out.error.message) };
 }

@@ -1,5 +1,5 @@
 import {
-  applyAtomic,
+  JsonDocument,
   cloneJson,
   decodePath,
   diffMembers,
@@ -12,7 +12,6 @@ import {
   isForbiddenStep,
   isObject,
   jsonEqual,
-  newDoc,
   normalize,
   ok,
   parsePointer,
@@ -22,7 +21,6 @@ import {
   valueAt,
   type ChangeOp,
   type Decoded,
-  type Doc,
   type Json,
   type JsonObject,
   type StateLimits,
@@ -138,13 +136,13 @@ export class StateService implements activities.ActivityContext {
 
     // A new thread is built on the side and stored only once it is valid, so a
     // refused openRun neither creates it nor evicts another thread to make room.
-    const doc = current ? current.doc : newDoc({});
+    const doc = current ? current.doc : new JsonDocument({});
     // Writes replace slots rather than mutate the values in them, so these
     // references still hold the old root and the old namespace map afterwards.
     const before = doc.root;
     const nsBefore = namespace !== undefined && isObject(before) && hasMember(before, namespace) ? before[namespace] : undefined;
     const room = this.room(current, current?.doc);
-    const out = applyAtomic(doc, ops, { limits: room, normalize: false, adopt: this.adopt });
+    const out = doc.applyAtomic(ops, { limits: room, normalize: false, adopt: this.adopt });
     if (!out.ok) return err(callError(out.error, out.error.index === 0 && p.state !== undefined ? "/state" : "/toolState", this.limits.maxStateBytes - room.maxStateBytes));
     const thread = current ?? this.store.open(p.threadId);
     thread.doc = doc;
@@ -300,7 +298,8 @@ export class StateService implements activities.ActivityContext {
     return this.store.stateBytes();
   }
 
-  stats(requests: number): CallResult<P.StatsResult> {
+  /** `streams` are the stream service's counts (protocol/README.md §14); this service holds threads only. */
+  stats(requests: number, streams: { streams: number; streamsEvicted: number } = { streams: 0, streamsEvicted: 0 }): CallResult<P.StatsResult> {
     return ok({
       threads: this.store.size,
       stateBytes: this.store.stateBytes(),
@@ -310,13 +309,15 @@ export class StateService implements activities.ActivityContext {
       version: this.version,
       evicted: this.store.evicted,
       activities: this.store.activities(),
+      streams: streams.streams,
+      streamsEvicted: streams.streamsEvicted,
     });
   }
 
   // ------------------------------------------------------------ helpers
 
   /** The limits a document of `thread` is held to: --max-state-bytes less its other documents (§10). */
-  private room(thread: Thread | undefined, doc: Doc | undefined): StateLimits {
+  private room(thread: Thread | undefined, doc: JsonDocument | undefined): StateLimits {
     return roomFor(this.limits, thread, doc);
   }
 

@@ -1,4 +1,4 @@
-import { err, newDoc, ok, type Doc, type Result } from "../core/index.js";
+import { JsonDocument, err, ok, type Result } from "../core/index.js";
 
 /** Why an id names no thread. */
 export type UnknownThreadReason = "never opened" | "closed" | "evicted";
@@ -6,13 +6,13 @@ export type UnknownThreadReason = "never opened" | "closed" | "evicted";
 /** An AG-UI activity (protocol/README.md §10): its type and its content, a document like a thread's state. */
 export interface Activity {
   type: string;
-  doc: Doc;
+  doc: JsonDocument;
 }
 
 /** One thread's mirror of what the client holds. */
 export interface Thread {
   readonly id: string;
-  doc: Doc;
+  doc: JsonDocument;
   /** The thread's activities by messageId; they share its version and its --max-state-bytes. */
   readonly activities: Map<string, Activity>;
   /** Starts at 0; +1 on every call that changed the state. */
@@ -69,7 +69,7 @@ export class ThreadStore {
       this.evictions++;
     }
     this.tombstones.delete(id);
-    const thread: Thread = { id, doc: newDoc({}), activities: new Map(), version: 0 };
+    const thread: Thread = { id, doc: new JsonDocument({}), activities: new Map(), version: 0 };
     this.threads.set(id, thread);
     return thread;
   }

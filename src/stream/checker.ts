@@ -2,6 +2,7 @@ import type { JsonObject } from "../core/json.js";
 import { Client, type Summary } from "./client.js";
 import { CLIENT_SSE_LIMIT, EventReader, type StreamItem } from "./events.js";
 import type { Finding } from "./findings.js";
+import type { Observed } from "./fixer.js";
 
 export type { Summary } from "./client.js";
 
@@ -15,7 +16,8 @@ export class StreamChecker {
   private readonly reader = new EventReader("client");
   readonly model: Client;
 
-  constructor(state: JsonObject = {}) {
+  /** `onEvent`: called once per event the client reads, as fix's is (an HTML report's hook; absent, it costs nothing). */
+  constructor(state: JsonObject = {}, private readonly onEvent?: (e: Observed) => void) {
     this.model = new Client({ state });
   }
 
@@ -46,7 +48,9 @@ export class StreamChecker {
       }
       if (item.data === undefined) continue;
       const crs = item.raw.includes("\r");
-      for (const f of this.model.feed(item.data, item.line).findings) out.push(f.code === "INVALID_JSON" && crs ? lineEnds(f) : f);
+      const step = this.model.feed(item.data, item.line);
+      for (const f of step.findings) out.push(f.code === "INVALID_JSON" && crs ? lineEnds(f) : f);
+      if (this.onEvent) this.onEvent({ data: item.data, out: undefined, findings: step.findings, state: this.model.state });
     }
     return out;
   }

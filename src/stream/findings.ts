@@ -2,6 +2,7 @@ import jsonpatch, { type Operation } from "fast-json-patch";
 import { decodeOp, escapeSegment, formatPointer, hasMember, isObject, parsePointer, type Json } from "../core/index.js";
 import { coreReading } from "./mirror.js";
 import type { OpProblem } from "./schema.js";
+import type { Change } from "./snapshots.js";
 
 /** What the client does with an event as it was sent (protocol/README.md §13). */
 export type Kind = "dropped" | "ignored" | "fatal" | "wiped";
@@ -90,15 +91,18 @@ export const TEXT = {
   keeps: (activity: boolean): string => (activity ? "the client warns and keeps the activity as it was" : "the client warns and keeps its state"),
   /**
    * A STATE_SNAPSHOT that removes or replaces a member the client held and
-   * no event of the stream set (`kept`: fix left the client's value standing,
-   * under --own).
+   * no event of the stream set; or, `kept` (fix under --own left what the
+   * client holds standing), one that differs from the client outside the
+   * owned members, a member the client does not hold included.
    */
-  wiped: (pointer: string, removes: boolean, kept: boolean): OpFinding => ({
+  wiped: (pointer: string, change: Change, kept: boolean): OpFinding => ({
     pointer,
     code: "SNAPSHOT_WIPE",
     message: kept
-      ? `the snapshot ${removes ? "leaves out" : "gives another value for"} ${pointer}, which the server does not own (--own): the client's value stands`
-      : `the snapshot ${removes ? "removes" : "replaces"} ${pointer}, which the client held and no event of the stream set: the client's value is lost`,
+      ? change === "adds"
+        ? `the snapshot sets ${pointer}, which the server does not own (--own) and the client does not hold: it is not applied, and the client goes on without it`
+        : `the snapshot ${change === "removes" ? "leaves out" : "gives another value for"} ${pointer}, which the server does not own (--own): the client's value stands`
+      : `the snapshot ${change} ${pointer}, which the client held and no event of the stream set: the client's value is lost`,
     hint: "send a STATE_DELTA on your own namespace (`fix --own`)",
   }),
 } as const;
@@ -153,7 +157,10 @@ const FJP_CODES: Record<string, string> = {
 };
 
 const code = (s: string): string => "`" + s + "`";
-const pathOf = (op: unknown): string | undefined => (isObject(op as Json) && typeof (op as Record<string, unknown>)["path"] === "string" ? ((op as Record<string, unknown>)["path"] as string) : undefined);
+const pathOf = (op: unknown): string | undefined => {
+  const path = isObject(op) ? op["path"] : undefined;
+  return typeof path === "string" ? path : undefined;
+};
 
 /**
  * Runs `fn` with stack traces off: fast-json-patch signals each failure with
@@ -239,8 +246,8 @@ export function diagnosePatch(doc: Json, patch: readonly unknown[], indexOf: (i:
 
 /** Hints for an op the schema stage refused or stripped, chosen by the rule it breaks. */
 export function schemaHint(op: unknown, why: OpProblem["why"]): string | undefined {
-  if (!isObject(op as Json)) return undefined;
-  const o = op as Record<string, unknown>;
+  if (!isObject(op)) return undefined;
+  const o = op;
   for (const k of ["path", "from"]) {
     const p = o[k];
     if (typeof p !== "string") continue;

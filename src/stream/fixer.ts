@@ -1,6 +1,6 @@
-import type { JsonObject } from "../core/index.js";
+import type { Json, JsonObject } from "../core/index.js";
 import { Client, PASSTHROUGH, type Policy, type Summary } from "./client.js";
-import { EventReader, rewriteSse, type StreamItem } from "./events.js";
+import { EventReader, rewriteSse, type Framing, type StreamItem } from "./events.js";
 import type { Finding, Outcome } from "./findings.js";
 import type { Activity } from "./messages.js";
 
@@ -14,6 +14,22 @@ export interface FixerOptions {
   policy?: Policy;
   /** Called for every finding, with its outcome, in stream order. */
   onFinding?: (f: Finding) => void;
+  /** Called once per event, after it went through the pipeline (an inspector's hook; absent, it costs nothing). */
+  onEvent?: (e: Observed) => void;
+  /** The stream's framing when the caller knows it (the stream methods, from a Content-Type); default: told from the first line. */
+  framing?: Framing;
+}
+
+/** One event as an observer sees it once the pipeline is done with it. */
+export interface Observed {
+  /** The event's data, as the server sent it. */
+  data: string;
+  /** What went to the client: undefined, the event as sent; null, nothing; else the event sent in its place. */
+  out: JsonObject | null | undefined;
+  /** The event's findings, each with its outcome. */
+  findings: readonly Finding[];
+  /** What the client holds after the event: borrowed and live, so read or copy it before the next one. */
+  state: Json;
 }
 
 /**
@@ -40,11 +56,15 @@ export class StreamFixer {
   private readonly reader = new EventReader();
   private readonly client: Client;
   private readonly onFinding: ((f: Finding) => void) | undefined;
+  private readonly onEvent: ((e: Observed) => void) | undefined;
 
   constructor(opts: FixerOptions = {}) {
     // Without a listener the findings are not read: the verdict on each mended delta is not worked out.
-    this.client = new Client({ state: opts.state ?? {}, repair: opts.policy ?? PASSTHROUGH, remember: REMEMBERED, diagnose: opts.onFinding !== undefined });
+    this.client = new Client({ state: opts.state ?? {}, repair: opts.policy ?? PASSTHROUGH, remember: REMEMBERED, diagnose: opts.onFinding !== undefined || opts.onEvent !== undefined });
     this.onFinding = opts.onFinding;
+    this.onEvent = opts.onEvent;
+    // Set before the first chunk, it stands in for the reader's detection.
+    if (opts.framing !== undefined) this.reader.framing = opts.framing;
   }
 
   /** Bytes of the input stream in; the output text of every event it completes out (possibly ""). */
@@ -114,6 +134,7 @@ export class StreamFixer {
   private event(item: StreamItem, data: string): string {
     const step = this.client.feed(data, item.line);
     if (this.onFinding) for (const f of step.findings) this.onFinding(f);
+    if (this.onEvent) this.onEvent({ data, out: step.out, findings: step.findings, state: this.client.state });
     if (step.out === undefined) return item.raw;
     return step.out === null ? this.empty(item) : this.rewrite(item, step.out);
   }

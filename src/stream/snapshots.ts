@@ -6,11 +6,14 @@ import { diffNamespace, diffValue, formatPointer, hasMember, isObject, jsonEqual
  * stands and the snapshot as sent.
  */
 
-/** A member of the root that a snapshot would remove or give another value. */
+/** What a snapshot does to a root member, against what the client holds. */
+export type Change = "removes" | "replaces" | "adds";
+
+/** A member of the root that a snapshot would change. */
 export interface Wipe {
   name: string;
   pointer: string;
-  removes: boolean;
+  change: Change;
 }
 
 /**
@@ -23,8 +26,24 @@ export function wipes(held: Json, snapshot: Json, members: (name: string) => boo
   const next = isObject(snapshot) ? snapshot : undefined;
   for (const name of Object.keys(held)) {
     if (!members(name)) continue;
-    const removes = next === undefined || !hasMember(next, name);
-    if (removes || !jsonEqual(held[name] as Json, next[name] as Json)) out.push({ name, pointer: formatPointer([name]), removes });
+    if (next === undefined || !hasMember(next, name)) out.push({ name, pointer: formatPointer([name]), change: "removes" });
+    else if (!jsonEqual(held[name] as Json, next[name] as Json)) out.push({ name, pointer: formatPointer([name]), change: "replaces" });
+  }
+  return out;
+}
+
+/**
+ * `--own` (§13): the root members outside the owned ones where `snapshot`
+ * differs from what the client holds, which fix does not apply: those it
+ * removes or replaces, in the client's order, then those it sets and the
+ * client does not hold, in the snapshot's.
+ */
+export function unowned(held: Json, snapshot: Json, own: readonly Path[]): Wipe[] {
+  const out = wipes(held, snapshot, (name) => !ownedRoot(own, name));
+  if (!isObject(snapshot)) return out;
+  const has = isObject(held) ? held : undefined;
+  for (const name of Object.keys(snapshot)) {
+    if (!ownedRoot(own, name) && (has === undefined || !hasMember(has, name))) out.push({ name, pointer: formatPointer([name]), change: "adds" });
   }
   return out;
 }

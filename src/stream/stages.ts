@@ -38,12 +38,12 @@ export function transport(data: string, event: number, line: number): Transporte
     const at: At = { event, line, type: "" };
     return { decision: "fatal", at, findings: [finding(at, "fatal", { code: "INVALID_JSON", message: `the event is not JSON: ${(e as Error).message}` })] };
   }
-  // JSON.parse's own output: an object is a plain one (the core's isObject also rules out its number wrapper, which JSON.parse never makes).
-  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
+  // JSON.parse's own output: an object is a plain one.
+  if (!isObject(raw)) {
     const at: At = { event, line, type: "" };
     return { decision: "fatal", at, findings: [finding(at, "fatal", { code: "INVALID_EVENT", message: "the event is not a JSON object" })] };
   }
-  const record = raw as JsonObject;
+  const record = raw;
   const type = record["type"];
   if (typeof type !== "string" || type === "") {
     const at: At = { event, line, type: "" };
@@ -81,8 +81,8 @@ export function enforceStage(raw: JsonObject, at: At): Enforced {
   if (key !== undefined && enforced.stripped.length > 0) {
     const prefix = `/${key}/`;
     const gone = new Set(enforced.stripped.filter((p) => p.startsWith(prefix)).map((p) => Number(p.slice(prefix.length))));
-    const ops = raw[key] as unknown[];
-    if (gone.size > 0) {
+    const ops = raw[key];
+    if (gone.size > 0 && Array.isArray(ops)) {
       kept = [];
       for (let i = 0; i < ops.length; i++) {
         if (gone.has(i)) findings.push(opFinding(at, "dropped", ops[i], i, "the client removes this op, with a warning, and applies the rest"));
@@ -104,7 +104,7 @@ function schemaFindings(raw: JsonObject, issues: Issue[], kept: number[] | undef
   for (const issue of issues) {
     const [member, i] = issue.path;
     if (key !== undefined && member === key && typeof i === "number" && Array.isArray(ops)) {
-      const index = kept ? (kept[i] as number) : i;
+      const index = kept ? (kept[i] ?? i) : i;
       if (seen.has(index)) continue;
       seen.add(index);
       out.push(opFinding(at, "fatal", ops[index], index, "the client's schema refuses the event, and its run fails"));
@@ -132,10 +132,18 @@ export function topLevelShell(raw: JsonObject, key: PatchKey): AguiEvent | undef
   return shell.issues === undefined ? (shell.event as unknown as AguiEvent) : undefined;
 }
 
-/** verifyEvents' decision: the finding for an event it refuses (fatal), if it does. `peek` changes nothing. */
-export function verifyStage(lifecycle: Lifecycle, event: AguiEvent, at: At, peek: boolean): Finding | undefined {
-  const broken = peek ? lifecycle.peek(event) : lifecycle.feed(event);
-  if (!broken) return undefined;
+/** verifyEvents' decision: the event goes on, or the run fails on it, with the finding. */
+export type Verified = { decision: "pass"; findings: readonly [] } | { decision: "fatal"; findings: readonly [Finding] };
+
+const VERIFIED: Verified = Object.freeze({ decision: "pass", findings: Object.freeze([]) as readonly [] });
+
+/** How the verify stage is run: `feed` moves the lifecycle on; `peek` asks about an event that may never reach the client, and changes nothing. */
+export type Verify = "feed" | "peek";
+
+/** verifyEvents on one event that passed the schema stage. */
+export function verifyStage(lifecycle: Lifecycle, event: AguiEvent, at: At, how: Verify): Verified {
+  const broken = how === "peek" ? lifecycle.peek(event) : lifecycle.feed(event);
+  if (!broken) return VERIFIED;
   const hint = broken.code === "FIRST_EVENT" ? "a stream starts with RUN_STARTED" : broken.code === "AFTER_RUN_FINISHED" || broken.code === "AFTER_RUN_ERROR" ? "send RUN_STARTED to start a new run first" : undefined;
-  return finding(at, "fatal", { code: broken.code, message: `verifyEvents fails the run: ${broken.message}`, ...(hint ? { hint } : {}) });
+  return { decision: "fatal", findings: [finding(at, "fatal", { code: broken.code, message: `verifyEvents fails the run: ${broken.message}`, ...(hint ? { hint } : {}) })] };
 }

@@ -5,7 +5,7 @@ import type { Messages } from "./messages.js";
 import type { Indexed, Normalized } from "./mirror.js";
 import type { Decision } from "./stages.js";
 
-/** The apply stage's verdicts on one event, shared by the client model's two readings (client.ts). */
+/** The apply stage's verdicts on one event, shared by its two forms (client-apply.ts, repair-apply.ts). */
 
 const MESSAGE_EVENTS: ReadonlySet<string> = new Set([EventType.TEXT_MESSAGE_START, EventType.TEXT_MESSAGE_CONTENT, EventType.TEXT_MESSAGE_END, EventType.REASONING_MESSAGE_START, EventType.REASONING_MESSAGE_CONTENT, EventType.REASONING_MESSAGE_END]);
 
@@ -23,7 +23,7 @@ export function outcomeOf(f: Finding, r: Normalized, sent: boolean, valid: reado
 
 /** The finding for a delta the client would drop: fast-json-patch's verdict on it. */
 export function verdict(root: Json, patch: readonly unknown[], at: At, activity: boolean, kept: number[] | undefined, reader: Reader): Finding | undefined {
-  const f = patchVerdict(root, patch, (i) => (kept ? (kept[i] as number) : i), reader);
+  const f = patchVerdict(root, patch, (i) => (kept ? (kept[i] ?? i) : i), reader);
   if (f === INHERITS) return finding(at, activity ? "dropped" : "fatal", inherited(activity));
   return f && dropped(at, f, activity);
 }

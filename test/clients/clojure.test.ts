@@ -14,14 +14,18 @@ import { runProgram, toolchain } from "../../scripts/harness/toolchain.js";
  * patched, retyped, snapshotted with replace false, -32005, resynchronized after
  * a restart, dropped by closeThread and eviction), deps.edn and the README's two
  * examples. Their witness is getState (getActivity), against values computed by
- * hand and a strict RFC 6902 replay of every forwarded event. Debian's clojure (clojure.main, which reads no deps.edn) and
- * libdata-json-clojure, with an explicit classpath: no dependency resolution, no
- * network.
+ * hand and a strict RFC 6902 replay of every forwarded event; and the Ring
+ * middleware (agui-state.ring), whose output is held to `agui-state fix`'s.
+ * Debian's clojure (clojure.main, which reads no deps.edn), libdata-json-clojure
+ * and Ring (libring-core-clojure; the Jetty adapter for the agent namespace that
+ * test/middleware/clojure.test.ts serves), with an explicit classpath: no
+ * dependency resolution, no network.
  */
-const { test } = toolchain("Clojure (clojure + libdata-json-clojure)", [
+const JARS = ["data.json", "ring-core", "ring-jetty-adapter"].map((j) => `/usr/share/java/${j}.jar`);
+const { test } = toolchain("Clojure (clojure + libdata-json-clojure, libring-core-clojure, libring-jetty-adapter-clojure)", [
   "bash",
   "-c",
-  "command -v clojure && test -f /usr/share/java/data.json.jar",
+  `command -v clojure && ${JARS.map((j) => `test -f ${j}`).join(" && ")}`,
 ]);
 
 const CLIENT = path.join(ROOT, "clients/clojure");
@@ -40,7 +44,7 @@ function testFiles(): { ns: string; deftests: number }[] {
 
 test("the Clojure client's clojure.test suite passes against the real binary, witnessed by getState and getActivity", () => {
   const binary = path.join(ROOT, "dist/agui-state");
-  const classpath = ["/usr/share/java/data.json.jar", "clients/clojure/src", "clients/clojure/test"].join(":");
+  const classpath = [...JARS, "clients/clojure/src", "clients/clojure/test"].join(":");
   // childEnv drops NODE_OPTIONS (vitest's loader hooks) and any AGUI_STATE_* settings of the caller;
   // AGUI_STATE_BIN is set again so that the test of start's default path has something to run.
   const r = runProgram("clojure", ["-cp", classpath, "-m", "agui-state.test-runner", binary], {

@@ -5,7 +5,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect } from "vitest";
 import { ROOT } from "../../scripts/harness/fixtures.js";
 import { runProgram, toolchain } from "../../scripts/harness/toolchain.js";
-import { setUp, withoutNpm } from "../release/steps.js";
+import { setUp, wheelPackageFiles, withoutNpm } from "../release/steps.js";
 
 /**
  * The Python platform wheel as a user gets it: scripts/build-wheel.mjs builds
@@ -97,7 +97,7 @@ describe("the Python platform wheel", () => {
   build.test("installs the client, py.typed and the binary (executable, byte for byte dist/agui-state) into the venv", () => {
     const site = readdirSync(path.join(venv, "lib")).map((d) => path.join(venv, "lib", d, "site-packages", "agui_state"));
     const pkgDir = site.find((d) => existsSync(d)) ?? "";
-    expect(readdirSync(pkgDir).filter((f) => f !== "__pycache__").sort()).toEqual(["__init__.py", "_async.py", "_common.py", "_errors.py", "_sync.py", "_version.py", "bin", "py.typed"]);
+    expect(readdirSync(pkgDir).filter((f) => f !== "__pycache__").sort()).toEqual(wheelPackageFiles(true));
     const bundled = path.join(pkgDir, "bin/agui-state");
     expect(statSync(bundled).mode & 0o777).toBe(0o755);
     expect(sha256(bundled)).toBe(sha256(BINARY));
@@ -161,7 +161,7 @@ describe("the pure Python wheel", () => {
     expect(path.basename(pureWheel)).toBe(`agui_state-${pkg.version}-py3-none-any.whl`);
     const site = readdirSync(path.join(pureVenv, "lib")).map((d) => path.join(pureVenv, "lib", d, "site-packages", "agui_state"));
     const pkgDir = site.find((d) => existsSync(d)) ?? "";
-    expect(readdirSync(pkgDir).filter((f) => f !== "__pycache__").sort()).toEqual(["__init__.py", "_async.py", "_common.py", "_errors.py", "_sync.py", "_version.py", "py.typed"]);
+    expect(readdirSync(pkgDir).filter((f) => f !== "__pycache__").sort()).toEqual(wheelPackageFiles(false));
   });
 
   for (const client of ["sync", "async"]) {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { applyAtomic, applyLenient, cloneJson, decodeOps, isObject, newDoc, toWireOp, type Json } from "../../src/core/index.js";
+import { JsonDocument, cloneJson, decodeOps, isObject, toWireOp, type Json } from "../../src/core/index.js";
 import { readFixture } from "../../scripts/harness/fixtures.js";
 
 interface Case {
@@ -25,9 +25,9 @@ describe("JSON Patch conformance suite (json-patch/json-patch-tests), atomic mod
       // Disabled upstream (duplicate members, scalar documents): reported as skipped, never as passed.
       const run = c.disabled ? it.skip : it;
       run(`${c.name} [${normalize ? "with §5 rules" : "plain RFC 6902"}]`, () => {
-        const doc = newDoc(cloneJson(c.doc as Json));
+        const doc = new JsonDocument(cloneJson(c.doc as Json));
         const before = cloneJson(doc.root);
-        const out = applyAtomic(doc, decodeOps(c.patch as unknown[]), { normalize });
+        const out = doc.applyAtomic(decodeOps(c.patch as unknown[]), { normalize });
         if (c.error !== undefined) {
           expect(out.ok, c.error).toBe(false);
           // All or nothing: a failed patch leaves the document as it was.
@@ -52,9 +52,9 @@ describe("JSON Patch conformance suite, lenient mode", () => {
   for (const c of runnable.filter((x) => !x.disabled && x.error !== undefined)) {
     it(`${c.name}: reports a skip where atomic fails`, () => {
       const patch = c.patch as unknown[];
-      const atomic = applyAtomic(newDoc(cloneJson(c.doc as Json)), decodeOps(patch));
+      const atomic = new JsonDocument(cloneJson(c.doc as Json)).applyAtomic(decodeOps(patch));
       expect(atomic.ok).toBe(false);
-      const lenient = applyLenient(newDoc(cloneJson(c.doc as Json)), decodeOps(patch), patch);
+      const lenient = new JsonDocument(cloneJson(c.doc as Json)).applyLenient(decodeOps(patch), patch);
       expect(lenient.skipped.map((s) => s.index)).toContain(atomic.ok ? -1 : atomic.error.index);
     });
   }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
 import jsonpatch from "fast-json-patch";
-import { applyAtomic, applyLenient, cloneJson, decodeOps, isObject, measure, newDoc, normalize, type Json, type JsonObject, type StateLimits } from "../../src/core/index.js";
+import { JsonDocument, cloneJson, decodeOps, isObject, measure, normalize, type Json, type JsonObject, type StateLimits } from "../../src/core/index.js";
 import { jsonObject, opsFor } from "../../scripts/harness/arbitraries.js";
 import { sameJson } from "../../scripts/harness/json.js";
 
@@ -113,30 +113,30 @@ describe("in the engine's whole patches", () => {
   ];
 
   it("atomic: equal writes do not fail the patch, and nothing is applied", () => {
-    const doc = newDoc(cloneJson(STATE));
-    const out = applyAtomic(doc, decodeOps(ops));
+    const doc = new JsonDocument(cloneJson(STATE));
+    const out = doc.applyAtomic(decodeOps(ops));
     expect(out).toEqual({ ok: true, value: [] });
     expect(JSON.stringify(doc.root)).toBe(JSON.stringify(STATE));
     expect(doc.bytes).toBe(measure(STATE).bytes);
   });
 
   it("atomic: equal writes beside a change send only the change, and a later failure rolls it back", () => {
-    const doc = newDoc(cloneJson(STATE));
-    const out = applyAtomic(doc, decodeOps([...ops, { op: "replace", path: "/a", value: 3 }]));
+    const doc = new JsonDocument(cloneJson(STATE));
+    const out = doc.applyAtomic(decodeOps([...ops, { op: "replace", path: "/a", value: 3 }]));
     expect(out.ok && out.value.map((o) => o.op)).toEqual(["replace"]);
-    const failed = applyAtomic(doc, decodeOps([...ops, { op: "remove", path: "/gone" }]));
+    const failed = doc.applyAtomic(decodeOps([...ops, { op: "remove", path: "/gone" }]));
     expect(failed.ok).toBe(false);
     expect(doc.root).toEqual({ ...STATE, a: 3 });
   });
 
   it("lenient: equal writes are neither applied nor skipped", () => {
-    const doc = newDoc(cloneJson(STATE));
-    expect(applyLenient(doc, decodeOps(ops), ops)).toEqual({ applied: [], skipped: [] });
+    const doc = new JsonDocument(cloneJson(STATE));
+    expect(doc.applyLenient(decodeOps(ops), ops)).toEqual({ applied: [], skipped: [] });
   });
 
   it("without the §5 rules (ops the service builds), an equal write is applied as given", () => {
-    const doc = newDoc(cloneJson(STATE));
-    const out = applyAtomic(doc, decodeOps(ops.slice(0, 1)), { normalize: false });
+    const doc = new JsonDocument(cloneJson(STATE));
+    const out = doc.applyAtomic(decodeOps(ops.slice(0, 1)), { normalize: false });
     expect(out.ok && out.value.length).toBe(1);
   });
 });

@@ -1,7 +1,9 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
 import jsonpatch from "fast-json-patch";
-import { applyAtomic, applyLenient, cloneJson, decodeOp, decodeOps, diffValue, formatPointer, jsonEqual, measure, newDoc, normalize, parsePointer, toWireOp, type Json, type Op } from "../../src/core/index.js";
+import { JsonDocument, cloneJson, decodeOp, decodeOps, diffValue, formatPointer, jsonEqual, measure, normalize, parsePointer, toWireOp, type Json, type Op } from "../../src/core/index.js";
+import { newDoc } from "../../src/core/apply.js";
+import { applyAtomic, applyLenient } from "../../src/core/patch.js";
 import { json, jsonObject, opsFor } from "../../scripts/harness/arbitraries.js";
 
 // fast-check prints the seed and the counterexample path of any failure, so a case can be replayed.
@@ -53,9 +55,9 @@ describe("properties", () => {
     fc.assert(
       fc.property(json, json, (a, b) => {
         const delta = diffValue(a, b);
-        const doc = newDoc(cloneJson(a));
+        const doc = new JsonDocument(cloneJson(a));
         // Generated ops, applied as the service commits them: without the §5 rules, which are for ops as given.
-        const out = applyAtomic(doc, delta.map((op: Op) => ({ ok: true as const, value: op })), { normalize: false });
+        const out = doc.applyAtomic(delta.map((op: Op) => ({ ok: true as const, value: op })), { normalize: false });
         expect(out.ok).toBe(true);
         expect(jsonEqual(doc.root, b)).toBe(true);
         expect(jsonEqual(clientApply(cloneJson(a), delta.map(toWireOp)), b)).toBe(true);
@@ -97,6 +99,7 @@ describe("properties", () => {
       fc.property(
         jsonObject.chain((s) => fc.tuple(fc.constant(s), opsFor(s), fc.boolean())),
         ([state, ops, atomic]) => {
+          // White-box: the engine's own record, which JsonDocument keeps private.
           const doc = newDoc(cloneJson(state));
           if (atomic) applyAtomic(doc, decodeOps(ops));
           else applyLenient(doc, decodeOps(ops), ops);
@@ -116,8 +119,8 @@ describe("properties", () => {
         jsonObject.chain((s) => fc.tuple(fc.constant(s), opsFor(s))),
         ([state, ops]) => {
           const lenient = normalize(ops, state);
-          const doc = newDoc(cloneJson(state));
-          const out = applyAtomic(doc, decodeOps(ops));
+          const doc = new JsonDocument(cloneJson(state));
+          const out = doc.applyAtomic(decodeOps(ops));
           if (out.ok) {
             expect(lenient.skipped).toEqual([]);
             expect(jsonEqual(doc.root, lenient.state)).toBe(true);

@@ -1,12 +1,10 @@
 import { describe, expect, it } from "vitest";
 import jsonpatch from "fast-json-patch";
 import {
+  JsonDocument,
   toWireOp,
-  applyAtomic,
-  applyLenient,
   decodeOps,
   measure,
-  newDoc,
   normalize,
   type StateLimits,
   type Json,
@@ -14,8 +12,8 @@ import {
 
 /** Applies ops leniently to a fresh document and returns the outcome with the document. */
 function lenient(state: Json, ops: unknown[], limits?: StateLimits) {
-  const doc = newDoc(state);
-  const out = applyLenient(doc, decodeOps(ops), ops, limits ? { limits } : {});
+  const doc = new JsonDocument(state);
+  const out = doc.applyLenient(decodeOps(ops), ops, limits ? { limits } : {});
   return { doc, ...out, codes: out.skipped.map((s) => s.code) };
 }
 
@@ -46,8 +44,8 @@ describe("only own properties exist", () => {
     expect(Object.keys(r.doc.root as object)).toEqual(["toString"]);
   });
   it("replace /toString is PATH_NOT_FOUND in plain RFC mode, and copy from /constructor is FROM_NOT_FOUND", () => {
-    const doc = newDoc({});
-    const a = applyAtomic(doc, decodeOps([{ op: "replace", path: "/toString", value: 1 }]), { normalize: false });
+    const doc = new JsonDocument({});
+    const a = doc.applyAtomic(decodeOps([{ op: "replace", path: "/toString", value: 1 }]), { normalize: false });
     expect(a.ok ? "" : a.error.code).toBe("PATH_NOT_FOUND");
     const r = lenient({}, [{ op: "copy", from: "/constructor", path: "/x" }, { op: "remove", path: "/hasOwnProperty" }]);
     expect(r.codes).toEqual(["FROM_NOT_FOUND", "PATH_NOT_FOUND"]);
@@ -220,8 +218,8 @@ describe("root and op shapes", () => {
     expect(r.doc.root).toEqual({ ok: 1 });
   });
   it("reports the first failing index in atomic mode and leaves the document as it was", () => {
-    const doc = newDoc({ a: [1] });
-    const out = applyAtomic(doc, decodeOps([{ op: "add", path: "/a/-", value: 2 }, { op: "remove", path: "/a/0" }, { op: "remove", path: "/zz" }]));
+    const doc = new JsonDocument({ a: [1] });
+    const out = doc.applyAtomic(decodeOps([{ op: "add", path: "/a/-", value: 2 }, { op: "remove", path: "/a/0" }, { op: "remove", path: "/zz" }]));
     expect(out.ok ? -1 : out.error.index).toBe(2);
     expect(doc.root).toEqual({ a: [1] });
     expect(doc.bytes).toBe(measure(doc.root).bytes);

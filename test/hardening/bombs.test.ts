@@ -1,5 +1,5 @@
 import { beforeEach, describe, expect, it, vi } from "vitest";
-import { applyLenient, decodeOps, newDoc, type Json, type StateLimits } from "../../src/core/index.js";
+import { JsonDocument, decodeOps, type Json, type StateLimits } from "../../src/core/index.js";
 import type * as JsonModule from "../../src/core/json.js";
 import type * as MeasureModule from "../../src/core/measure.js";
 import { chain, value64k } from "./crossing.js";
@@ -44,12 +44,12 @@ vi.mock("../../src/core/json.js", async (importOriginal) => {
 
 beforeEach(() => Object.assign(work, { walked: 0, walks: 0, cloned: 0 }));
 
-/** Applies `ops` leniently to `state` (the walks of newDoc left out of the count) and returns the outcome. */
+/** Applies `ops` leniently to `state` (the walks of the new document left out of the count) and returns the outcome. */
 function apply(state: Json, ops: unknown[], limits: StateLimits) {
-  const doc = newDoc(state);
+  const doc = new JsonDocument(state);
   const start = doc.bytes;
   Object.assign(work, { walked: 0, walks: 0, cloned: 0 });
-  const out = applyLenient(doc, decodeOps(ops), ops, { limits });
+  const out = doc.applyLenient(decodeOps(ops), ops, { limits });
   return { doc, start, applied: out.applied.length, skipped: out.skipped };
 }
 

@@ -30,9 +30,9 @@ describe("agui-state serve", () => {
   });
 
   it("takes each limit from its flag or its environment variable, the flag winning", () => {
-    const env = { AGUI_STATE_MAX_OPS: "7", AGUI_STATE_MAX_THREADS: "9", AGUI_STATE_MAX_STATE_BYTES: "1MiB", AGUI_STATE_MAX_HEAP: "64MiB" };
-    const r = agui(["--max-ops", "3", "--max-depth=12", "--max-message-bytes", "2KiB"], stats, env);
-    expect(limitsOf(r.stdout)).toEqual({ maxMessageBytes: 2048, maxOps: 3, maxDepth: 12, maxStateBytes: 1 << 20, maxThreads: 9, maxHeapBytes: 64 << 20 });
+    const env = { AGUI_STATE_MAX_OPS: "7", AGUI_STATE_MAX_THREADS: "9", AGUI_STATE_MAX_STATE_BYTES: "1MiB", AGUI_STATE_MAX_HEAP: "64MiB", AGUI_STATE_MAX_STREAMS: "5", AGUI_STATE_STREAM_IDLE_MS: "9000" };
+    const r = agui(["--max-ops", "3", "--max-depth=12", "--max-message-bytes", "2KiB", "--stream-idle-ms", "1500"], stats, env);
+    expect(limitsOf(r.stdout)).toEqual({ maxMessageBytes: 2048, maxOps: 3, maxDepth: 12, maxStateBytes: 1 << 20, maxThreads: 9, maxHeapBytes: 64 << 20, maxStreams: 5, streamIdleMs: 1500 });
     expect(limitsOf(agui(["--max-heap", "2GiB"], stats, env).stdout).maxHeapBytes).toBe(2 * 1024 ** 3);
   });
 

@@ -94,9 +94,10 @@ describe("HttpAgent through proxy --own /toolState, in front of an agent that se
     };
     expect(Object.fromEntries(Object.entries(sum("kinds")).filter(([, n]) => n > 0))).toEqual(tally("kind"));
     expect(Object.fromEntries(Object.entries(sum("outcomes")).filter(([, n]) => n > 0))).toEqual(tally("outcome"));
-    // Three snapshots a run, each leaving out both client keys: each is a finding the proxy kept the client's value for.
-    expect(tally("outcome")).toEqual({ kept: 3 * 3 * 2 });
-    expect(new Set(findings.map((f) => f.pointer))).toEqual(new Set(["/selectedLayer", "/ui"]));
+    // Three snapshots a run, each leaving out both client keys and setting `other`, which the client does not hold
+    // and the server does not own (issue 23 §1): each is a finding the proxy kept the client's side for.
+    expect(tally("outcome")).toEqual({ kept: 3 * 3 * 3 });
+    expect(new Set(findings.map((f) => f.pointer))).toEqual(new Set(["/selectedLayer", "/ui", "/other"]));
   });
 
   it("without --own, the same agent wipes the client's keys (the negative control), and check says so", async () => {

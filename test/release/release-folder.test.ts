@@ -5,7 +5,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ROOT } from "../../scripts/harness/fixtures.js";
 import type { Run } from "../../scripts/harness/process.js";
-import { itRunsAsInstalled, runInstalled, setUp, withoutNpm } from "./steps.js";
+import { itRunsAsInstalled, runInstalled, setUp, wheelPackageFiles, withoutNpm } from "./steps.js";
 import { describeForeignTargets, foreignTargets } from "./targets.js";
 
 /**
@@ -70,7 +70,7 @@ describe("dist/release", () => {
       + "print(z.read('agui_state-%s.dist-info/WHEEL' % sys.argv[2]).decode())";
     const out = sh("/usr/bin/python3", ["-c", read, path.join(RELEASE, PURE_WHEEL), pkg.version], work);
     expect(out.split("\n").filter((l) => l.startsWith("agui_state/"))).toEqual(
-      ["__init__.py", "_async.py", "_common.py", "_errors.py", "_sync.py", "_version.py", "py.typed"].map((f) => `agui_state/${f}`));
+      wheelPackageFiles(false).map((f) => `agui_state/${f}`));
     expect(out).toContain("Root-Is-Purelib: true");
     expect(out).toContain("Tag: py3-none-any");
   });

@@ -1,12 +1,26 @@
 import { spawnSync } from "node:child_process";
+import { readdirSync } from "node:fs";
+import path from "node:path";
 import { expect, it } from "vitest";
 import { ndjson, parseNdjson } from "../../scripts/harness/frames.js";
 import { request, responses, resultOf } from "../../scripts/harness/jsonrpc.js";
+import { ROOT } from "../../scripts/harness/fixtures.js";
 import { childEnv, type Run } from "../../scripts/harness/process.js";
 
 /** Shared by the release tests: set-up steps, and what every installed agui-state must do. */
 
 /** The child environment without npm_* settings from an enclosing `npm test` (and without any name `also` matches). */
+/**
+ * The files a wheel's `agui_state/` must hold, sorted: every file of the
+ * package's source folder, the `_version.py` the build writes, and with a
+ * binary the `bin` folder. Read from the source, so a module added to the
+ * package is expected in every wheel without another list to keep.
+ */
+export function wheelPackageFiles(withBin: boolean): string[] {
+  const source = readdirSync(path.join(ROOT, "clients/python/agui_state")).filter((f) => f !== "__pycache__");
+  return [...source, "_version.py", ...(withBin ? ["bin"] : [])].sort();
+}
+
 export function withoutNpm(also?: RegExp): Record<string, string> {
   const e: Record<string, string> = {};
   for (const [k, v] of Object.entries(childEnv())) if (v !== undefined && !/^npm_/i.test(k) && !also?.test(k)) e[k] = v;

@@ -8,7 +8,7 @@ import { request, responses, resultOf } from "../../scripts/harness/jsonrpc.js";
 import type { Run } from "../../scripts/harness/process.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
 import { ELF_AARCH64, MACHO_X86_64, PE_AMD64, readExe, readSeaBlob, SEA_USE_CODE_CACHE, type Exe } from "./exe-format.js";
-import { itRunsAsInstalled, runInstalled, setUp, withoutNpm } from "./steps.js";
+import { itRunsAsInstalled, runInstalled, setUp, wheelPackageFiles, withoutNpm } from "./steps.js";
 
 /**
  * The release's binaries for the targets other than this machine's (linux-x64), as far as this
@@ -118,7 +118,7 @@ export function describeForeignTargets(rel: Release): void {
         expect(meta).toContain("Root-Is-Purelib: false");
         expect(meta).toContain(`Tag: ${wheel.split("-").slice(2).join("-").replace(/\.whl$/, "")}`);
         const files = readdirSync(path.join(at, "wheel", "agui_state")).sort();
-        expect(files).toEqual(["__init__.py", "_async.py", "_common.py", "_errors.py", "_sync.py", "_version.py", "bin", "py.typed"]);
+        expect(files).toEqual(wheelPackageFiles(true));
         const mode = setUp(PYTHON, ["-c", `import sys, zipfile\nprint(oct(zipfile.ZipFile(sys.argv[1]).getinfo('agui_state/bin/${t.exe}').external_attr >> 16 & 0o777))`, path.join(rel.dir, wheel)], at, withoutNpm(), 60_000);
         expect(mode.trim()).toBe("0o755");
       });

@@ -29,11 +29,15 @@ const LAYERS: Record<string, RegExp> = {
   "src/rpc/node": /^(\.\/[\w-]+\.js|\.\.\/common\/[\w-]+\.js|\.\.\/\.\.\/(log|service\/[\w-]+)\.js|node:(buffer|stream))$/,
   // The events' schemas and a JSON Patch applier to hold a client model to; no I/O.
   "src/stream": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|@ag-ui\/core(\/schemas)?|fast-json-patch)$`),
-  // An HTTP server around stream's fixer: its own options type, not the command line's.
-  "src/proxy": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(log|stream\/[\w-]+)\.js|node:(http|https|net|stream|zlib))$`),
+  // An HTTP server around stream's fixer: its own options type, not the command line's; the inspector, loaded only with --inspect.
+  "src/proxy": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(log|stream\/[\w-]+|inspect\/[\w-]+)\.js|node:(http|https|net|stream|zlib))$`),
+  // The inspector (issue 25): what the stream's observer saw, served over its own node:http listener; never the proxy or the command line.
+  "src/inspect": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(log|stream\/[\w-]+)\.js|node:(http|net|crypto))$`),
+  // The inspector's page runs in a browser: its own modules only, no Node, no library.
+  "src/inspect/page": /^\.\/[\w-]+\.js$/,
   // The top: flags, files and exit codes, wiring every layer below; the transport only through rpc/node.
   "src/cli": new RegExp(
-    String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(json|protocol|rpc\/node|runtime|service|stream|proxy)\/[\w-]+\.js|\.\.\/log\.js|\.\.\/\.\.\/package\.json|node:(fs|stream|util))$`,
+    String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(json|protocol|rpc\/node|runtime|service|stream|proxy|inspect)\/[\w-]+\.js|\.\.\/log\.js|\.\.\/\.\.\/package\.json|node:(fs|stream|util))$`,
   ),
   // pino and its sink: the one place that writes to stderr.
   "src/log.ts": /^(\.\/log-sink\.js|pino|node:util)$/,

@@ -6,7 +6,7 @@ import { StreamChecker } from "../../src/stream/checker.js";
 import type { Finding } from "../../src/stream/findings.js";
 import { StreamFixer, type Policy } from "../../src/stream/fixer.js";
 import { Lifecycle } from "../../src/stream/lifecycle.js";
-import { ownedOps, snapshotDelta, wipes } from "../../src/stream/snapshots.js";
+import { ownedOps, snapshotDelta, unowned, wipes } from "../../src/stream/snapshots.js";
 import { enforceStage, transport, verifyStage } from "../../src/stream/stages.js";
 import { replayThroughClient, sseBlocks } from "./reference.js";
 import { stream, toSse } from "./streams.js";
@@ -65,9 +65,9 @@ describe("the stages, one at a time", () => {
     const life = new Lifecycle();
     const at = { ...where, type: "STATE_DELTA" };
     const d = { type: "STATE_DELTA", delta: [] } as never;
-    expect(verifyStage(life, d, at, true)).toMatchObject({ kind: "fatal", code: "FIRST_EVENT" });
-    expect(verifyStage(life, { type: "RUN_STARTED", threadId: "t", runId: "r" } as never, at, false)).toBeUndefined();
-    expect(verifyStage(life, d, at, false)).toBeUndefined();
+    expect(verifyStage(life, d, at, "peek")).toMatchObject({ decision: "fatal", findings: [{ kind: "fatal", code: "FIRST_EVENT" }] });
+    expect(verifyStage(life, { type: "RUN_STARTED", threadId: "t", runId: "r" } as never, at, "feed")).toEqual({ decision: "pass", findings: [] });
+    expect(verifyStage(life, d, at, "feed")).toEqual({ decision: "pass", findings: [] });
   });
 });
 
@@ -94,11 +94,27 @@ describe("snapshots, as the policy's ops", () => {
 
   it("wipes: the members the client holds that a snapshot removes or replaces, among those asked about", () => {
     expect(wipes(held, { toolState: {} }, () => true)).toEqual([
-      { name: "selectedLayer", pointer: "/selectedLayer", removes: true },
-      { name: "toolState", pointer: "/toolState", removes: false },
+      { name: "selectedLayer", pointer: "/selectedLayer", change: "removes" },
+      { name: "toolState", pointer: "/toolState", change: "replaces" },
     ]);
     expect(wipes(held, structuredClone(held), () => true)).toEqual([]);
     expect(wipes(held, { toolState: {} }, (n) => n !== "toolState")).toHaveLength(1);
+  });
+
+  it("unowned (--own): every root member outside the owned ones where the snapshot differs, one the client does not hold included", () => {
+    const own = [["toolState"]];
+    expect(unowned(held, { toolState: { z: 1 }, selectedLayer: "cmip6", notes: "n", extra: null }, own)).toEqual([
+      { name: "selectedLayer", pointer: "/selectedLayer", change: "replaces" },
+      { name: "notes", pointer: "/notes", change: "adds" },
+      { name: "extra", pointer: "/extra", change: "adds" },
+    ]);
+    expect(unowned(held, { toolState: {} }, own)).toEqual([{ name: "selectedLayer", pointer: "/selectedLayer", change: "removes" }]);
+    // What the snapshot says about the owned members is the policy's ops, not a finding; equal members are not either.
+    expect(unowned(held, { ...structuredClone(held), toolState: { other: 1 } }, own)).toEqual([]);
+    expect(unowned(held, { toolState: {}, "a/b": 1 }, [["a/b"]])).toEqual([
+      { name: "selectedLayer", pointer: "/selectedLayer", change: "removes" },
+      { name: "toolState", pointer: "/toolState", change: "replaces" },
+    ]);
   });
 
   it("--snapshots delta: the minimal delta lands on the snapshot, members it leaves out removed", () => {
@@ -132,8 +148,14 @@ describe("fix with a repair policy, through the real client", () => {
     expect(out.length).toBeLessThan(text.length / 3);
     // Nothing at all when nothing moved: the third snapshot of each run is not sent.
     expect(sseBlocks(out)).toHaveLength(2 * 4);
-    // The members the client holds, each snapshot; `notes`, which only the server has, is not applied and costs the client nothing.
-    expect(new Set(findings.map((f) => `${f.kind} ${f.outcome} ${f.pointer ?? ""}`))).toEqual(new Set(["wiped kept /selectedLayer", "wiped kept /ui"]));
+    // Every snapshot differs from the client outside /toolState three times: it leaves out both client keys, and
+    // sets `notes`, which the client does not hold (issue 23 §1: a finding whenever it differs from what the client holds).
+    const perSnapshot = ["wiped kept /selectedLayer", "wiped kept /ui", "wiped kept /notes"];
+    expect(findings.map((f) => `${f.kind} ${f.outcome} ${f.pointer ?? ""}`)).toEqual(Array.from({ length: 6 }, () => perSnapshot).flat());
+    expect(findings.filter((f) => f.pointer === "/notes").every((f) => f.code === "SNAPSHOT_WIPE" && /does not hold: it is not applied/.test(f.message))).toBe(true);
+    expect(fixer.state).not.toHaveProperty("notes");
+    expect(fixer.outcomes).toEqual({ passed: 0, mended: 0, discarded: 0, kept: 18 });
+    expect(fixer.summary.wiped).toBe(6);
     expect(fixer.unfixed).toBe(0);
 
     const plain = fix(text, client);

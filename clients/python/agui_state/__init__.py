@@ -4,7 +4,7 @@ from ._async import AsyncAguiState
 from ._common import find_binary
 from ._errors import (
     AguiStateError, InvalidParamsError, LimitExceededError, PatchFailedError, SidecarExitedError,
-    UnknownActivityError, UnknownThreadError, VersionConflictError,
+    UnknownActivityError, UnknownStreamError, UnknownThreadError, VersionConflictError,
 )
 from ._sync import AguiState
 
@@ -14,5 +14,6 @@ except ImportError:  # pragma: no cover
     __version__ = "0+source"
 
 __all__ = ["AguiState", "AsyncAguiState", "AguiStateError", "UnknownThreadError", "PatchFailedError",
-           "LimitExceededError", "VersionConflictError", "UnknownActivityError", "InvalidParamsError",
+           "LimitExceededError", "VersionConflictError", "UnknownActivityError", "UnknownStreamError",
+           "InvalidParamsError",
            "SidecarExitedError", "find_binary", "__version__"]

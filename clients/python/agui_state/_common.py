@@ -284,6 +284,28 @@ class Methods(Generic[R]):
         """closeThread: forget the thread and its activities. {closed: bool}; an unknown id is not an error."""
         return self.call("closeThread", _params(thread_id=thread_id))
 
+    # Streams (protocol/README.md §14): the repair `agui-state fix` does, fed part by part by a server
+    # middleware (agui_state.asgi). A stream that is unknown, closed or evicted raises UnknownStreamError.
+
+    def open_stream(self, *, state: Optional[Dict[str, JSON]] = None, own: Optional[Iterable[str]] = None,
+                    snapshots: Optional[str] = None, join_keys: bool = False, framing: Optional[str] = None) -> R:
+        """openStream: {streamId}. `state` is the client's baseline (RunAgentInput.state); own, snapshots
+        ("pass" or "delta") and join_keys are `fix --own`, `--snapshots`, `--join-keys`; framing is "sse" or
+        "ndjson" (None: told apart from the first line)."""
+        own = _optional_sequence("open_stream", "own", own, "str")
+        return self.call("openStream", _params(state=state, own=own, snapshots=snapshots,
+                                               join_keys=join_keys or None, framing=framing))
+
+    def fix_stream(self, stream_id: str, text: str) -> R:
+        """fixStream: {text, passed, mended, discarded, kept}: the repaired text of every event `text` (the
+        next part of the stream, cut anywhere but never inside a character) completes, and their findings."""
+        return self.call("fixStream", {"streamId": stream_id, "text": text})
+
+    def close_stream(self, stream_id: str) -> R:
+        """closeStream: {text, summary}: the rest of the output, and the whole stream counted. The stream
+        is forgotten."""
+        return self.call("closeStream", {"streamId": stream_id})
+
     def escape_pointer(self, path: Iterable[Segment]) -> R:
         """escapePointer: {pointer}, the RFC 6901 pointer for raw segments (["a/b", 0] gives "/a~1b/0")."""
         return self.call("escapePointer", {"path": _sequence("escape_pointer", "path", path, _SEGMENTS)})

@@ -38,6 +38,11 @@ class UnknownActivityError(AguiStateError):
     activity_snapshot creates it again, with an ACTIVITY_SNAPSHOT for the client."""
 
 
+class UnknownStreamError(AguiStateError):
+    """-32006: the stream id names no open stream (`data["reason"]`: never opened, closed, evicted or
+    idle). `data` is {code, streamId, reason}. Nothing resumes it: send the rest of the response as it is."""
+
+
 class InvalidParamsError(AguiStateError):
     """-32602: `data` is {code: "INVALID_PARAMS", field: <pointer into params>, reason}."""
 
@@ -58,7 +63,8 @@ class SidecarExitedError(AguiStateError):
 
 _BY_CODE: Dict[int, Type[AguiStateError]] = {
     -32001: UnknownThreadError, -32002: PatchFailedError, -32003: LimitExceededError,
-    -32004: VersionConflictError, -32005: UnknownActivityError, -32602: InvalidParamsError,
+    -32004: VersionConflictError, -32005: UnknownActivityError, -32006: UnknownStreamError,
+    -32602: InvalidParamsError,
 }
 
 

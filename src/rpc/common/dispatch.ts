@@ -6,6 +6,7 @@ import type { Log } from "../../log.js";
 import { invalidParams, limitExceeded, type CallError } from "../../protocol/errors.js";
 import { ENVELOPE_DEPTH } from "../../protocol/limits.js";
 import type { StateService } from "../../service/state-service.js";
+import type { StreamService } from "../../service/stream-service.js";
 import type { Frame } from "./frame.js";
 import { encodeResult } from "./encode.js";
 import { METHODS, type CallContext } from "./methods.js";
@@ -73,10 +74,11 @@ export class Dispatcher {
 
   constructor(
     service: StateService,
+    streams: StreamService,
     private readonly limits: DispatchLimits,
     private readonly log: Log,
   ) {
-    this.context = { service, requests: () => this.count };
+    this.context = { service, streams, requests: () => this.count };
     this.maxNesting = limits.maxDepth + ENVELOPE_DEPTH;
     // The level is set once, at start: asking pino per request costs a lookup on the hot path.
     this.debug = log.isLevelEnabled("debug");

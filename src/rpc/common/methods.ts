@@ -5,11 +5,14 @@ import type { MethodName, Methods } from "../../protocol/types.js";
 import * as isParams from "../../protocol/validators.generated.js";
 import type { ParamsGuard } from "../../protocol/validators.generated.js";
 import type { StateService } from "../../service/state-service.js";
+import type { StreamService } from "../../service/stream-service.js";
 import { paramsError } from "./validate.js";
 
 /** What a method runs against: the service, and what the transport has counted. */
 export interface CallContext {
   readonly service: StateService;
+  /** The stream methods' service (protocol/README.md §14). */
+  readonly streams: StreamService;
   /** Requests with an id received so far, this one included (protocol/README.md §6, stats). */
   requests(): number;
 }
@@ -38,7 +41,7 @@ export function defineMethod<M extends MethodName>(
   return { name, call: (context, params) => (isParams(params) ? handler(context, params) : err(paramsError(isParams.errors))) };
 }
 
-/** Every method of protocol/README.md §6, by name. */
+/** Every method of protocol/README.md §6 (§14 for the streams), by name. */
 export const METHODS: ReadonlyMap<string, Method> = new Map(
   [
     defineMethod("openRun", isParams.openRun, (c, p) => c.service.openRun(p)),
@@ -54,7 +57,10 @@ export const METHODS: ReadonlyMap<string, Method> = new Map(
     defineMethod("closeThread", isParams.closeThread, (c, p) => c.service.closeThread(p)),
     defineMethod("escapePointer", isParams.escapePointer, (c, p) => c.service.escapePointer(p)),
     defineMethod("parsePointer", isParams.parsePointer, (c, p) => c.service.parsePointer(p)),
-    defineMethod("stats", isParams.stats, (c) => c.service.stats(c.requests())),
+    defineMethod("openStream", isParams.openStream, (c, p) => c.streams.openStream(p)),
+    defineMethod("fixStream", isParams.fixStream, (c, p) => c.streams.fixStream(p)),
+    defineMethod("closeStream", isParams.closeStream, (c, p) => c.streams.closeStream(p)),
+    defineMethod("stats", isParams.stats, (c) => c.service.stats(c.requests(), c.streams.stats())),
     defineMethod("rpc.discover", isParams.rpc_discover, () => ok(discoverDocument())),
   ].map((m) => [m.name, m]),
 );

@@ -10,6 +10,7 @@ import type {
   ParseErrorData,
   PatchFailedData,
   UnknownActivityData,
+  UnknownStreamData,
   UnknownThreadData,
   VersionConflictData,
 } from "../../protocol/types.js";
@@ -42,6 +43,7 @@ export type ErrorData =
   | InternalErrorData
   | UnknownThreadData
   | UnknownActivityData
+  | UnknownStreamData
   | PatchFailedData
   | LimitExceededData
   | VersionConflictData;

@@ -1,7 +1,9 @@
 import type { Readable, Writable } from "node:stream";
 import type { Log } from "../../log.js";
 import type { StateService } from "../../service/state-service.js";
+import type { StreamService } from "../../service/stream-service.js";
 import { Dispatcher } from "../common/dispatch.js";
+import type { Frame } from "../common/frame.js";
 import { FramedReader, FramedWriter, type Framing } from "./stdio.js";
 
 export interface ServerOptions {
@@ -10,6 +12,8 @@ export interface ServerOptions {
   framing: Framing;
   /** The service to serve. Its limits (protocol/README.md §7) are the server's too. */
   service: StateService;
+  /** The stream methods' service (protocol/README.md §14). */
+  streams: StreamService;
   log: Log;
   /** Called after the messages of each chunk of input are answered, between calls (the heap ceiling's check). */
   afterChunk?: () => void;
@@ -35,7 +39,7 @@ export interface Server {
  */
 export function startServer(opts: ServerOptions): Server {
   const { maxMessageBytes, maxDepth } = opts.service.limits;
-  const dispatcher = new Dispatcher(opts.service, { maxMessageBytes, maxDepth }, opts.log);
+  const dispatcher = new Dispatcher(opts.service, opts.streams, { maxMessageBytes, maxDepth }, opts.log);
   const reader = new FramedReader(opts.input, opts.framing, maxMessageBytes);
   let finish: (why: Ending) => void = () => undefined;
   const done = new Promise<Ending>((resolve) => (finish = resolve));
@@ -74,18 +78,55 @@ export function startServer(opts: ServerOptions): Server {
       opts.afterChunk?.();
     },
   };
-  const subscription = reader.listen({
-    frame: (frame) => {
-      const reply = dispatcher.handle(frame);
-      if (reply === undefined) return;
+  // The first openStream starts loading the stream pipeline, which settles
+  // asynchronously (src/cli/stream-pipeline.ts). Until it does, the frames
+  // read after that message are held, in order, and input is paused: a part
+  // sent right behind its openStream, in the same read, is answered once the
+  // pipeline is there, as if it had come later (protocol/README.md §14).
+  let held: Frame[] | undefined;
+  let endedWhileHeld = false;
+  const deliver = (frame: Frame): void => {
+    if (held) {
+      held.push(frame);
+      return;
+    }
+    const reply = dispatcher.handle(frame);
+    if (reply !== undefined) {
       const framed = writer.frame(reply);
       if (pending) pending.push(framed);
       else writer.write(framed);
-    },
-    end: () => {
-      if (reader.partial) opts.log.warn("input ended in the middle of a message; it was dropped");
-      settle("end");
-    },
+    }
+    const loading = opts.streams.loading();
+    if (loading) holdUntil(loading);
+  };
+  const holdUntil = (loading: Promise<void>): void => {
+    held = [];
+    opts.input.pause();
+    void loading.then(() => {
+      const frames = held ?? [];
+      held = undefined;
+      reader.batch?.begin();
+      try {
+        for (const f of frames) deliver(f);
+      } finally {
+        reader.batch?.end();
+      }
+      if (held) return; // a failed load was tried again by a held openStream: still holding
+      if (endedWhileHeld) ended();
+      else opts.input.resume();
+    });
+  };
+  const ended = (): void => {
+    if (held) {
+      endedWhileHeld = true;
+      return;
+    }
+    if (reader.partial) opts.log.warn("input ended in the middle of a message; it was dropped");
+    settle("end");
+  };
+  const subscription = reader.listen({
+    frame: deliver,
+    end: ended,
     error: (e) => opts.log.error({ err: e }, "input error"),
   });
 

@@ -84,7 +84,8 @@
 
 (def ^:private kinds
   {-32001 :unknown-thread, -32002 :patch-failed, -32003 :limit-exceeded,
-   -32004 :version-conflict, -32005 :unknown-activity, -32602 :invalid-params})
+   -32004 :version-conflict, -32005 :unknown-activity, -32006 :unknown-stream,
+   -32602 :invalid-params})
 
 (defn- rpc-error [method {:strs [code message data]}]
   (ex-info (str "agui-state " method ": " message " (" code ")")
@@ -312,9 +313,32 @@
   [client params]
   (call client "parsePointer" (if (map? params) params {:pointer params})))
 
+;;; Stream methods (protocol/README.md §14): the repair `agui-state fix` does, fed
+;;; part by part. agui-state.ring/wrap-agui-state is built on them.
+
+(defn open-stream
+  "{:state :own :snapshots :join-keys :framing}, all optional: the client's
+  baseline (RunAgentInput.state), the repair policy of `fix --own` (pointers),
+  `--snapshots` (\"pass\" or \"delta\") and `--join-keys`, and \"sse\" or \"ndjson\".
+  Returns {:stream-id}."
+  [client params]
+  (call client "openStream" (check-colls "open-stream" params {"own" ["pointers (strings)"]})))
+
+(defn fix-stream
+  "{:stream-id :text}: the next part of the stream as the server wrote it (whole
+  characters). Returns {:text :passed :mended :discarded :kept}: the repaired text
+  of every event that part completes, and their findings by outcome. An unknown,
+  closed, evicted or idle stream throws :kind :unknown-stream."
+  [client params] (call client "fixStream" params))
+
+(defn close-stream
+  "{:stream-id}, or just the stream id. Returns {:text :summary}: the rest of the
+  output, and the whole stream's counts (string keys, as the protocol names them)."
+  [client params] (call client "closeStream" (if (map? params) params {:stream-id params})))
+
 (defn stats
   "Returns {:threads :state-bytes :requests :uptime-ms :limits :version :evicted
-  :activities};
+  :activities :streams :streams-evicted};
   :limits keeps the protocol's names as string keys (\"maxOps\", \"maxThreads\", ...)."
   [client] (call client "stats" {}))
 

@@ -79,7 +79,9 @@
       (is (and (integer? (:uptime-ms fresh)) (<= 0 (:uptime-ms fresh))))
       (when-let [pkg (s/repo-file "package.json")]
         (is (= (get (json/read-str (slurp pkg)) "version") (:version fresh)) "the program's version"))
-      (is (= #{:threads :state-bytes :requests :uptime-ms :limits :version :evicted :activities} (set (keys fresh))))
+      (is (= #{:threads :state-bytes :requests :uptime-ms :limits :version :evicted :activities
+               :streams :streams-evicted}
+             (set (keys fresh))))
       (when-let [doc (protocol-doc)]
         (is (= (set (map kebab (keys (get-in doc ["components" "schemas" "StatsResult" "properties"]))))
                (set (keys fresh)))
@@ -112,7 +114,8 @@
    [c/diff-state "diffState" :path true {:thread-id "t" :value 1}]
    [c/get-state "getState" :path true {:thread-id "t"}]
    [c/apply-activity-ops "applyActivityOps" :ops false {:thread-id "t" :message-id "m"}]
-   [c/escape-pointer "escapePointer" :path false {}]])
+   [c/escape-pointer "escapePointer" :path false {}]
+   [c/open-stream "openStream" :own false {}]])
 
 (defn- array-params
   "[method param] for every param of protocol/openrpc.json whose schema admits an array."

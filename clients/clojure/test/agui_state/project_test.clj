@@ -48,7 +48,12 @@
       (is (= (jar-version "clojure/data/json.clj" "data.json")
              (get-in deps [:deps 'org.clojure/data.json :mvn/version]))
           "data.json: the jar on this classpath")
-      (is (= (clojure-version) (get-in deps [:deps 'org.clojure/clojure :mvn/version]))))
+      (is (= (clojure-version) (get-in deps [:deps 'org.clojure/clojure :mvn/version])))
+      (doseq [[lib resource artifact] [['ring/ring-core "ring/core/protocols.clj" "ring-core"]
+                                       ['ring/ring-jetty-adapter "ring/adapter/jetty.clj" "ring-jetty-adapter"]]]
+        (is (= (jar-version resource artifact)
+               (get-in deps [:aliases :test :extra-deps lib :mvn/version]))
+            (str lib ": the jar on this classpath"))))
     (testing "the :test alias runs this runner"
       (let [{:keys [extra-paths main-opts]} (get-in deps [:aliases :test])]
         (is (= ["test"] extra-paths))

@@ -2,7 +2,7 @@
   "Runs the client's clojure.test namespaces against the real binary and exits
   non-zero on any failure or error, for scripts and CI:
 
-    clojure -cp /usr/share/java/data.json.jar:clients/clojure/src:clients/clojure/test \\
+    clojure -cp /usr/share/java/data.json.jar:/usr/share/java/ring-core.jar:/usr/share/java/ring-jetty-adapter.jar:clients/clojure/src:clients/clojure/test \\
       -m agui-state.test-runner [BINARY]
 
   The binary is the argument, else AGUI_STATE_BIN, else the repository's
@@ -11,7 +11,7 @@
 
 (def test-namespaces
   '[agui-state.scenarios-test agui-state.process-test agui-state.api-test agui-state.activity-test
-    agui-state.project-test agui-state.numbers-test])
+    agui-state.project-test agui-state.numbers-test agui-state.ring-test])
 
 (defn -main [& [binary]]
   ;; A system property rather than an atom: test-support reads it whether the

@@ -1,0 +1,112 @@
+(ns agui-state.ring-agent
+  "The agent of issue 24's tests, as a Ring app, and a Jetty server for it
+  (test/middleware/clojure.test.ts starts one JVM of it and drives it with the
+  real HttpAgent). The agent makes three mistakes upstream servers have shipped:
+  an `add /todos/-` before /todos exists, an unescaped key
+  (/toolState/raster-ops/dataset for the key \"raster-ops/dataset\"), and a
+  STATE_SNAPSHOT after every write, which wipes the client's own keys. It writes
+  event by event with a flush after each, and one character (U+2615, three bytes
+  in UTF-8) is cut in two by a flush. Its output depends only on the request's
+  threadId and runId, so /raw answers the same request with the bytes the
+  middleware received.
+
+    clojure -cp data.json.jar:ring-core.jar:ring-jetty-adapter.jar:src:test \\
+      -m agui-state.ring-agent
+
+  prints `listening http://127.0.0.1:PORT` and serves:
+    POST /agent        the agent through wrap-agui-state {:own [\"/toolState\"] :join-keys true}
+    POST /agent-gated  the same, but it stops after its first snapshot until POST /gate/open
+    POST /raw          the agent without the middleware (left out by :paths)
+    GET  /gate/reached waits until /agent-gated stopped, then answers the sidecar's pid
+    GET  /sidecar-pid  the pid of the middleware's sidecar (default-client)
+  The sidecar is found as a deployment finds it: AGUI_STATE_BIN, else PATH."
+  (:require [agui-state.client :as client]
+            [agui-state.ring :as agui-ring]
+            [clojure.data.json :as json]
+            [ring.adapter.jetty :as jetty]
+            [ring.core.protocols :as protocols])
+  (:import (java.io OutputStream)
+           (java.nio.charset StandardCharsets)
+           (org.eclipse.jetty.server Server ServerConnector)))
+
+(defn events
+  "The agent's events for one run, as JSON text."
+  [thread-id run-id]
+  (let [search {"query" "café ☕", "run" run-id}]
+    (mapv #(json/write-str % :escape-unicode false :escape-slash false)
+          [{"type" "RUN_STARTED" "threadId" thread-id "runId" run-id}
+           {"type" "STATE_DELTA" "delta" [{"op" "add" "path" "/todos/-" "value" "milk"}]}
+           {"type" "STATE_SNAPSHOT" "snapshot" {"toolState" {"search" search}}}
+           {"type" "STATE_DELTA" "delta" [{"op" "add" "path" "/toolState/raster-ops/dataset" "value" "era5"}]}
+           {"type" "STATE_SNAPSHOT" "snapshot" {"toolState" {"search" search "raster-ops/dataset" "era5"}}}
+           {"type" "RUN_FINISHED" "threadId" thread-id "runId" run-id}])))
+
+(defn sse-bytes
+  "One event framed as SSE, in UTF-8."
+  ^bytes [^String event]
+  (.getBytes (str "data: " event "\n\n") StandardCharsets/UTF_8))
+
+(defn- write-event
+  "Writes one event and flushes; an event holding U+2615 is flushed in the
+  middle of it too, as a server that writes in fixed-size buffers would."
+  [^OutputStream out ^String event]
+  (let [bs (sse-bytes event)
+        cut (let [i (.indexOf event "☕")]
+              (when (>= i 0) (+ (count (.getBytes (str "data: " (subs event 0 i)) StandardCharsets/UTF_8)) 1)))]
+    (if cut
+      (do (.write out bs 0 (int cut)) (.flush out)
+          (.write out bs (int cut) (- (alength bs) (int cut))))
+      (.write out bs))
+    (.flush out)))
+
+(defonce ^:private gate (atom {:reached (promise) :open (promise)}))
+
+(def ^:private hang-guard-ms 120000)
+
+(defn agent-handler
+  "The agent. `stop-after` (an event index) makes it wait there for /gate/open."
+  ([request] (agent-handler request nil))
+  ([request stop-after]
+   (let [input (json/read-str (slurp (:body request) :encoding "UTF-8"))
+         evs (events (get input "threadId") (get input "runId"))
+         {:keys [reached open]} @gate]
+     {:status 200
+      :headers {"Content-Type" "text/event-stream" "Cache-Control" "no-cache"}
+      :body (reify protocols/StreamableResponseBody
+              (write-body-to-stream [_ _ out]
+                (with-open [^OutputStream out out]
+                  (doseq [[i e] (map-indexed vector evs)]
+                    (write-event out e)
+                    (when (= i stop-after)
+                      (deliver reached true)
+                      (deref open hang-guard-ms nil))))))})))
+
+(defn- text [status body] {:status status :headers {"Content-Type" "text/plain"} :body (str body)})
+
+(defn- sidecar-pid [] (.pid (client/process (agui-ring/default-client))))
+
+(defn router [request]
+  (case [(:request-method request) (:uri request)]
+    [:post "/agent"] (agent-handler request)
+    [:post "/agent-gated"] (agent-handler request 2)
+    [:post "/raw"] (agent-handler request)
+    [:get "/gate/reached"] (if (deref (:reached @gate) hang-guard-ms nil)
+                             (text 200 (sidecar-pid))
+                             (text 504 "the gated stream never reached its gate"))
+    [:post "/gate/open"] (let [{:keys [open]} @gate]
+                           (reset! gate {:reached (promise) :open (promise)})
+                           (deliver open true)
+                           (text 200 "open"))
+    [:get "/sidecar-pid"] (text 200 (sidecar-pid))
+    (text 404 "not found")))
+
+(def app
+  (agui-ring/wrap-agui-state router {:own ["/toolState"] :join-keys true
+                                     :paths ["/agent" "/agent-gated"]}))
+
+(defn -main [& _]
+  (let [^Server server (jetty/run-jetty app {:host "127.0.0.1" :port 0 :join? false})
+        port (.getLocalPort ^ServerConnector (first (.getConnectors server)))]
+    (println (str "listening http://127.0.0.1:" port))
+    (flush)
+    (.join server)))

@@ -1,0 +1,389 @@
+package aguistate
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// holdAt is how much text of one event is held for its end before it goes to
+// the sidecar anyway, cut between two UTF-8 characters: the sidecar holds an
+// incomplete event as well, so only a failure mid-event would show the cut.
+const holdAt = 64 << 10
+
+// maxPending is how much text may wait for the sidecar before Write and Flush
+// wait for it too: the back-pressure of a handler that writes faster than the
+// stream is repaired.
+const maxPending = 1 << 20
+
+type mode int
+
+const (
+	undecided mode = iota // no header yet: the Content-Type decides at WriteHeader
+	passing               // not an event stream, or no longer repaired: bytes go through as written
+	repairing             // an open stream: text goes through fixStream
+)
+
+// streamWriter is the ResponseWriter the handler writes to. A repaired body
+// goes to the sidecar in parts that end where an event ends (SSE: a blank
+// line; NDJSON: a line end), so the sidecar never holds a part of an event
+// that only it has: when it fails, everything not yet answered is still here
+// and goes on unrepaired, and nothing is lost or sent twice. A cut at an
+// event's end is also a cut between UTF-8 characters.
+//
+// One goroutine at a time (drain) talks to the sidecar, and the handler does
+// not wait for it: what the handler flushes while a call is out goes in the
+// next call, whole. At a low rate each flush is one call, sent at once; at a
+// high rate the calls carry many events each, so the stream is not held to
+// one round trip per event (docs/benchmarks.md, B13).
+type streamWriter struct {
+	w     http.ResponseWriter
+	m     *middleware
+	req   *http.Request
+	state json.RawMessage // the request's RunAgentInput.state, nil for {}
+	note  string          // why the request had no usable state, when it meant to
+
+	mu      sync.Mutex // everything below, and every write to w
+	cond    *sync.Cond // on mu: drain has finished a call
+	mode    mode
+	c       *Client
+	id      string
+	framing string
+	buf     []byte        // written by the handler, not yet handed to the sidecar
+	sending bool          // drain is running
+	werr    error         // the first error writing to w: the client is gone
+	done    chan struct{} // closed when the stream ends, to stop the watch
+}
+
+func (s *streamWriter) Header() http.Header { return s.w.Header() }
+
+// Unwrap is for http.ResponseController (Go 1.20), which reaches deadlines
+// and the like on the writer underneath.
+func (s *streamWriter) Unwrap() http.ResponseWriter { return s.w }
+
+func (s *streamWriter) WriteHeader(code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writeHeader(code)
+}
+
+func (s *streamWriter) writeHeader(code int) {
+	// An informational (1xx) header leaves the real one to come; a second
+	// call goes on as it is, for net/http to report as superfluous.
+	if s.mode != undecided || code < 200 {
+		s.w.WriteHeader(code)
+		return
+	}
+	s.mode = passing
+	h := s.w.Header()
+	if f := framing(h.Get("Content-Type")); f != "" {
+		if enc := h.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+			s.m.log.Printf("agui-state: %s: the event stream is already Content-Encoding %q, so it goes unrepaired: add the middleware inside the compression", s.req.URL.Path, enc)
+		} else {
+			s.open(f)
+		}
+	}
+	if s.mode == repairing {
+		h.Del("Content-Length") // the repaired body has another length
+	}
+	s.w.WriteHeader(code)
+}
+
+func (s *streamWriter) open(f string) {
+	ctx, cancel := withCallTimeout(s.req.Context())
+	defer cancel()
+	if s.note != "" {
+		s.m.log.Printf("agui-state: %s: %s; the stream is repaired from the state {}", s.req.URL.Path, s.note)
+	}
+	o := s.m.opts
+	c, id, err := s.m.open(ctx, OpenStreamParams{State: s.state, Own: o.Own, Snapshots: o.Snapshots, JoinKeys: o.JoinKeys, Framing: f})
+	if err != nil {
+		if s.req.Context().Err() == nil { // a client that went away needs no word; a timeout does
+			s.m.log.Printf("agui-state: %s: no stream repair (%v); the response goes through unrepaired", s.req.URL.Path, err)
+		}
+		return
+	}
+	s.c, s.id, s.framing, s.mode = c, id, f, repairing
+	s.cond = sync.NewCond(&s.mu)
+	s.done = make(chan struct{})
+	go s.watch(s.req.Context(), s.done)
+}
+
+// watch closes the stream when the client goes away while the handler may
+// still be running (or blocked): the sidecar forgets it at once, rather than
+// at its idle limit (protocol/README.md §14).
+func (s *streamWriter) watch(ctx context.Context, done <-chan struct{}) {
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.mode == repairing {
+			s.buf = nil
+			s.abandon()
+		}
+	}
+}
+
+func (s *streamWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mode == undecided {
+		s.writeHeader(http.StatusOK)
+	}
+	if s.mode != repairing {
+		return s.w.Write(b)
+	}
+	s.buf = append(s.buf, b...)
+	if len(s.buf) >= flushAt {
+		s.kick()
+		for s.mode == repairing && s.sending && len(s.buf) >= maxPending {
+			s.cond.Wait()
+		}
+	}
+	return len(b), s.werr
+}
+
+// Flush sends every event written so far, repaired, then flushes.
+func (s *streamWriter) Flush() { _ = s.FlushError() }
+
+// FlushError is Flush with its error, the form http.ResponseController asks for first.
+func (s *streamWriter) FlushError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mode == undecided {
+		s.writeHeader(http.StatusOK)
+	}
+	if s.mode == repairing {
+		if s.kick(); s.sending {
+			return s.werr // drain flushes once it has written the repaired text
+		}
+	}
+	return s.flush()
+}
+
+func (s *streamWriter) flush() error {
+	switch f := s.w.(type) {
+	case interface{ FlushError() error }:
+		return f.FlushError()
+	case http.Flusher:
+		f.Flush()
+		return nil
+	}
+	return errors.New("agui-state: the ResponseWriter underneath cannot flush")
+}
+
+// Hijack hands the connection over, for a handler that upgrades it; a
+// response already repaired as an event stream cannot be.
+func (s *streamWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.w.(http.Hijacker)
+	if !ok || s.mode == repairing {
+		return nil, nil, errors.New("agui-state: this response cannot be hijacked")
+	}
+	s.mode = passing
+	return h.Hijack()
+}
+
+// ready is how much of buf can go to the sidecar now: the whole events, or a
+// long event's text so far, without a character its end cuts in two.
+func (s *streamWriter) ready() int {
+	n := boundary(s.buf, s.framing)
+	if n == 0 && len(s.buf) >= holdAt {
+		n = wholeRunes(s.buf)
+	}
+	return n
+}
+
+// kick starts drain if something is ready and it is not running.
+func (s *streamWriter) kick() {
+	if !s.sending && s.ready() > 0 {
+		s.sending = true
+		go s.drain()
+	}
+}
+
+// drain hands what is ready to the sidecar, one call at a time, and writes
+// and flushes the repaired text, until nothing is ready. mu is released
+// during each call, so the handler goes on writing.
+func (s *streamWriter) drain() {
+	s.mu.Lock()
+	defer func() {
+		s.sending = false
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	}()
+	for s.mode == repairing {
+		n := s.ready()
+		if n == 0 {
+			return
+		}
+		part := string(s.buf[:n])
+		s.buf = s.buf[:copy(s.buf, s.buf[n:])]
+		s.cond.Broadcast() // room for a Write held back
+		s.mu.Unlock()
+		ctx, cancel := withCallTimeout(s.req.Context())
+		r, err := s.c.FixStream(ctx, s.id, part)
+		cancel()
+		s.mu.Lock()
+		if s.mode != repairing {
+			return // the client went away meanwhile (watch): nothing is worth sending
+		}
+		if err != nil {
+			s.buf = append([]byte(part), s.buf...)
+			s.fail(err)
+			return
+		}
+		if s.out(r.Text) == nil {
+			_ = s.flush() // a client that is gone shows in the next write
+		}
+		if s.werr != nil {
+			s.abandon()
+			return
+		}
+	}
+}
+
+// finish ends the stream when the handler returns: what drain has not sent
+// goes to the sidecar, then closeStream gives the rest of the output.
+func (s *streamWriter) finish() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cond == nil { // never opened
+		return
+	}
+	for s.sending {
+		s.cond.Wait()
+	}
+	if s.mode != repairing {
+		return
+	}
+	var held []byte // the text of an event the input's end cut off: only closeStream answers it
+	for _, whole := range []bool{true, false} {
+		n := len(s.buf)
+		if whole {
+			n = s.ready()
+		}
+		if n == 0 {
+			continue
+		}
+		part := s.buf[:n]
+		ctx, cancel := withCallTimeout(s.req.Context())
+		r, err := s.c.FixStream(ctx, s.id, string(part))
+		cancel()
+		if err != nil {
+			s.fail(err)
+			return
+		}
+		s.buf = s.buf[n:]
+		if r.Text == "" && len(s.buf) == 0 {
+			held = part
+		}
+		if s.out(r.Text) != nil {
+			s.abandon()
+			return
+		}
+	}
+	s.end()
+	r, err := s.close()
+	if err != nil {
+		s.buf = held
+		s.fail(err)
+		return
+	}
+	_ = s.out(r.Text)
+}
+
+// out writes repaired text to w; the first error is kept for the handler.
+func (s *streamWriter) out(text string) error {
+	if text == "" || s.werr != nil {
+		return s.werr
+	}
+	_, s.werr = io.WriteString(s.w, text)
+	return s.werr
+}
+
+// fail gives the stream up: what the sidecar has not answered goes on as the
+// handler wrote it, and so does everything after it. A request whose client
+// has gone is not a failure of the repair, and is not logged.
+func (s *streamWriter) fail(err error) {
+	var exited *ExitError
+	if s.req.Context().Err() == nil {
+		s.m.log.Printf("agui-state: %s: the stream repair failed (%v); the rest of this response goes through unrepaired", s.req.URL.Path, err)
+	}
+	if errors.As(err, &exited) || errors.Is(err, ErrUnknownStream) {
+		s.end() // nothing to close
+	} else {
+		s.abandon()
+	}
+	raw := s.buf
+	s.buf = nil
+	if s.werr == nil {
+		if _, s.werr = s.w.Write(raw); s.werr == nil {
+			_ = s.flush()
+		}
+	}
+}
+
+// abandon closes the stream in the sidecar, its output unwanted.
+func (s *streamWriter) abandon() {
+	s.end()
+	_, _ = s.close()
+}
+
+func (s *streamWriter) close() (*CloseStreamResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	return s.c.CloseStream(ctx, s.id)
+}
+
+// end stops the repair: later writes go through as they are.
+func (s *streamWriter) end() {
+	s.mode = passing
+	if s.done != nil {
+		close(s.done)
+		s.done = nil
+	}
+}
+
+var blankLines = [][]byte{[]byte("\n\n"), []byte("\r\r"), []byte("\r\n\r\n")}
+
+// boundary is the length of the longest prefix of b that ends where an event
+// ends: after a blank line in SSE (the HTML Standard's event stream: a line
+// ends at CRLF, LF or CR), after a line end in NDJSON. 0 when none does.
+func boundary(b []byte, framing string) int {
+	if framing == "ndjson" {
+		return bytes.LastIndexByte(b, '\n') + 1
+	}
+	n := 0
+	for _, sep := range blankLines {
+		if i := bytes.LastIndex(b, sep); i >= 0 && i+len(sep) > n {
+			n = i + len(sep)
+		}
+	}
+	return n
+}
+
+// wholeRunes is the length of b without a UTF-8 character that its end cuts
+// in two: fixStream's text is a JSON string, and a character cut between two
+// parts must reach the sidecar whole (protocol/README.md §14, fixStream).
+func wholeRunes(b []byte) int {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if utf8.FullRune(b[i:]) {
+				return len(b)
+			}
+			return i
+		}
+	}
+	return len(b)
+}

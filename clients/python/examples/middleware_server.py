@@ -1,0 +1,70 @@
+"""A FastAPI server whose events a framework writes (here sloppy_agent.py, with the field's three state
+mistakes), repaired by one line: AguiStateMiddleware. The same agent is also served at /raw, outside the
+middleware's `paths`, as the control. test/middleware/python.test.ts runs it under uvicorn:
+
+    AGUI_STATE_BIN=dist/agui-state /usr/bin/python3 clients/python/examples/middleware_server.py
+
+It listens on an ephemeral port of 127.0.0.1 and prints `listening on PORT` once it serves. A run whose
+forwardedProps hold {"gate": N} stops after N events until POST /release: the test kills the sidecar there.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import sys
+from pathlib import Path
+from typing import AsyncIterator, Dict
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]  # the agent, and the package from this source tree
+from sloppy_agent import agent_events, sse  # noqa: E402
+
+from agui_state.asgi import AguiStateMiddleware  # noqa: E402
+
+app = FastAPI()
+app.add_middleware(AguiStateMiddleware, own=["/toolState"], join_keys=True, paths=["/agent"])
+gates: Dict[str, asyncio.Event] = {}
+
+
+async def run(request: Request) -> StreamingResponse:
+    run_input = await request.json()
+    gate = run_input.get("forwardedProps", {}).get("gate")
+
+    async def events() -> AsyncIterator[bytes]:
+        for i, event in enumerate(agent_events(run_input)):
+            if i == gate:
+                await gates.setdefault(run_input["runId"], asyncio.Event()).wait()
+            yield sse(event)
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
+app.post("/agent")(run)
+app.post("/raw")(run)
+
+
+@app.post("/release/{run_id}")
+async def release(run_id: str) -> Dict[str, bool]:
+    gates.setdefault(run_id, asyncio.Event()).set()
+    return {"released": True}
+
+
+async def main() -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+    while not server.started and not serving.done():
+        await asyncio.sleep(0.01)
+    print(f"listening on {sock.getsockname()[1]}", flush=True)
+    await serving
+
+
+if __name__ == "__main__":
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    asyncio.run(main())

@@ -1,0 +1,317 @@
+"""agui_state.asgi.AguiStateMiddleware (issue 24 §2) as plain ASGI, with no framework: small ASGI apps
+stand in for the server, this file for the server's side of the connection, and the real sidecar
+($AGUI_STATE_BIN) repairs. What the middleware forwards must be byte for byte what `agui-state fix` with
+the same flags (and `--state` the request's RunAgentInput.state) writes for the app's stream. The web
+server itself (uvicorn, FastAPI, the real @ag-ui/client) is test/middleware/python.test.ts's part."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Dict, List, Optional
+
+import jsonpatch
+import pytest
+from helpers import BIN, child_env
+
+from agui_state import AsyncAguiState, UnknownStreamError
+from agui_state.asgi import AguiStateMiddleware
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from sloppy_agent import agent_events, ndjson, sse  # noqa: E402
+
+Message = Dict[str, Any]
+STATE = {"selectedLayer": "era5", "ui": {"panel": "layers"}}
+RUN_INPUT = {"threadId": "t1", "runId": "r1", "state": STATE, "messages": [], "tools": [], "context": [],
+             "forwardedProps": {}}
+FLAGS = ["--own", "/toolState", "--join-keys"]
+
+
+def fix(stream: bytes, state: Dict[str, Any], flags: List[str] = FLAGS) -> bytes:
+    """What `agui-state fix` writes for the whole stream: the oracle."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(state, f)
+    try:
+        r = subprocess.run([BIN, "fix", "--state", f.name, *flags], input=stream, capture_output=True,
+                           env=child_env(), timeout=60)
+    finally:
+        os.unlink(f.name)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def replay(state: Dict[str, Any], body: bytes) -> Dict[str, Any]:
+    """The state a client holds after the SSE body, each delta applied by python3-jsonpatch (which
+    raises where the client would warn)."""
+    for block in body.decode("utf-8").split("\n\n"):
+        data = "\n".join(line[6:] for line in block.split("\n") if line.startswith("data: "))
+        event = json.loads(data) if data else {}
+        if event.get("type") == "STATE_SNAPSHOT":
+            state = event["snapshot"]
+        elif event.get("type") == "STATE_DELTA":
+            state = jsonpatch.apply_patch(state, event["delta"])
+    return state
+
+
+def request(body: bytes, parts: int = 1, path: str = "/agent") -> List[Message]:
+    cut = [len(body) * i // parts for i in range(parts + 1)]
+    return [{"type": "http.request", "body": body[a:b], "more_body": i < parts - 1}
+            for i, (a, b) in enumerate(zip(cut, cut[1:]))]
+
+
+def scope(path: str = "/agent") -> Dict[str, Any]:
+    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "path": path,
+            "raw_path": path.encode(), "query_string": b"", "headers": [(b"content-type", b"application/json")]}
+
+
+def stream_app(chunks: List[bytes], content_type: bytes = b"text/event-stream", seen: Optional[List[Message]] = None,
+               extra: Optional[List[Any]] = None,
+               between: Optional[Callable[[int], Awaitable[None]]] = None) -> Callable[..., Awaitable[None]]:
+    """An app that reads the whole request (keeping each message in `seen`), then sends `chunks`."""
+    async def app(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+        while True:
+            message = await receive()
+            if seen is not None:
+                seen.append(message)
+            if not message.get("more_body"):
+                break
+        headers = [(b"content-type", content_type), (b"content-length", str(sum(map(len, chunks))).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers + (extra or [])})
+        for i, chunk in enumerate(chunks):
+            if between is not None:
+                await between(i)
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+    return app
+
+
+async def serve(app: Any, messages: List[Message], path: str = "/agent",
+                send: Optional[Callable[[Message], Awaitable[None]]] = None) -> List[Message]:
+    """The server's side: the request's messages, then nothing until the app is done; what it was sent."""
+    inbox, sent = list(messages), []
+    never = asyncio.Event()
+
+    async def receive() -> Message:
+        if inbox:
+            return inbox.pop(0)
+        await never.wait()
+        return {"type": "http.disconnect"}
+
+    async def record(message: Message) -> None:
+        sent.append(message)
+        if send is not None:
+            await send(message)
+
+    await app(scope(path), receive, record)
+    return sent
+
+
+def body_of(sent: List[Message]) -> bytes:
+    assert sent[0]["type"] == "http.response.start" and sent[-1]["more_body"] is False, sent
+    return b"".join(m.get("body", b"") for m in sent[1:])
+
+
+def headers_of(sent: List[Message]) -> Dict[bytes, bytes]:
+    return dict(sent[0]["headers"])
+
+
+async def test_the_app_gets_the_request_as_sent_and_its_state_is_the_baseline() -> None:
+    stream = b"".join(map(sse, agent_events(RUN_INPUT)))
+    body = json.dumps(RUN_INPUT).encode()
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        seen: List[Message] = []
+        mw = AguiStateMiddleware(stream_app([stream], seen=seen), own=["/toolState"], join_keys=True, sidecar=s)
+        sent = await serve(mw, request(body, 3))
+        assert seen == request(body, 3), "the very messages, in order"
+        assert body_of(sent) == fix(stream, STATE)
+        assert headers_of(sent) == {b"content-type": b"text/event-stream"}, "no Content-Length once rewritten"
+        state = replay(STATE, body_of(sent))
+        assert {k: state[k] for k in STATE} == STATE, "the client's keys stand under own"
+        assert state["toolState"] == {"raster-ops/zoom": 3, "raster-ops/dataset": "era5", "run": "r1"}
+        assert state["todos"] == ["check r1"]
+        # The negative control: the stream as sent wipes the client's keys, and the unescaped key fails.
+        first = stream.split(b"\n\n")
+        assert "selectedLayer" not in replay(STATE, b"\n\n".join(first[:2]) + b"\n\n")
+        with pytest.raises(jsonpatch.JsonPointerException, match="raster-ops"):
+            replay(STATE, stream)
+        assert (await s.stats())["streams"] == 0, "closed at the end"
+
+
+async def test_characters_cut_between_chunks_reach_the_sidecar_whole() -> None:
+    events = agent_events(RUN_INPUT)
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        for content_type, encode in ((b"text/event-stream", sse), (b"application/x-ndjson", ndjson)):
+            stream = b"".join(map(encode, events))
+            assert len(stream) > len(stream.decode("utf-8")), "multi-byte characters in the stream"
+            one_byte_each = [stream[i:i + 1] for i in range(len(stream))]
+            mw = AguiStateMiddleware(stream_app(one_byte_each, content_type), own=["/toolState"], join_keys=True,
+                                     sidecar=s)
+            sent = await serve(mw, request(json.dumps(RUN_INPUT).encode()))
+            assert body_of(sent) == fix(stream, STATE), content_type
+            # In three parts, each cut inside a character: still what fix writes.
+            cuts = [i for i in range(1, len(stream)) if stream[i] & 0xC0 == 0x80][:3]
+            parts = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)])]
+            mw = AguiStateMiddleware(stream_app(parts, content_type), own=["/toolState"], join_keys=True, sidecar=s)
+            assert body_of(await serve(mw, request(json.dumps(RUN_INPUT).encode()))) == fix(stream, STATE)
+            # The last event cut off before its end of line (or blank line): still read, as fix reads it.
+            cut_off = stream.rstrip(b"\n")
+            mw = AguiStateMiddleware(stream_app([cut_off[:-9], cut_off[-9:]], content_type), own=["/toolState"],
+                                     join_keys=True, sidecar=s)
+            assert body_of(await serve(mw, request(json.dumps(RUN_INPUT).encode()))) == fix(cut_off, STATE)
+        # SSE with CRLF and CR line ends, one byte per chunk: a part never ends between a CR and its LF.
+        for ends in (b"\r\n", b"\r"):
+            stream = b"".join(map(sse, events)).replace(b"\n", ends)
+            mw = AguiStateMiddleware(stream_app([stream[i:i + 1] for i in range(len(stream))]), own=["/toolState"],
+                                     join_keys=True, sidecar=s)
+            assert body_of(await serve(mw, request(json.dumps(RUN_INPUT).encode()))) == fix(stream, STATE), ends
+
+
+async def test_other_responses_pass_untouched() -> None:
+    stream = b"".join(map(sse, agent_events(RUN_INPUT)))
+    body = json.dumps(RUN_INPUT).encode()
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        before = (await s.stats())["requests"]
+        cases = [
+            ("JSON", "/agent", stream_app([b'{"a": ', b'"\xc3\xa9"}'], b"application/json")),
+            ("outside paths", "/other", stream_app([stream], b"text/event-stream")),
+            ("gzip", "/agent", stream_app([b"\x1f\x8b not ours to read"], b"text/event-stream",
+                                          extra=[(b"content-encoding", b"gzip")])),
+        ]
+        for name, path, app in cases:
+            sent = await serve(AguiStateMiddleware(app, own=["/toolState"], sidecar=s, paths=["/agent"]),
+                               request(body, 2, path), path)
+            assert sent == await serve(app, request(body, 2, path), path), name
+            assert headers_of(sent).get(b"content-length") is not None, name
+        assert (await s.stats())["requests"] == before + 1, "no stream was opened (only this stats call came)"
+    with pytest.raises(TypeError):
+        AguiStateMiddleware(stream_app([]), own="/toolState")
+    with pytest.raises(ValueError):
+        AguiStateMiddleware(stream_app([]), snapshots="never")
+
+
+async def test_a_disconnect_or_a_failed_send_closes_the_stream() -> None:
+    events = agent_events(RUN_INPUT)
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        # A client that goes away: the app, as Starlette's StreamingResponse does, hears http.disconnect.
+        first_body = asyncio.Event()
+
+        async def app(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+            await receive()
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"text/event-stream")]})
+            await send({"type": "http.response.body", "body": sse(events[0]), "more_body": True})
+            assert (await receive())["type"] == "http.disconnect"
+
+        inbox = request(json.dumps(RUN_INPUT).encode())
+
+        async def receive() -> Message:
+            if inbox:
+                return inbox.pop(0)
+            await first_body.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: Message) -> None:
+            if message.get("body"):
+                first_body.set()
+
+        await AguiStateMiddleware(app, own=["/toolState"], sidecar=s)(scope(), receive, send)
+        await asyncio.sleep(0)  # a turn of the loop: the closeStream it sent goes before the calls below
+        with pytest.raises(UnknownStreamError) as e:
+            await s.fix_stream("s1", "")
+        assert e.value.data == {"code": "UNKNOWN_STREAM", "streamId": "s1", "reason": "closed"}
+
+        # A send that fails (the connection broke): the app's send raises it, and the stream is closed.
+        async def broken(message: Message) -> None:
+            if message.get("body"):
+                raise ConnectionResetError("the client's connection broke")
+
+        mw = AguiStateMiddleware(stream_app([sse(e) for e in events]), own=["/toolState"], sidecar=s)
+        with pytest.raises(ConnectionResetError):
+            await serve(mw, request(json.dumps(RUN_INPUT).encode()), send=broken)
+        await asyncio.sleep(0)
+        with pytest.raises(UnknownStreamError) as e:
+            await s.fix_stream("s2", "")
+        assert e.value.data is not None and e.value.data["reason"] == "closed"
+        assert (await s.stats())["streams"] == 0
+
+
+async def test_kill_9_mid_stream_fails_open_and_the_next_stream_is_repaired(caplog: pytest.LogCaptureFixture) -> None:
+    events = [sse(e) for e in agent_events(RUN_INPUT)]
+    body = json.dumps(RUN_INPUT).encode()
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        first_pid = s.pid
+        forwarded = asyncio.Event()
+        k = 3  # events repaired before the kill
+
+        async def record(message: Message) -> None:
+            got.append(message.get("body", b""))
+            if fix(b"".join(events[:k]), STATE) == b"".join(got):
+                forwarded.set()
+
+        async def kill_after_k(i: int) -> None:
+            if i == k and s.pid == first_pid:  # the first k events are out, repaired: now it dies (once)
+                await forwarded.wait()
+                os.kill(s.pid, signal.SIGKILL)
+
+        got: List[bytes] = []
+        mw = AguiStateMiddleware(stream_app(events, between=kill_after_k), own=["/toolState"], join_keys=True,
+                                 sidecar=s)
+        with caplog.at_level(logging.WARNING, logger="agui_state.asgi"):
+            sent = await serve(mw, request(body), send=record)
+        # The stream completes: what was repaired, then the rest as the app sent it.
+        assert body_of(sent) == fix(b"".join(events[:k]), STATE) + b"".join(events[k:])
+        warnings = [r.getMessage() for r in caplog.records if r.name == "agui_state.asgi"]
+        assert any("fixStream failed (SidecarExitedError" in w and "unrepaired" in w for w in warnings), warnings
+        # The next request gets a new sidecar and is repaired again.
+        sent = await serve(mw, request(body))
+        assert body_of(sent) == fix(b"".join(events), STATE)
+        assert s.pid != first_pid
+
+
+async def test_one_sidecar_for_the_process_started_on_the_first_stream_and_closed_at_shutdown() -> None:
+    def children() -> List[int]:
+        """This process's children that run the sidecar, from /proc (fields after the name in stat)."""
+        found: List[int] = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                if ppid == os.getpid() and os.readlink(f"/proc/{pid}/exe") == os.path.realpath(BIN):
+                    found.append(int(pid))
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+        return found
+
+    stream = b"".join(map(sse, agent_events(RUN_INPUT)))
+    body = json.dumps(RUN_INPUT).encode()
+    apps = [AguiStateMiddleware(stream_app([stream]), own=["/toolState"], join_keys=True) for _ in range(2)]
+    lifespan = [{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}]
+
+    async def lifespan_app(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+        for reply in ("lifespan.startup.complete", "lifespan.shutdown.complete"):
+            await receive()
+            await send({"type": reply})
+
+    before = children()
+    shutdown = AguiStateMiddleware(lifespan_app)
+    assert children() == before, "nothing started before the first stream"
+    for mw in apps:
+        assert body_of(await serve(mw, request(body))) == fix(stream, STATE)
+    started = [p for p in children() if p not in before]
+    assert len(started) == 1, "one sidecar served both middlewares"
+    sent: List[Message] = []
+
+    async def receive() -> Message:
+        return lifespan.pop(0)
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await shutdown({"type": "lifespan", "asgi": {"version": "3.0"}}, receive, send)
+    assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    assert started[0] not in children(), "closed and reaped at shutdown"

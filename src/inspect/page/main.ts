@@ -1,0 +1,380 @@
+import { badge, bytes, changes, diff, h, short, tree, type Json } from "./view.js";
+
+/**
+ * The inspector's page (issue 25): the streams the proxy fixed, one stream's
+ * timeline, an event's ops as sent beside the ops as forwarded with each
+ * finding, the state the client holds after any event, and the diff between
+ * two. Live, it reads the inspector's API (protocol/README.md, "The
+ * inspector") and follows its SSE feed; as `check --html`'s report, it reads
+ * the data embedded in the page and asks for nothing.
+ */
+
+type Outcome = "passed" | "mended" | "discarded" | "kept";
+interface Finding {
+  event: number;
+  kind: string;
+  type: string;
+  index?: number;
+  pointer?: string;
+  code: string;
+  message: string;
+  hint?: string;
+  outcome: Outcome;
+}
+interface Summary {
+  id: string;
+  threadId: string | null;
+  runId: string | null;
+  method: string;
+  path: string;
+  started: string;
+  status: string;
+  seen: number;
+  evicted: number;
+  bytes: number;
+  outcomes: Record<Outcome, number>;
+  kinds: Record<string, number>;
+}
+interface EventView {
+  n: number;
+  type: string;
+  ms: number;
+  bytes: number;
+  outcomes: Record<Outcome, number>;
+  findings: Finding[];
+  delivery: "as-sent" | "rewritten" | "not-sent";
+  sent?: Json;
+  sentText?: string;
+  forwarded?: Json;
+  state?: Json;
+  elided?: true;
+}
+interface Detail extends Summary {
+  caps: Caps;
+  baseline: Json;
+  events: EventView[];
+}
+interface Caps {
+  streams: number;
+  events: number;
+  bytes: number;
+}
+interface List {
+  caps: Caps;
+  dropped: number;
+  streams: Summary[];
+}
+interface Report {
+  list: List;
+  streams: Record<string, Detail>;
+}
+
+const OUTCOMES: Outcome[] = ["mended", "discarded", "kept", "passed"];
+const TOKEN_KEY = "agui-state-inspector-token";
+
+const reportEl = document.getElementById("report");
+const report = reportEl ? (JSON.parse(reportEl.textContent ?? "null") as Report) : undefined;
+
+/** The token: taken once from ?token=, then kept for this tab's session only, and out of the address bar. */
+function takeToken(): string | undefined {
+  const url = new URL(location.href);
+  const given = url.searchParams.get("token");
+  if (given !== null) {
+    sessionStorage.setItem(TOKEN_KEY, given);
+    url.searchParams.delete("token");
+    history.replaceState(null, "", url.pathname + url.search + url.hash);
+  }
+  return sessionStorage.getItem(TOKEN_KEY) ?? undefined;
+}
+const token = report ? undefined : takeToken();
+const headers: Record<string, string> = token === undefined ? {} : { authorization: `Bearer ${token}` };
+
+async function api<T>(path: string): Promise<T> {
+  const res = await fetch(path, { headers, cache: "no-store" });
+  if (!res.ok) throw new Error(`${path}: ${res.status} ${(await res.text()).slice(0, 200)}`);
+  return (await res.json()) as T;
+}
+
+// ------------------------------------------------------------------ model
+
+let list: List = report?.list ?? { caps: { streams: 0, events: 0, bytes: 0 }, dropped: 0, streams: [] };
+const details = new Map<string, Detail>(report ? Object.entries(report.streams) : []);
+/** The stream and event picked; undefined follows the newest. */
+let pickedStream: string | undefined;
+let pickedEvent: number | undefined;
+let diffFrom: number | undefined;
+let diffTo: number | undefined;
+let status = report ? "report" : "connecting";
+
+const shownStream = (): string | undefined => pickedStream ?? list.streams[0]?.id;
+
+/**
+ * How many of a stream's latest events the page holds while it follows: a
+ * stream of thousands of events a second is still one small request per
+ * tick for the proxy, and one small table for the browser.
+ */
+const FOLLOW = 200;
+/** Streams whose every kept event the user asked for. */
+const full = new Set<string>();
+
+/** Brings a stream's events up to date: only those after the last one held. */
+async function load(id: string): Promise<void> {
+  if (report) return;
+  const held = details.get(id);
+  const all = full.has(id);
+  // Paused on a picked event: the list moves on, the stream's timeline waits.
+  if (held && pickedEvent !== undefined && !all) return;
+  const last = held?.events[held.events.length - 1]?.n ?? 0;
+  const query = all ? (held ? `?after=${last}` : "") : `?after=${last}&limit=${FOLLOW}`;
+  const fresh = await api<Detail>(`/api/streams/${encodeURIComponent(id)}${query}`);
+  // A gap (the proxy moved on by more than a page): the page starts again from what came.
+  const joins = held !== undefined && (fresh.events.length === 0 || fresh.events[0]?.n === last + 1);
+  let events = (joins ? [...held.events, ...fresh.events] : fresh.events).filter((e) => e.n > fresh.evicted);
+  if (!all && events.length > FOLLOW) events = events.slice(events.length - FOLLOW);
+  details.set(id, { ...fresh, events });
+}
+
+// ------------------------------------------------------------------ render
+
+const root = h("div", { id: "app" });
+document.body.append(root);
+
+const KINDS = ["fatal", "dropped", "ignored"];
+
+/**
+ * An event's or a stream's badges. Live, what the proxy did (outcomes), and
+ * `wiped`; in check's report, where the stream goes to the client as it
+ * came, what the client does (kinds).
+ */
+function counts(o: Record<Outcome, number>, kinds?: Record<string, number>): HTMLElement {
+  const span = h("span", { class: "counts" });
+  if (report && kinds) for (const k of KINDS) if ((kinds[k] ?? 0) > 0) span.append(badge(`kind-${k}`, `${k} ${kinds[k]}`));
+  if (!report) for (const k of OUTCOMES) if (o[k] > 0) span.append(badge(`outcome-${k}`, `${k} ${o[k]}`));
+  if (kinds && (kinds["wiped"] ?? 0) > 0) span.append(badge("kind-wiped", `wiped ${kinds["wiped"]}`));
+  return span;
+}
+
+/** An event's findings counted by kind. */
+function kindsOf(findings: Finding[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const f of findings) out[f.kind] = (out[f.kind] ?? 0) + 1;
+  return out;
+}
+
+function streamList(): HTMLElement {
+  const nav = h("nav", { id: "streams" }, h("h2", {}, "Streams"));
+  if (list.dropped > 0) nav.append(h("p", { class: "note", id: "dropped-streams" }, `${list.dropped} older stream${list.dropped === 1 ? "" : "s"} dropped to keep the last ${list.caps.streams}.`));
+  if (list.streams.length === 0) nav.append(h("p", { class: "muted" }, "No event stream yet: run an agent through the proxy."));
+  const ul = h("ul", {});
+  const shown = shownStream();
+  for (const s of list.streams) {
+    const li = h(
+      "li",
+      { "data-stream": s.id, class: s.id === shown ? "picked" : undefined },
+      h("div", { class: "line" }, h("strong", {}, s.threadId ?? "(no thread id)"), " ", badge(`status-${s.status}`, s.status)),
+      h("div", { class: "muted small" }, `run ${s.runId ?? "—"} · ${s.method} ${s.path}`),
+      h("div", { class: "muted small" }, `${new Date(s.started).toLocaleTimeString()} · ${s.seen} events`),
+      counts(s.outcomes, s.kinds),
+    );
+    li.addEventListener("click", () => {
+      pickedStream = s.id;
+      pickedEvent = diffFrom = diffTo = undefined;
+      void refresh(true);
+    });
+    ul.append(li);
+  }
+  nav.append(ul);
+  return nav;
+}
+
+function timeline(d: Detail, picked: number | undefined): HTMLElement {
+  const body = h("tbody", {});
+  for (const e of d.events) {
+    const tr = h("tr", { "data-n": String(e.n), class: e.n === picked ? "picked" : undefined }, h("td", { class: "num" }, e.n), h("td", {}, e.type || "(unreadable)"), h("td", { class: "num" }, `+${e.ms} ms`), h("td", { class: "num" }, bytes(e.bytes)), h("td", {}, counts(e.outcomes, kindsOf(e.findings)), e.delivery === "as-sent" ? null : badge(`delivery-${e.delivery}`, e.delivery)));
+    tr.addEventListener("click", () => {
+      pickedEvent = e.n;
+      diffFrom = diffTo = undefined;
+      render();
+    });
+    body.append(tr);
+  }
+  const table = h("table", { id: "timeline" }, h("thead", {}, h("tr", {}, h("th", {}, "#"), h("th", {}, "type"), h("th", {}, "time"), h("th", {}, "size"), h("th", {}, "outcome"))), body);
+  const note = d.evicted > 0 ? h("p", { class: "note", id: "evicted" }, `${d.evicted} older event${d.evicted === 1 ? "" : "s"} of this stream dropped to stay within ${d.caps.events} events and ${bytes(d.caps.bytes)}.`) : null;
+  const first = d.events[0]?.n ?? 0;
+  let more: HTMLElement | null = null;
+  if (first > d.evicted + 1) {
+    const button = h("button", { type: "button", id: "load-all" }, "Load them");
+    button.addEventListener("click", () => {
+      full.add(d.id);
+      details.delete(d.id);
+      void refresh(true);
+    });
+    more = h("p", { class: "note", id: "not-loaded" }, `Following: events ${d.evicted + 1} to ${first - 1} are kept by the inspector but not loaded here. `, button);
+  }
+  return h("section", { class: "timeline" }, note, more, table);
+}
+
+const opsOf = (e: Json | undefined): Json[] | undefined => {
+  if (typeof e !== "object" || e === null || Array.isArray(e)) return undefined;
+  const ops = e["type"] === "ACTIVITY_DELTA" ? e["patch"] : e["delta"];
+  return Array.isArray(ops) ? ops : undefined;
+};
+
+function opList(ops: Json[], findings: Finding[]): HTMLElement {
+  const ol = h("ol", { class: "ops", start: "0" });
+  ops.forEach((op, i) => {
+    const mine = findings.filter((f) => f.index === i);
+    const o = typeof op === "object" && op !== null && !Array.isArray(op) ? op : undefined;
+    const text = o && typeof o["op"] === "string" && typeof o["path"] === "string" ? [h("strong", {}, o["op"]), " ", h("code", {}, o["path"]), o["from"] !== undefined ? [" from ", h("code", {}, short(o["from"]))] : null, o["value"] !== undefined ? [" ", h("code", { class: "muted" }, short(o["value"], 160))] : null].flat() : [h("code", {}, short(op, 200))];
+    ol.append(h("li", { class: mine.length ? `op outcome-${mine[0]?.outcome}` : "op" }, ...text, ...mine.map((f) => badge(`outcome-${f.outcome}`, f.outcome, f.code))));
+  });
+  return ol;
+}
+
+function eventPane(e: EventView): HTMLElement {
+  const sec = h("section", { id: "event" }, h("h3", {}, `Event ${e.n}: ${e.type || "(unreadable)"}`, " ", e.delivery === "as-sent" ? badge("delivery-as-sent", "forwarded as sent") : badge(`delivery-${e.delivery}`, e.delivery)));
+  if (e.elided) return sec.append(h("p", { class: "note" }, "This event alone passed the stream's byte cap: its text was not kept.")), sec;
+  const sentOps = opsOf(e.sent);
+  if (sentOps) {
+    const fwd = e.delivery === "not-sent" ? h("p", { class: "muted" }, "Not sent: the client gets nothing for this event.") : e.delivery === "as-sent" ? opList(sentOps, []) : opsOf(e.forwarded) ? opList(opsOf(e.forwarded) as Json[], []) : h("pre", {}, JSON.stringify(e.forwarded, null, 2));
+    sec.append(h("div", { class: "sides" }, h("div", { class: "side", id: "ops-sent" }, h("h4", {}, "Ops as the server sent them"), opList(sentOps, e.findings)), h("div", { class: "side", id: "ops-forwarded" }, h("h4", {}, "Ops as forwarded"), fwd)));
+  } else {
+    const sent = h("pre", {}, e.sent !== undefined ? JSON.stringify(e.sent, null, 2) : (e.sentText ?? ""));
+    sec.append(h("div", { class: "sides" }, h("div", { class: "side" }, h("h4", {}, "As sent"), sent), e.delivery === "rewritten" ? h("div", { class: "side" }, h("h4", {}, "As forwarded"), h("pre", {}, JSON.stringify(e.forwarded, null, 2))) : null));
+  }
+  if (e.findings.length > 0) {
+    const ul = h("ul", { class: "findings" });
+    for (const f of e.findings) {
+      const where = f.index !== undefined ? `op ${f.index}${f.pointer !== undefined ? ` at ${f.pointer}` : ""}: ` : "";
+      ul.append(h("li", { class: `finding outcome-${f.outcome} kind-${f.kind}` }, badge(`kind-${f.kind}`, f.kind), badge(`outcome-${f.outcome}`, f.outcome), " ", h("code", {}, f.code), " ", where, f.message, f.hint ? h("div", { class: "muted" }, `Hint: ${f.hint}`) : null));
+    }
+    sec.append(h("h4", {}, "Findings"), ul);
+  }
+  return sec;
+}
+
+/** The state after event n (0: the baseline), if it is known. */
+function stateAt(d: Detail, n: number): Json | undefined {
+  if (n === 0) return d.evicted === 0 ? d.baseline : undefined;
+  return d.events.find((e) => e.n === n)?.state;
+}
+
+function statePane(d: Detail, e: EventView | undefined): HTMLElement {
+  const n = e?.n ?? 0;
+  const state = stateAt(d, n);
+  const title = e ? `State the client holds after event ${n}` : "State the client holds before the stream";
+  const sec = h("section", { id: "state", "data-after": String(n) }, h("h3", {}, title));
+  if (state === undefined) return sec.append(h("p", { class: "muted" }, "Not kept.")), sec;
+  sec.append(tree(state), h("details", {}, h("summary", {}, "as JSON"), h("pre", { id: "state-json" }, JSON.stringify(state, null, 2))));
+  return sec;
+}
+
+function diffPane(d: Detail, e: EventView | undefined): HTMLElement {
+  const choices = [...(d.evicted === 0 ? [0] : []), ...d.events.filter((x) => !x.elided).map((x) => x.n)];
+  const to = diffTo ?? e?.n ?? 0;
+  const before = choices.filter((c) => c < to);
+  const from = diffFrom ?? before[before.length - 1] ?? to;
+  const select = (id: string, value: number, set: (n: number) => void): HTMLSelectElement => {
+    const s = h("select", { id });
+    for (const c of choices) s.append(h("option", { value: String(c), ...(c === value ? { selected: "" } : {}) }, c === 0 ? "before the stream" : `after event ${c}`));
+    s.addEventListener("change", () => {
+      set(Number(s.value));
+      render();
+    });
+    return s;
+  };
+  return h("section", { id: "diff" }, h("h3", {}, "Diff"), h("p", {}, "From ", select("diff-from", from, (n) => (diffFrom = n)), " to ", select("diff-to", to, (n) => (diffTo = n))), changes(diff(stateAt(d, from), stateAt(d, to))));
+}
+
+function render(): void {
+  const id = shownStream();
+  const d = id === undefined ? undefined : details.get(id);
+  const head = h("header", {}, h("h1", {}, "agui-state inspector"), badge(`live-${status}`, status), h("span", { class: "muted small", id: "caps" }, list.caps.streams ? `keeps the last ${list.caps.streams} streams, ${list.caps.events} events and ${bytes(list.caps.bytes)} each; nothing on disk` : ""));
+  if (!report) {
+    const follow = h("button", { id: "follow", type: "button" }, "Follow the latest");
+    follow.addEventListener("click", () => {
+      pickedStream = pickedEvent = diffFrom = diffTo = undefined;
+      full.clear();
+      void refresh(true);
+    });
+    head.append(follow);
+  }
+  const main = h("main", {});
+  if (d) {
+    const picked = pickedEvent !== undefined && d.events.some((e) => e.n === pickedEvent) ? pickedEvent : d.events[d.events.length - 1]?.n;
+    const e = d.events.find((x) => x.n === picked);
+    // The list is fresher than a paused timeline.
+    const now = list.streams.find((x) => x.id === d.id) ?? d;
+    const newer = now.seen - (d.events[d.events.length - 1]?.n ?? 0);
+    const paused = pickedEvent !== undefined && newer > 0 && !report ? h("p", { class: "note", id: "paused" }, `Paused on event ${pickedEvent}: ${newer} newer event${newer === 1 ? "" : "s"} since; "Follow the latest" goes on.`) : null;
+    main.append(
+      h("section", { id: "stream-head" }, h("h2", {}, `Stream ${d.id}: thread ${d.threadId ?? "—"}, run ${d.runId ?? "—"}`), h("p", { class: "muted" }, `${d.method} ${d.path} · started ${d.started} · ${now.seen} events · `, badge(`status-${now.status}`, now.status), " ", counts(now.outcomes, now.kinds)), paused),
+      h("div", { class: "columns" }, timeline(d, picked), h("div", { class: "detail" }, e ? eventPane(e) : null, statePane(d, e), diffPane(d, e))),
+    );
+  } else main.append(h("p", { class: "muted" }, id === undefined ? "Waiting for the first event stream." : "Loading…"));
+  // Scroll positions survive the redraw.
+  const scrolls = [...root.querySelectorAll(".timeline, .detail, #streams")].map((el) => el.scrollTop);
+  root.replaceChildren(head, h("div", { class: "body" }, streamList(), main));
+  [...root.querySelectorAll(".timeline, .detail, #streams")].forEach((el, i) => (el.scrollTop = scrolls[i] ?? 0));
+  if (pickedEvent === undefined) root.querySelector(".timeline")?.scrollTo({ top: 1e9 });
+}
+
+// -------------------------------------------------------------------- live
+
+let busy = false;
+let again = false;
+/** Reads the list and the shown stream's new events, one refresh at a time. */
+async function refresh(now = false): Promise<void> {
+  if (now) render();
+  if (report) return render();
+  if (busy) return void (again = true);
+  busy = true;
+  try {
+    list = await api<List>("/api/streams");
+    const id = shownStream();
+    if (id !== undefined) await load(id);
+    for (const k of details.keys()) if (!list.streams.some((s) => s.id === k)) details.delete(k);
+  } catch (e) {
+    status = "error";
+    document.title = `agui-state inspector: ${(e as Error).message}`;
+  } finally {
+    busy = false;
+  }
+  render();
+  if (again) {
+    again = false;
+    void refresh();
+  }
+}
+
+/** The live feed, read with fetch so that it carries the token as a header (EventSource cannot). */
+async function follow(): Promise<void> {
+  for (;;) {
+    try {
+      const res = await fetch("/api/live", { headers, cache: "no-store" });
+      if (!res.ok || !res.body) throw new Error(String(res.status));
+      status = "live";
+      await refresh();
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let rest = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        const blocks = (rest + value).split("\n\n");
+        rest = blocks.pop() ?? "";
+        if (blocks.some((b) => b.startsWith("event: streams"))) await refresh();
+      }
+    } catch {
+      // The proxy stopped, or the connection broke: say so, and try again.
+    }
+    status = "offline";
+    render();
+    await new Promise((r) => setTimeout(r, 2000));
+  }
+}
+
+if (report) render();
+else {
+  render();
+  void follow();
+}

@@ -1,0 +1,183 @@
+import { err, isObject, ok, parsePointer, stateOverLimit, type JsonObject, type Path } from "../core/index.js";
+import { invalidParams, limitExceeded, unknownStream, type CallResult } from "../protocol/errors.js";
+import { DEFAULT_LIMITS } from "../protocol/limits.js";
+import type * as P from "../protocol/types.js";
+import { StreamStore } from "../store/stream-store.js";
+
+/** What a finding's outcome can be (protocol/README.md §13). */
+type Outcome = "passed" | "mended" | "discarded" | "kept";
+
+/**
+ * What a stream's fixer is given: stream/fixer.ts's FixerOptions, as far as
+ * this service uses them. The service names the pipeline only by these
+ * shapes, not by import: the layer below the RPC reaches no further than the
+ * core, the protocol and the store, and the pipeline (@ag-ui/core's schemas,
+ * zod, fast-json-patch) is loaded through `Pipeline`, so that a sidecar that
+ * never opens a stream never runs it (its start-up is bench B8).
+ */
+export interface FixerSpec {
+  state: JsonObject;
+  policy: { own: Path[]; snapshots: "pass" | "delta"; joinKeys: boolean };
+  onFinding: (f: { outcome: Outcome }) => void;
+  framing?: "sse" | "ndjson";
+}
+
+/** What the service needs of a StreamFixer (stream/fixer.ts). */
+export interface Fixer {
+  push(text: string): string;
+  end(): string;
+  readonly summary: { events: number; deltas: number; dropped: number; ignored: number; fatal: number; wiped: number };
+  readonly outcomes: Readonly<Record<Outcome, number>>;
+  readonly unfixed: number;
+}
+
+/** Makes the fixer of one stream, `new StreamFixer(spec)`, handed over by whoever loaded the pipeline. */
+export type NewFixer = (spec: FixerSpec) => Fixer;
+
+/**
+ * Where the pipeline comes from: `get` is undefined until it is loaded, `load` starts loading it, and
+ * `loading` is the load in flight, if any, which settles (never rejects) once `get` has the pipeline or
+ * the load failed and the next `load` may try again.
+ */
+export interface Pipeline {
+  get(): NewFixer | undefined;
+  load(): void;
+  loading(): Promise<void> | undefined;
+}
+
+export interface StreamServiceOptions {
+  /** maxStreams and streamIdleMs, and the state limits the baseline is held to (protocol/README.md §7, §14). */
+  limits?: Partial<P.Limits>;
+  pipeline: Pipeline;
+  /** Milliseconds since an arbitrary origin; injectable, so that tests of idle streams need no wall clock. */
+  now?: () => number;
+}
+
+/** One open stream: its fixer (made at its first part, once the pipeline is there) and what its current call found. */
+interface Stream {
+  readonly opts: FixerSpec;
+  fixer: Fixer | undefined;
+  /** The findings of the current call, by outcome. */
+  readonly counts: Record<Outcome, number>;
+}
+
+const zero = (): Record<Outcome, number> => ({ passed: 0, mended: 0, discarded: 0, kept: 0 });
+
+/**
+ * The stream methods of protocol/README.md §14 over a StreamStore: `fix`'s
+ * pipeline (stream/fixer.ts) fed part by part by a server middleware, with
+ * typed params and results and failures as CallError values. Knows nothing
+ * of JSON-RPC: the RPC layer checks params against the schema, calls this,
+ * and encodes.
+ */
+export class StreamService {
+  private readonly store: StreamStore<Stream>;
+  private readonly limits: Readonly<P.Limits>;
+  private readonly pipeline: Pipeline;
+  private readonly now: () => number;
+
+  constructor(options: StreamServiceOptions) {
+    this.limits = { ...DEFAULT_LIMITS, ...options.limits };
+    this.store = new StreamStore({ maxStreams: this.limits.maxStreams, idleMs: this.limits.streamIdleMs });
+    this.pipeline = options.pipeline;
+    this.now = options.now ?? (() => performance.now());
+  }
+
+  openStream(p: P.OpenStreamParams): CallResult<P.OpenStreamResult> {
+    // protocol/README.md §11 and §14: the baseline is an object, held to a thread's state limits.
+    if (p.state !== undefined && !isObject(p.state)) return err(invalidParams("/state", "ROOT_NOT_OBJECT", "state must be a JSON object, RunAgentInput.state (protocol/README.md §11); leave it out when the request has none"));
+    const over = stateOverLimit(p.state ?? {}, this.limits);
+    if (over) return err(limitExceeded(over.limit, over.max, over.actual));
+    const own: Path[] = [];
+    for (const [i, pointer] of (p.own ?? []).entries()) {
+      const parsed = parsePointer(pointer);
+      // As `fix --own` (cli/repair-flags.ts): a pointer to a member, never the root.
+      if (!parsed.ok || parsed.value.length === 0) return err(invalidParams(`/own/${i}`, "INVALID_POINTER", `own: expected a JSON Pointer to a member (such as /toolState), got ${JSON.stringify(pointer)}`));
+      own.push(parsed.value);
+    }
+    const policy = { own, snapshots: p.snapshots ?? "pass", joinKeys: p.joinKeys ?? false };
+    const counts = zero();
+    const opts: FixerSpec = {
+      // The fixer copies the baseline into its mirror.
+      state: (p.state ?? {}) as JsonObject,
+      policy,
+      // A listener also makes the fixer work out its verdict on each mended delta, so the counts are fix --report's.
+      onFinding: (f) => void counts[f.outcome]++,
+      ...(p.framing !== undefined ? { framing: p.framing } : {}),
+    };
+    // The transport holds back the messages read after this one until the load settles (loading()), so
+    // a part sent right behind its openStream, in the same read, still finds the pipeline loaded.
+    this.pipeline.load();
+    return ok({ streamId: this.store.add({ opts, fixer: undefined, counts }, this.now()) });
+  }
+
+  /** The pipeline's load in flight, if any: the transport handles no further message until it settles. */
+  loading(): Promise<void> | undefined {
+    return this.pipeline.loading();
+  }
+
+  fixStream(p: P.FixStreamParams): CallResult<P.FixStreamResult> {
+    const found = this.store.get(p.streamId, this.now());
+    if (!found.ok) return err(unknownStream(p.streamId, found.error));
+    const stream = found.value;
+    if (!this.ready(stream)) return err(unknownStream(p.streamId, "loading"));
+    const text = this.run(p.streamId, stream, (fixer) => fixer.push(p.text));
+    const c = stream.counts;
+    return ok({ text, passed: c.passed, mended: c.mended, discarded: c.discarded, kept: c.kept });
+  }
+
+  closeStream(p: P.CloseStreamParams): CallResult<P.CloseStreamResult> {
+    const open = this.store.get(p.streamId, this.now());
+    if (open.ok && !this.ready(open.value)) return err(unknownStream(p.streamId, "loading"));
+    const found = this.store.close(p.streamId, this.now());
+    if (!found.ok) return err(unknownStream(p.streamId, found.error));
+    const stream = found.value;
+    let summary: P.StreamSummary | undefined;
+    const text = this.run(undefined, stream, (fixer) => {
+      const out = fixer.end();
+      const s = fixer.summary;
+      const o = fixer.outcomes;
+      summary = { events: s.events, deltas: s.deltas, dropped: s.dropped, ignored: s.ignored, fatal: s.fatal, wiped: s.wiped, passed: o.passed, mended: o.mended, discarded: o.discarded, kept: o.kept, unfixed: fixer.unfixed };
+      return out;
+    });
+    return ok({ text, summary: summary as P.StreamSummary });
+  }
+
+  /** Open streams, and streams closed by either limit (stats, protocol/README.md §6). Idle ones are closed first. */
+  stats(): { streams: number; streamsEvicted: number } {
+    this.store.sweep(this.now());
+    return { streams: this.store.size, streamsEvicted: this.store.evicted };
+  }
+
+  /**
+   * Whether the stream's fixer is made or can be: false only for a part in
+   * the same JSON-RPC batch as the first openStream, before the pipeline's
+   * load has settled (the transport holds every later message, §14).
+   */
+  private ready(stream: Stream): boolean {
+    return stream.fixer !== undefined || this.pipeline.get() !== undefined;
+  }
+
+  /**
+   * Runs one call's work on the stream's fixer, made at its first call. A
+   * fixer that throws is a bug: the stream is closed (`id` given), so that no
+   * later part meets a fixer in an unknown state, and the error goes on to
+   * the RPC layer, which answers -32603 and logs it; the middleware then
+   * sends the rest of the response as it is.
+   */
+  private run(id: string | undefined, stream: Stream, work: (fixer: Fixer) => string): string {
+    const c = stream.counts;
+    c.passed = c.mended = c.discarded = c.kept = 0;
+    try {
+      if (stream.fixer === undefined) {
+        const make = this.pipeline.get();
+        if (make === undefined) throw new Error("the stream pipeline is not loaded: the transport should have held this message until loading() settled");
+        stream.fixer = make(stream.opts);
+      }
+      return work(stream.fixer);
+    } catch (e) {
+      if (id !== undefined) this.store.close(id, this.now());
+      throw e;
+    }
+  }
+}

@@ -1,0 +1,99 @@
+import { err, ok, type Result } from "../core/index.js";
+
+/** Why an id names no open stream (protocol/README.md §14). */
+export type UnknownStreamReason = "never opened" | "closed" | "evicted" | "idle";
+
+interface Entry<T> {
+  readonly value: T;
+  /** When a call last found the stream, on the store's clock. */
+  used: number;
+}
+
+export interface StreamStoreLimits {
+  /** Open streams; opening one more closes the least recently used (--max-streams). */
+  maxStreams: number;
+  /** A stream no call has found for longer than this is closed (--stream-idle-ms). */
+  idleMs: number;
+}
+
+/**
+ * The open streams, most recently used last, as ThreadStore keeps threads.
+ * Time is given by the caller on every call (no timer, no clock of its own):
+ * idle streams are closed lazily, on the next call that reaches the store,
+ * which is what lets a test drive it with a fake clock. Ids are `s1`, `s2`,
+ * ... in order of opening and never reused; the ids of streams that went
+ * away are remembered (up to `maxTombstones`, oldest dropped first) so a
+ * later call can say why.
+ */
+export class StreamStore<T> {
+  private readonly open = new Map<string, Entry<T>>();
+  private readonly tombstones = new Map<string, Exclude<UnknownStreamReason, "never opened">>();
+  private next = 1;
+  private evictions = 0;
+
+  constructor(
+    private readonly limits: StreamStoreLimits,
+    private readonly maxTombstones = Math.max(1024, limits.maxStreams * 4),
+  ) {}
+
+  /** Open streams, as of the last call. */
+  get size(): number {
+    return this.open.size;
+  }
+
+  /** Streams closed by either limit since start: evicted past maxStreams, or idle. */
+  get evicted(): number {
+    return this.evictions;
+  }
+
+  /** Stores a new stream and returns its id; past maxStreams, the least recently used one goes. */
+  add(value: T, now: number): string {
+    this.sweep(now);
+    while (this.open.size >= this.limits.maxStreams) this.drop(this.open.keys().next().value as string, "evicted");
+    const id = `s${this.next++}`;
+    this.open.set(id, { value, used: now });
+    return id;
+  }
+
+  /** Finds an open stream and marks it used; otherwise says why the id names none. */
+  get(id: string, now: number): Result<T, UnknownStreamReason> {
+    this.sweep(now);
+    const entry = this.open.get(id);
+    if (!entry) return err(this.tombstones.get(id) ?? "never opened");
+    // Map keeps insertion order: re-inserting moves the stream to the young end.
+    this.open.delete(id);
+    entry.used = now;
+    this.open.set(id, entry);
+    return ok(entry.value);
+  }
+
+  /** Forgets an open stream (remembered as closed); returns it, or why the id names none. */
+  close(id: string, now: number): Result<T, UnknownStreamReason> {
+    const found = this.get(id, now);
+    if (found.ok) {
+      this.open.delete(id);
+      this.bury(id, "closed");
+    }
+    return found;
+  }
+
+  /** Closes every stream idle for longer than the limit; the oldest are first in the map, so it stops at the first fresh one. */
+  sweep(now: number): void {
+    for (const [id, entry] of this.open) {
+      if (now - entry.used <= this.limits.idleMs) return;
+      this.drop(id, "idle");
+    }
+  }
+
+  private drop(id: string, reason: "evicted" | "idle"): void {
+    this.open.delete(id);
+    this.bury(id, reason);
+    this.evictions++;
+  }
+
+  private bury(id: string, reason: Exclude<UnknownStreamReason, "never opened">): void {
+    this.tombstones.delete(id);
+    this.tombstones.set(id, reason);
+    if (this.tombstones.size > this.maxTombstones) this.tombstones.delete(this.tombstones.keys().next().value as string);
+  }
+}

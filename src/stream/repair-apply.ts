@@ -1,0 +1,261 @@
+import { EventType, type ActivityDeltaEvent, type Event as AguiEvent, type StateSnapshotEvent } from "@ag-ui/core";
+import { decodeOp, isObject, toWireOp, type ChangeOp, type Json, type JsonObject, type Path } from "../core/index.js";
+import { TEXT, finding, type At, type Finding, type Reader } from "./findings.js";
+import type { Lifecycle } from "./lifecycle.js";
+import type { Messages } from "./messages.js";
+import { Mirror, type Indexed, type Normalized } from "./mirror.js";
+import { opProblem } from "./schema.js";
+import { ownedOps, snapshotDelta, unowned } from "./snapshots.js";
+import { enforceStage, topLevelShell, verifyStage, type Decision, type PatchKey } from "./stages.js";
+import { NONE, type Tally } from "./tally.js";
+import type { Untouched } from "./untouched.js";
+import { messageClash, outcomeOf, verdict } from "./verdicts.js";
+
+/**
+ * The apply stage with a repair policy (`fix`, `proxy`, the RPC stream
+ * methods): what the client should be sent instead of each event. Each
+ * delta is normalized against a mirror of what the client holds (mirror.ts),
+ * and each snapshot is written as the policy says (snapshots.ts,
+ * protocol/README.md §13).
+ */
+
+/** The repair policy of the apply stage (protocol/README.md §13). */
+export interface Policy {
+  /** The members the server owns (--own): a snapshot replaces only these. */
+  own: readonly Path[];
+  /** `delta`: a snapshot goes as the minimal STATE_DELTA (--snapshots). */
+  snapshots: "pass" | "delta";
+  /** Read an unescaped key's segments as one member name (--join-keys). */
+  joinKeys: boolean;
+}
+
+export const PASSTHROUGH: Policy = { own: [], snapshots: "pass", joinKeys: false };
+
+/** What became of one event: `out` undefined sends it as it came, null sends nothing, an object is sent in its place. */
+export interface Step {
+  decision: Decision;
+  findings: readonly Finding[];
+  out: JsonObject | null | undefined;
+}
+
+/** The step of an event that goes on as it came, with nothing to say. */
+export const PASSED: Step = Object.freeze({ decision: "pass", findings: NONE, out: undefined });
+
+/** What the repairing apply stage shares with the rest of the client model. */
+export interface Shared {
+  readonly messages: Messages;
+  readonly lifecycle: Lifecycle;
+  readonly tally: Tally;
+  readonly untouched: Untouched;
+  readonly reader: Reader;
+}
+
+export class RepairApply {
+  /** The mirror of the state; each activity's content has its own. */
+  readonly mirror: Mirror;
+  private readonly docs = new Map<string, Mirror>();
+  /** --own: whether this run has had its opening add. */
+  private resynced = false;
+
+  constructor(
+    /** The baseline, the mirror's own copy. */
+    state: Json,
+    private readonly policy: Policy,
+    private readonly shared: Shared,
+    /** Work out the client's verdict on each delta mended (ClientOptions.diagnose). */
+    private readonly diagnose: boolean,
+  ) {
+    this.mirror = new Mirror(state);
+  }
+
+  /** One event that passed the transport; `key` is its patch member when it is a delta. */
+  step(raw: JsonObject, at: At, key: PatchKey | undefined): Step {
+    const { tally } = this.shared;
+    const e = enforceStage(raw, at);
+    const ops = key === undefined ? undefined : raw[key];
+    if (key !== undefined && Array.isArray(ops)) {
+      const ok = e.decision === "pass" || e.decision === "strip";
+      // A delta the schema refuses only for some of its ops: those go, and the rest is mended.
+      const shell = ok ? e.event : e.decision === "fatal" ? topLevelShell(raw, key) : undefined;
+      if (shell !== undefined) {
+        const findings = tally.with(e.findings, "discarded");
+        const step = this.delta(raw, ops, at, key, ok ? e.event : undefined, shell, ok ? e.kept : undefined);
+        return findings.length === 0 ? step : { ...step, findings: [...findings, ...step.findings] };
+      }
+    }
+    if (e.decision === "drop" || e.decision === "fatal") {
+      // A delta whose other members the client refuses cannot be mended without guessing: it goes.
+      if (key !== undefined && e.decision === "fatal") return { decision: "drop", findings: tally.with(e.findings, "discarded"), out: null };
+      return { decision: e.decision, findings: tally.with(e.findings, "passed"), out: undefined };
+    }
+    if (e.event.type === EventType.STATE_SNAPSHOT && (this.policy.own.length > 0 || this.policy.snapshots === "delta")) {
+      const step = this.snapshot(e.event, at);
+      if (step) return step;
+    }
+    const verified = verifyStage(this.shared.lifecycle, e.event, at, "feed");
+    const clash = verified.decision === "fatal" ? undefined : messageClash(this.shared.messages, e.event, at);
+    const seen = clash ? NONE : this.observe(e.event, at);
+    if (verified.decision === "pass" && !clash) return seen.length === 0 ? PASSED : { decision: "wipe", findings: seen, out: undefined };
+    const refused = verified.decision === "fatal" ? verified.findings[0] : clash;
+    return { decision: verified.decision === "fatal" ? "fatal" : "drop", findings: refused ? [tally.count(refused), ...seen] : seen, out: undefined };
+  }
+
+  /** What the client does with an event that is not a delta, kept in the mirror. */
+  private observe(event: AguiEvent, at: At): readonly Finding[] {
+    const { messages, tally } = this.shared;
+    switch (event.type) {
+      case EventType.STATE_SNAPSHOT: {
+        const snapshot: Json = event.snapshot;
+        const lost = this.shared.untouched.wiped(this.mirror.root, snapshot, at, "passed").map((f) => tally.count(f));
+        this.mirror.reset(snapshot);
+        return lost;
+      }
+      case EventType.ACTIVITY_SNAPSHOT: {
+        const content: JsonObject = event.content;
+        messages.snapshot(event.messageId, event.activityType, content, event.replace !== false);
+        if (messages.activity(event.messageId)?.content === content) this.docs.set(event.messageId, new Mirror(content));
+        return NONE;
+      }
+      case EventType.RUN_STARTED:
+        this.resynced = false;
+        messages.observe(event);
+        return NONE;
+      default:
+        messages.observe(event);
+        return NONE;
+    }
+  }
+
+  /**
+   * A STATE_SNAPSHOT under --own or --snapshots delta: a STATE_DELTA in its
+   * place (nothing when nothing moved). Undefined: no delta can say it, and
+   * it goes as sent.
+   */
+  private snapshot(event: StateSnapshotEvent, at: At): Step | undefined {
+    const { tally, untouched, lifecycle } = this.shared;
+    const snap: Json = event.snapshot;
+    const held = this.mirror.root;
+    const own = this.policy.own;
+    let ops: ChangeOp[];
+    let findings: Finding[];
+    if (own.length > 0) {
+      ops = ownedOps(held, snap, own, !this.resynced);
+      // §13: outside the owned members the client's value stands, and each member where the snapshot differs from it is said.
+      findings = unowned(held, snap, own).map((w) => tally.count(finding(at, "wiped", TEXT.wiped(w.pointer, w.change, true), "kept")));
+    } else {
+      const delta = snapshotDelta(held, snap);
+      if (delta === undefined) return undefined;
+      ops = delta;
+      findings = untouched.wiped(held, snap, at, "passed").map((f) => tally.count(f));
+    }
+    const r = this.mirror.normalize(
+      ops.map((op, index) => ({ index, op })),
+      false,
+    );
+    const sent = r.applied.length > 0;
+    if (sent) this.resynced = true;
+    for (const op of r.applied) untouched.touch(op.path);
+    const verified = verifyStage(lifecycle, event, at, sent ? "feed" : "peek");
+    if (verified.decision === "fatal") findings.push(tally.count({ ...verified.findings[0], outcome: sent ? "passed" : "discarded" }));
+    if (!sent) return { decision: "drop", findings, out: null };
+    const out: JsonObject = { type: EventType.STATE_DELTA, delta: r.applied.map(toWireOp) };
+    // The event's own members but its payload: rawEvent, which may hold the whole snapshot again, does not go.
+    if (event.timestamp !== undefined) out["timestamp"] = event.timestamp;
+    if (event.metadata !== undefined) out["metadata"] = event.metadata;
+    if (event.subagentRunId !== undefined) out["subagentRunId"] = event.subagentRunId;
+    return { decision: "mend", findings, out };
+  }
+
+  /** The mirror of an activity's content, made again if a MESSAGES_SNAPSHOT replaced it. */
+  private activityMirror(id: string): Mirror | undefined {
+    const activity = this.shared.messages.activity(id);
+    if (!activity) return undefined;
+    let doc = this.docs.get(id);
+    if (doc?.root !== activity.content) this.docs.set(id, (doc = new Mirror(activity.content)));
+    return doc;
+  }
+
+  /** An ACTIVITY_DELTA for a message that is not an activity the client holds: it goes, with the client's reason. */
+  private noActivity(activity: ActivityDeltaEvent, event: AguiEvent | undefined, at: At): Step {
+    const { messages, lifecycle, tally, reader } = this.shared;
+    // The client skips it (unknown id) or warns (another kind of message): either way it goes.
+    const role = messages.role(activity.messageId);
+    const verified = event === undefined ? undefined : verifyStage(lifecycle, event, at, "peek");
+    const f =
+      verified?.decision === "fatal"
+        ? verified.findings[0]
+        : event === undefined
+          ? undefined
+          : role === undefined
+            ? finding(at, "ignored", TEXT.unknownActivity(activity.messageId, reader))
+            : finding(at, "dropped", TEXT.notAnActivity(activity.messageId, role));
+    return { decision: role === undefined ? "ignore" : "drop", findings: f ? tally.with([f], "discarded") : NONE, out: null };
+  }
+
+  /**
+   * A delta made to apply against the mirror. `ops` is its patch as sent,
+   * `event` the delta as the client goes on with it (undefined when its
+   * schema stage fails), `shell` the event's other members as parsed, `kept`
+   * maps its ops to the input's.
+   */
+  private delta(raw: JsonObject, ops: readonly unknown[], at: At, key: PatchKey, event: AguiEvent | undefined, shell: AguiEvent, kept: number[] | undefined): Step {
+    const { messages, lifecycle, tally, untouched, reader } = this.shared;
+    let mirror = this.mirror;
+    const activity = shell.type === EventType.ACTIVITY_DELTA ? shell : undefined;
+    if (activity) {
+      const target = this.activityMirror(activity.messageId);
+      if (!target) return this.noActivity(activity, event, at);
+      mirror = target;
+    }
+    // The ops the schema stage lets through, decoded; the others are already reported. When it kept every op, each passed it.
+    const valid: Indexed[] = [];
+    const passed = event !== undefined && kept === undefined;
+    for (let i = 0; i < ops.length; i++) {
+      if (!passed && opProblem(ops[i]) !== undefined) continue;
+      const d = decodeOp(ops[i]);
+      if (d.ok) valid.push({ index: i, op: d.value });
+    }
+    // One transaction: a delta that needs mending is first judged against the mirror as it was, so it is rolled back.
+    const judged = (r: Normalized): boolean => event !== undefined && this.diagnose && !sameAsSent(r, valid, ops.length);
+    const first = mirror.normalize(valid, this.policy.joinKeys, (r) => !judged(r));
+    const unchanged = event !== undefined && sameAsSent(first, valid, ops.length);
+    const judge = !unchanged && judged(first);
+    const retype = activity !== undefined && activity.activityType !== messages.activity(activity.messageId)?.activityType;
+    const sent = unchanged || first.applied.length > 0 || retype;
+    let found: Finding | undefined;
+    // verifyEvents reads only the type and the ids, which mending leaves alone. For a delta the
+    // schema refused and nothing is sent of, the client never got that far: nothing to report.
+    const verified = event || sent ? verifyStage(lifecycle, event ?? shell, at, sent ? "feed" : "peek") : undefined;
+    if (verified?.decision === "fatal") found = tally.count({ ...verified.findings[0], outcome: sent ? "passed" : "discarded" });
+    else if (judge && event !== undefined) {
+      // Would the delta as sent have applied? The client's own call answers, against the mirror as it was.
+      const f = verdict(mirror.root, patchOf(event), at, activity !== undefined, kept, reader);
+      if (f) found = tally.count({ ...f, outcome: outcomeOf(f, first, sent, valid) });
+    }
+    const findings = found ? [found] : NONE;
+    if (judge) mirror.replay(first.applied);
+    if (activity && sent) {
+      const content = mirror.root;
+      // §10: the mirror of an activity's content stays an object; normalizing keeps the root one (§5 rule 7).
+      if (isObject(content)) messages.patched(activity.messageId, { activityType: activity.activityType, content });
+    }
+    if (!activity && !untouched.empty) for (const op of first.applied) untouched.touch(op.path);
+    if (unchanged) return found ? { decision: "pass", findings, out: undefined } : PASSED;
+    if (!sent) return { decision: "drop", findings, out: null };
+    return { decision: "mend", findings, out: { ...raw, [key]: first.applied.map(toWireOp) } };
+  }
+}
+
+/** A delta event's patch as the client goes on with it. */
+const patchOf = (event: AguiEvent): readonly unknown[] => (event.type === EventType.STATE_DELTA ? event.delta : event.type === EventType.ACTIVITY_DELTA ? event.patch : []);
+
+/** Whether normalizing changed nothing: every op as sent applied as itself, and none was left out. */
+function sameAsSent(r: Normalized, valid: readonly Indexed[], sent: number): boolean {
+  if (valid.length !== sent || r.skips.length !== 0 || r.joined.size !== 0 || r.applied.length !== valid.length) return false;
+  for (let k = 0; k < valid.length; k++) {
+    const a = r.applied[k];
+    // protocol/README.md §5 rule 7: a replace whose last token is "-" goes as an add.
+    if (a === undefined || a !== valid[k]?.op || (a.op === "replace" && a.path[a.path.length - 1] === "-")) return false;
+  }
+  return true;
+}

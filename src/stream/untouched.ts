@@ -1,0 +1,47 @@
+import type { Operation } from "fast-json-patch";
+import { parsePointer, type Json, type JsonObject, type Path } from "../core/index.js";
+import { TEXT, finding, type At, type Finding, type Outcome } from "./findings.js";
+import { wipes } from "./snapshots.js";
+
+/**
+ * The members of the client's baseline (what it held when the stream
+ * started) that no event of the stream has set yet: a snapshot that removes
+ * or replaces one of them wipes it (protocol/README.md §13, `wiped`). A
+ * member set by the stream, or once wiped, is the server's from then on.
+ */
+export class Untouched {
+  private readonly members: Set<string>;
+
+  constructor(baseline: JsonObject) {
+    this.members = new Set(Object.keys(baseline));
+  }
+
+  get empty(): boolean {
+    return this.members.size === 0;
+  }
+
+  /** A write at `path`: the root member it is in is the server's now (the root itself: all of them). */
+  touch(path: Path): void {
+    if (path.length === 0) this.members.clear();
+    else if (path[0] !== undefined) this.members.delete(path[0]);
+  }
+
+  /** Root members the ops as the client applied them write (fast-json-patch's ops, pointers as sent). */
+  written(ops: readonly Operation[]): void {
+    if (this.members.size === 0) return;
+    for (const op of ops) {
+      for (const p of op.op === "move" ? [op.path, op.from] : [op.path]) {
+        const parsed = parsePointer(p);
+        if (parsed.ok) this.touch(parsed.value);
+      }
+    }
+  }
+
+  /** The `wiped` findings of a snapshot the client applies over `held`; the members it set are the server's after it. */
+  wiped(held: Json, snapshot: Json, at: At, outcome: Outcome): Finding[] {
+    if (this.members.size === 0) return [];
+    const lost = wipes(held, snapshot, (name) => this.members.has(name));
+    for (const w of lost) this.members.delete(w.name);
+    return lost.map((w) => finding(at, "wiped", TEXT.wiped(w.pointer, w.change, false), outcome));
+  }
+}

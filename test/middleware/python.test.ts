@@ -1,0 +1,194 @@
+import { readdirSync, readFileSync, readlinkSync, realpathSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import http from "node:http";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { HttpAgent } from "@ag-ui/client";
+import jsonpatch from "fast-json-patch";
+import { expect, vi } from "vitest";
+import type { JsonObject } from "../../src/core/index.js";
+import { ROOT } from "../../scripts/harness/fixtures.js";
+import { BINARY, SEA, WAIT_MS, run, start, type Sidecar } from "../../scripts/harness/process.js";
+import { toolchain } from "../../scripts/harness/toolchain.js";
+
+/**
+ * Issue 24 §2 and §6, Python: a real uvicorn serving FastAPI with
+ * `app.add_middleware(AguiStateMiddleware, own=["/toolState"], join_keys=True, paths=["/agent"])`
+ * (clients/python/examples/middleware_server.py), in front of an agent that
+ * sends unescaped keys, `add /todos/-` before /todos exists and a snapshot on
+ * every write, driven by the real HttpAgent. The same agent at /raw, outside
+ * `paths`, is the negative control and gives the stream as the agent sent it,
+ * which `agui-state fix` with the same flags (and `--state` the run's
+ * RunAgentInput.state) turns into the sidecar's view: the middleware must
+ * forward exactly that. The ASGI details (body replay, characters cut between
+ * chunks, disconnects) are clients/python/tests/test_asgi.py's.
+ */
+
+const PYTHON = "/usr/bin/python3";
+const stack = toolchain("Python middleware (Debian python3-fastapi, python3-starlette, python3-uvicorn)", [PYTHON, "-c", "import fastapi, starlette, uvicorn"]);
+const SERVER = path.join(ROOT, "clients/python/examples/middleware_server.py");
+const FLAGS = ["--own", "/toolState", "--join-keys"];
+const CLIENT_KEYS: JsonObject = { selectedLayer: "era5", ui: { panel: "layers", zoom: 3 } };
+
+interface Server {
+  url: string;
+  port: string;
+  child: Sidecar;
+}
+
+async function startServer(): Promise<Server> {
+  const child = start({ name: "uvicorn (middleware_server.py)", file: PYTHON, args: [SERVER] }, [], { AGUI_STATE_BIN: BINARY, PYTHONDONTWRITEBYTECODE: "1" });
+  await child.until(() => /listening on \d+\n/.test(child.stdout.toString("utf8")), "the server to listen", 30_000);
+  const port = /listening on (\d+)/.exec(child.stdout.toString("utf8"))?.[1] ?? "";
+  return { url: `http://127.0.0.1:${port}`, port, child };
+}
+
+const runInput = (state: JsonObject, runId: string, forwardedProps: JsonObject = {}): string =>
+  JSON.stringify({ threadId: "t1", runId, state, messages: [], tools: [], context: [], forwardedProps });
+
+/** A POST read as it streams: `text` so far, `until` a condition on it holds, `done` at its end. */
+function post(url: string, body: string): { text: () => string; until: (test: (t: string) => boolean, what: string) => Promise<void>; done: Promise<string> } {
+  let text = "";
+  const waiters = new Set<() => void>();
+  const done = new Promise<string>((resolve, reject) => {
+    const req = http.request(url, { method: "POST", headers: { "content-type": "application/json", accept: "text/event-stream" }, agent: false }, (res) => {
+      res.setEncoding("utf8");
+      res.on("data", (d: string) => {
+        text += d;
+        for (const w of [...waiters]) w();
+      });
+      res.on("end", () => resolve(text));
+      res.on("error", reject);
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+  const until = (test: (t: string) => boolean, what: string): Promise<void> =>
+    new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}; got so far:\n${text}`)), WAIT_MS);
+      const check = () => {
+        if (!test(text)) return;
+        clearTimeout(timer);
+        waiters.delete(check);
+        resolve();
+      };
+      waiters.add(check);
+      check();
+    });
+  return { text: () => text, until, done };
+}
+
+/** `agui-state fix` with the middleware's flags over a stream as the agent sent it: the sidecar's view. */
+async function fix(stream: string, state: JsonObject): Promise<string> {
+  const dir = mkdtempSync(path.join(tmpdir(), "agui-mw-"));
+  try {
+    writeFileSync(path.join(dir, "state.json"), JSON.stringify(state));
+    const r = await run(SEA, ["fix", "--state", path.join(dir, "state.json"), ...FLAGS], stream);
+    expect(r.code, r.stderr).toBe(0);
+    return r.stdout.toString("utf8");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The state a client holds after an SSE stream (LF-framed): snapshots replace it, deltas apply strictly. */
+function replay(state: JsonObject, stream: string): JsonObject {
+  let doc = structuredClone(state);
+  for (const block of stream.split("\n\n")) {
+    const data = block.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
+    if (data === "") continue;
+    const event = JSON.parse(data) as { type: string; snapshot?: JsonObject; delta?: jsonpatch.Operation[] };
+    if (event.type === "STATE_SNAPSHOT" && event.snapshot) doc = event.snapshot;
+    if (event.type === "STATE_DELTA" && event.delta) doc = jsonpatch.applyPatch(doc, event.delta, true, false).newDocument;
+  }
+  return doc;
+}
+
+/** Runs the agent once, returning every console.warn and console.error it made. */
+async function runCollecting(agent: HttpAgent, runId: string): Promise<string[]> {
+  const said: string[] = [];
+  const warn = vi.spyOn(console, "warn").mockImplementation((...a: unknown[]) => void said.push(`warn: ${String(a[0])}`));
+  const error = vi.spyOn(console, "error").mockImplementation((...a: unknown[]) => void said.push(`error: ${String(a[0])}`));
+  try {
+    await agent.runAgent({ runId });
+  } finally {
+    warn.mockRestore();
+    error.mockRestore();
+  }
+  return said;
+}
+
+/** The live sidecars the server process started (its children running dist/agui-state), from /proc. */
+function sidecarsOf(ppid: number): number[] {
+  const binary = realpathSync(BINARY);
+  const found: number[] = [];
+  for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === ppid && readlinkSync(`/proc/${pid}/exe`) === binary) found.push(Number(pid));
+    } catch {
+      // gone meanwhile (a zombie has no exe either)
+    }
+  }
+  return found;
+}
+
+/** Two runs of the real HttpAgent through the middleware: no warning, the client's keys kept, on fix's state. */
+async function repairedRuns(url: string, runIds: string[]): Promise<HttpAgent> {
+  const agent = new HttpAgent({ url: `${url}/agent`, threadId: "t1", initialState: structuredClone(CLIENT_KEYS) });
+  for (const runId of runIds) {
+    const before = structuredClone(agent.state) as JsonObject;
+    expect(await runCollecting(agent, runId), runId).toEqual([]);
+    const sent = await post(`${url}/raw`, runInput(before, runId)).done;
+    expect(agent.state, runId).toEqual(replay(before, await fix(sent, before)));
+    expect(agent.state, runId).toMatchObject(CLIENT_KEYS);
+  }
+  return agent;
+}
+
+stack.test("HttpAgent through AguiStateMiddleware under uvicorn ends on the sidecar's view, warns of nothing and keeps the client's keys", async () => {
+  const { url, child } = await startServer();
+  const agent = await repairedRuns(url, ["r1", "r2"]);
+  const state = agent.state as JsonObject;
+  expect(state["toolState"]).toEqual({ "raster-ops/zoom": 3, "raster-ops/dataset": "era5", run: "r2" });
+  expect(state["todos"]).toEqual(["check r1", "check r2"]);
+  // Byte for byte: what the middleware forwards is what fix writes for what the agent sent.
+  const through = await post(`${url}/agent`, runInput(CLIENT_KEYS, "r3")).done;
+  expect(through).toBe(await fix(await post(`${url}/raw`, runInput(CLIENT_KEYS, "r3")).done, CLIENT_KEYS));
+  expect(through).toContain("été … 🌍 r3");
+  expect(child.stderr, "no warning in the server's log").toBe("");
+});
+
+stack.test("the same server without the middleware (the negative control): HttpAgent warns and the client's keys are wiped", async () => {
+  const { url } = await startServer();
+  const agent = new HttpAgent({ url: `${url}/raw`, threadId: "t1", initialState: structuredClone(CLIENT_KEYS) });
+  const said = await runCollecting(agent, "r1");
+  expect(said.length, "the unescaped key and the append to a missing array each fail").toBeGreaterThanOrEqual(2);
+  expect(agent.state).not.toHaveProperty("selectedLayer");
+  expect(agent.state).not.toHaveProperty("ui");
+});
+
+stack.test("kill -9 of the sidecar mid-stream: the stream completes unrepaired with a warning in the log, the next run is repaired again", async () => {
+  const { url, port, child } = await startServer();
+  await post(`${url}/agent`, runInput(CLIENT_KEYS, "warm-up")).done;
+  const before = sidecarsOf(child.pid);
+  expect(before, "one sidecar, started by the first stream").toHaveLength(1);
+
+  const sent = await post(`${url}/raw`, runInput(CLIENT_KEYS, "k1")).done;
+  const events = sent.split(/(?<=\n\n)/);
+  const k = 3; // the agent stops after these until released
+  const repaired = await fix(events.slice(0, k).join(""), CLIENT_KEYS);
+  const stream = post(`${url}/agent`, runInput(CLIENT_KEYS, "k1", { gate: k }));
+  await stream.until((t) => t === repaired, "the first events, repaired");
+  process.kill(before[0] as number, "SIGKILL");
+  await post(`${url}/release/k1`, "").done;
+  // The stream completes: the events before the kill repaired, the rest as the agent sent them.
+  expect(await stream.done).toBe(repaired + events.slice(k).join(""));
+  expect(child.stderr).toMatch(/^WARNING agui_state\.asgi: \/agent: agui-state fixStream failed \(SidecarExitedError: agui-state exited with status -9 \(signal SIGKILL\)\); the rest of this response goes through unrepaired$/m);
+  expect(child.stdout.toString("utf8"), "the server's stdout holds only its own line").toBe(`listening on ${port}\n`);
+
+  // The next runs get a new sidecar, and are repaired again.
+  await repairedRuns(url, ["n1", "n2"]);
+  const after = sidecarsOf(child.pid);
+  expect(after).toHaveLength(1);
+  expect(after[0]).not.toBe(before[0]);
+});
