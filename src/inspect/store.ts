@@ -1,4 +1,4 @@
-import type { Json } from "../core/index.js";
+import { isObject, type Json } from "../core/index.js";
 import type { Finding, Kind, Outcome } from "../stream/findings.js";
 import type { Observed } from "../stream/fixer.js";
 
@@ -239,7 +239,7 @@ function view(r: EventRecord): EventView {
   // Parsed here, when someone asks, not on the proxy's path.
   const data = r.sent as string;
   const sent = parse(data);
-  const type = sent.ok && isRecord(sent.value) && typeof sent.value["type"] === "string" ? sent.value["type"] : (r.findings[0]?.type ?? "");
+  const type = sent.ok && isObject(sent.value) && typeof sent.value["type"] === "string" ? sent.value["type"] : (r.findings[0]?.type ?? "");
   // Its size in UTF-8, worked out when asked for, not on the proxy's path.
   const v: EventView = { n: r.n, type, ms: r.ms, bytes: Buffer.byteLength(data), outcomes, findings: r.findings, delivery };
   if (sent.ok) v.sent = sent.value;
@@ -259,7 +259,6 @@ function view(r: EventRecord): EventView {
  */
 const own = (s: string): string => (" " + s).slice(1);
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 function parse(text: string): { ok: boolean; value: Json } {
   try {

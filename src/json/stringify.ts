@@ -14,8 +14,20 @@ import { IntegralFloat } from "../core/index.js";
  * are and is never written out, so a caller's string could hold it only by
  * guessing 64 random bits (and would then only turn into a number).
  */
-const TAG = `agui-state-float-${random64()}:`;
-const TAGGED = new RegExp(`"${TAG}(-?[0-9]+\\.0)"`, "g");
+let tag: { text: string; tagged: RegExp } | undefined;
+
+/**
+ * Drawn at the first Float written, not at start: Web Crypto's first use
+ * loads Node's crypto modules, which would lengthen every start (bench B8)
+ * for the messages that never hold a whole float.
+ */
+function theTag(): { text: string; tagged: RegExp } {
+  if (tag === undefined) {
+    const text = `agui-state-float-${random64()}:`;
+    tag = { text, tagged: new RegExp(`"${text}(-?[0-9]+\\.0)"`, "g") };
+  }
+  return tag;
+}
 
 let written = 0;
 
@@ -23,7 +35,7 @@ let written = 0;
 export class Float extends IntegralFloat {
   override toJSON(): string {
     written++;
-    return TAG + this.text;
+    return theTag().text + this.text;
   }
 }
 
@@ -44,7 +56,7 @@ export const floatMark = (): number => written;
 /** The text with its tagged Floats written as float text, if any were written since `mark`. */
 export const finishFloats = (mark: number, text: string): string => (written === mark ? text : untag(text));
 
-const untag = (text: string): string => text.replace(TAGGED, "$1");
+const untag = (text: string): string => text.replace(theTag().tagged, "$1");
 
 /** The Web Crypto global (in Node 20 and browsers alike): this layer imports no Node module. */
 function random64(): string {

@@ -1,5 +1,5 @@
 import { EventSchemas } from "@ag-ui/core/schemas";
-import { isPointer } from "../core/index.js";
+import { isObject, isPointer } from "../core/index.js";
 
 /**
  * The schema stage of @ag-ui/client 1.0.0 (`enforceEvents`, src/enforce/ in
@@ -60,7 +60,6 @@ function literalOf(s: Zod): unknown {
 }
 
 const DROP = Symbol("drop");
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /**
  * The client's `stripAgainst` (src/enforce/strip.ts, MIT), over `_zod.def`:
@@ -71,7 +70,7 @@ function strip(value: unknown, schema: Zod, path: string, stripped: string[]): u
   const target = unwrap(schema);
   const d = target._zod.def;
   if (d.type === "object") {
-    if (!isRecord(value)) return value;
+    if (!isObject(value)) return value;
     const shape = d["shape"] as Record<string, Zod>;
     const open = target.meta?.()?.["specOpen"] === true;
     const out: Record<string, unknown> = {};
@@ -110,7 +109,7 @@ function strip(value: unknown, schema: Zod, path: string, stripped: string[]): u
     return out;
   }
   if (d.type === "record") {
-    if (!isRecord(value)) return value;
+    if (!isObject(value)) return value;
     const out: Record<string, unknown> = {};
     for (const key of Object.keys(value)) {
       const mark = stripped.length;
@@ -126,7 +125,7 @@ function strip(value: unknown, schema: Zod, path: string, stripped: string[]): u
     const options = d["options"] as Zod[];
     const disc = d["discriminator"];
     if (typeof disc === "string") {
-      if (!isRecord(value)) return value;
+      if (!isObject(value)) return value;
       for (const option of options) {
         const u = unwrap(option);
         if (u._zod.def.type !== "object") continue;
@@ -135,10 +134,10 @@ function strip(value: unknown, schema: Zod, path: string, stripped: string[]): u
       return DROP;
     }
     const objects = options.filter((o) => unwrap(o)._zod.def.type === "object");
-    if (objects.length > 1 && isRecord(value)) return value;
+    if (objects.length > 1 && isObject(value)) return value;
     for (const option of options) {
       const t = unwrap(option)._zod.def.type;
-      if ((t === "array" && Array.isArray(value)) || (t === "object" && isRecord(value))) return strip(value, option, path, stripped);
+      if ((t === "array" && Array.isArray(value)) || (t === "object" && isObject(value))) return strip(value, option, path, stripped);
     }
     return value;
   }
@@ -170,7 +169,7 @@ function pointerProblem(name: string, k: "path" | "from", p: unknown): OpProblem
 
 /** @ag-ui/core's JsonPatchOperationSchema, with the strip step before it, for one op. */
 export function opProblem(op: unknown): OpProblem | undefined {
-  if (!isRecord(op)) return { stripped: false, code: "INVALID_OP", why: "not-an-object", message: "an op must be an object" };
+  if (!isObject(op)) return { stripped: false, code: "INVALID_OP", why: "not-an-object", message: "an op must be an object" };
   const name = op["op"];
   if (typeof name !== "string" || !OPS.has(name)) {
     return name === undefined ? { stripped: true, code: "INVALID_OP", why: "no-op", message: 'the op has no "op" member' } : { stripped: true, code: "INVALID_OP", why: "unknown-op", message: `${JSON.stringify(name)} is not an RFC 6902 op` };
@@ -187,7 +186,7 @@ const BASE: Record<string, (v: unknown) => boolean> = {
   type: () => true,
   timestamp: (v) => Number.isSafeInteger(v),
   rawEvent: (v) => v !== null,
-  metadata: isRecord,
+  metadata: isObject,
 };
 const isString = (v: unknown): boolean => typeof v === "string";
 const patchOk = (v: unknown): boolean => Array.isArray(v) && v.every((op) => opProblem(op) === undefined);
@@ -211,7 +210,7 @@ const FAST: Record<string, Record<string, (v: unknown) => boolean>> = {
   REASONING_MESSAGE_CONTENT: { ...TAGGED, messageId: isString, delta: isString },
   STATE_SNAPSHOT: { ...TAGGED, snapshot: (v) => v !== undefined },
   STATE_DELTA: { ...TAGGED, delta: patchOk },
-  ACTIVITY_SNAPSHOT: { ...TAGGED, messageId: isString, activityType: isString, content: isRecord, replace: (v) => typeof v === "boolean" },
+  ACTIVITY_SNAPSHOT: { ...TAGGED, messageId: isString, activityType: isString, content: isObject, replace: (v) => typeof v === "boolean" },
   ACTIVITY_DELTA: { ...TAGGED, messageId: isString, activityType: isString, patch: patchOk },
   STEP_STARTED: { ...TAGGED, stepName: isString },
   STEP_FINISHED: { ...TAGGED, stepName: isString },
