@@ -17,6 +17,7 @@ import { ROOT } from "../scripts/harness/fixtures.js";
 import { childEnv, SEA } from "../scripts/harness/process.js";
 import { stat, type Stat } from "./lib.js";
 import { f, range, type Row } from "./report.js";
+import { goEnv } from "../scripts/harness/go.js";
 
 const PYTHON = "/usr/bin/python3";
 const DATA_JSON = "/usr/share/java/data.json.jar";
@@ -99,23 +100,6 @@ function python(emit: Emit, note: Note, rounds: number, calls: number): void {
     target: "(reported)",
     met: true,
   });
-}
-
-/** The go command offline, from the go.mod files alone, every cache in `tmp` (as test/clients/go.test.ts runs it). */
-function goEnv(tmp: string): NodeJS.ProcessEnv {
-  const env = childEnv({
-    GO111MODULE: "on",
-    GOFLAGS: "-mod=mod",
-    GOPROXY: "off",
-    GOSUMDB: "off",
-    GOWORK: "off",
-    GOENV: "off",
-    GOTOOLCHAIN: "local",
-    GOPATH: path.join(tmp, "gopath"),
-    GOCACHE: path.join(tmp, "cache"),
-  });
-  delete env["GOMODCACHE"];
-  return env;
 }
 
 function go(emit: Emit, note: Note, rounds: number, calls: number): void {

@@ -1,4 +1,4 @@
-import { defaultApplyEvents, type AbstractAgent } from "@ag-ui/client";
+import { defaultApplyEvents, type AbstractAgent, type HttpAgent } from "@ag-ui/client";
 import { from, lastValueFrom, toArray } from "rxjs";
 import { vi } from "vitest";
 import type { Json } from "../../src/core/index.js";
@@ -26,4 +26,22 @@ export async function clientApply(state: Json, events: readonly unknown[]): Prom
   } finally {
     warn.mockRestore();
   }
+}
+
+/**
+ * Runs the agent once and returns what @ag-ui/client said while it ran: each
+ * console.warn (a patch it dropped) and console.error (a subscriber that
+ * failed), first argument only, prefixed with its level.
+ */
+export async function runCollecting(agent: HttpAgent, runId: string): Promise<string[]> {
+  const said: string[] = [];
+  const warn = vi.spyOn(console, "warn").mockImplementation((...a: unknown[]) => void said.push(`warn: ${String(a[0])}`));
+  const error = vi.spyOn(console, "error").mockImplementation((...a: unknown[]) => void said.push(`error: ${String(a[0])}`));
+  try {
+    await agent.runAgent({ runId });
+  } finally {
+    warn.mockRestore();
+    error.mockRestore();
+  }
+  return said;
 }

@@ -3,8 +3,8 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, expect } from "vitest";
 import { ROOT } from "../../scripts/harness/fixtures.js";
-import { childEnv } from "../../scripts/harness/process.js";
 import { runProgram, toolchain } from "../../scripts/harness/toolchain.js";
+import { goEnv as offlineGo } from "../../scripts/harness/go.js";
 
 /**
  * clients/go is two Go modules, built here as a user builds them: in module
@@ -38,23 +38,9 @@ afterAll(() => {
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 
-/** The go command's environment: module mode, offline, and every cache in tmp, none in the repository or $HOME. */
+/** The go command's environment (scripts/harness/go.ts: module mode, offline, every cache in tmp), with the binary under test. */
 function goEnv(): NodeJS.ProcessEnv {
-  // childEnv drops NODE_OPTIONS (vitest's loader hooks) and any AGUI_STATE_* settings of the caller.
-  const env = childEnv({
-    GO111MODULE: "on",
-    GOFLAGS: "-mod=mod", // the go.mod files as written; whatever the caller had in GOFLAGS is replaced
-    GOPROXY: "off", // no network: a dependency that is not a local replace fails here, as it would offline
-    GOSUMDB: "off",
-    GOWORK: "off", // a go.work of the caller's would change what is built
-    GOENV: "off", // and so would settings written by `go env -w`
-    GOTOOLCHAIN: "local", // a newer go must not fetch another toolchain
-    GOPATH: path.join(tmp, "gopath"), // the module cache ($GOPATH/pkg/mod) stays empty: nothing is downloaded
-    GOCACHE: path.join(tmp, "cache"),
-    AGUI_STATE_BIN: path.join(ROOT, "dist/agui-state"),
-  });
-  delete env["GOMODCACHE"];
-  return env;
+  return offlineGo(tmp, { AGUI_STATE_BIN: path.join(ROOT, "dist/agui-state") });
 }
 
 /** Every file under dir and its content: what the go command must leave as it found it. */

@@ -5,7 +5,7 @@ import path from "node:path";
 import { HttpAgent } from "@ag-ui/client";
 import { afterAll, beforeAll, describe, expect, vi } from "vitest";
 import type { JsonObject } from "../../src/core/index.js";
-import { clientApply } from "../../scripts/harness/agui-client.js";
+import { clientApply, runCollecting } from "../../scripts/harness/agui-client.js";
 import { ROOT } from "../../scripts/harness/fixtures.js";
 import { BINARY, SEA, childEnv, run } from "../../scripts/harness/process.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
@@ -75,20 +75,6 @@ afterAll(() => {
   if (server && server.exitCode === null) server.kill("SIGKILL");
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
-
-/** Runs the agent once and returns what @ag-ui/client said on the console (it swallows a failed patch with console.warn). */
-async function runCollecting(agent: HttpAgent, runId: string): Promise<string[]> {
-  const said: string[] = [];
-  const warn = vi.spyOn(console, "warn").mockImplementation((...a: unknown[]) => void said.push(`warn: ${String(a[0])}`));
-  const error = vi.spyOn(console, "error").mockImplementation((...a: unknown[]) => void said.push(`error: ${String(a[0])}`));
-  try {
-    await agent.runAgent({ runId });
-  } finally {
-    warn.mockRestore();
-    error.mockRestore();
-  }
-  return said;
-}
 
 /** The events of an SSE text as `fix` writes it (LF, one data line an event). */
 const sseEvents = (text: string): unknown[] =>

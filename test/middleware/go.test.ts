@@ -3,9 +3,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { HttpAgent } from "@ag-ui/client";
-import { afterAll, beforeAll, expect, vi } from "vitest";
+import { afterAll, beforeAll, expect } from "vitest";
 import type { JsonObject } from "../../src/core/index.js";
-import { clientApply } from "../../scripts/harness/agui-client.js";
+import { clientApply, runCollecting } from "../../scripts/harness/agui-client.js";
 import { ROOT } from "../../scripts/harness/fixtures.js";
 import { goBuild } from "../../scripts/harness/go.js";
 import { BINARY, childEnv, start, type Sidecar } from "../../scripts/harness/process.js";
@@ -70,20 +70,6 @@ function fixed(state: JsonObject, stream: string): string {
 const blocks = (stream: string): string[] => stream.split(/(?<=\n\n)/);
 const events = (stream: string): unknown[] => blocks(stream).map((b) => JSON.parse(b.replace(/^data: /, "")) as unknown);
 
-/** One HttpAgent run; what @ag-ui/client said on the console. */
-async function run(agent: HttpAgent, runId: string): Promise<string[]> {
-  const said: string[] = [];
-  const warn = vi.spyOn(console, "warn").mockImplementation((...a: unknown[]) => void said.push(`warn: ${String(a[0])}`));
-  const error = vi.spyOn(console, "error").mockImplementation((...a: unknown[]) => void said.push(`error: ${String(a[0])}`));
-  try {
-    await agent.runAgent({ runId });
-  } finally {
-    warn.mockRestore();
-    error.mockRestore();
-  }
-  return said;
-}
-
 /** The state the sidecar's view of one run leaves the client in: fix's output on the raw stream, applied by @ag-ui/client. */
 async function sidecarView(server: Server, runId: string, before: JsonObject): Promise<{ text: string; state: unknown }> {
   const text = fixed(before, await post(`${server.url}/raw`, input(runId, before)));
@@ -95,7 +81,7 @@ test("HttpAgent through the Go middleware: no warning, the sidecar's view of eve
   const agent = new HttpAgent({ url: `${server.url}/agent`, threadId: "t1", initialState: structuredClone(CLIENT_KEYS) });
   for (const runId of ["r1", "r2"]) {
     const before = structuredClone(agent.state) as JsonObject;
-    expect(await run(agent, runId)).toEqual([]);
+    expect(await runCollecting(agent, runId)).toEqual([]);
     const view = await sidecarView(server, runId, before);
     expect(agent.state).toEqual(view.state);
     expect(agent.state).toMatchObject(CLIENT_KEYS);
@@ -110,7 +96,7 @@ test("HttpAgent through the Go middleware: no warning, the sidecar's view of eve
 test("the same server without the middleware (the negative control): the client warns and its keys are wiped", async () => {
   const server = await startServer();
   const agent = new HttpAgent({ url: `${server.url}/raw`, threadId: "t1", initialState: structuredClone(CLIENT_KEYS) });
-  const said = await run(agent, "r1");
+  const said = await runCollecting(agent, "r1");
   expect(said.length).toBeGreaterThan(0);
   expect(said.join("\n")).toMatch(/warn/);
   expect(agent.state).not.toHaveProperty("selectedLayer");
@@ -134,7 +120,7 @@ test("kill -9 of the sidecar mid-stream: the stream completes unrepaired from th
 
   // The next request: a fresh sidecar, and the run repaired again.
   const agent = new HttpAgent({ url: `${server.url}/agent`, threadId: "t1", initialState: structuredClone(CLIENT_KEYS) });
-  expect(await run(agent, "k2")).toEqual([]);
+  expect(await runCollecting(agent, "k2")).toEqual([]);
   expect(agent.state).toEqual((await sidecarView(server, "k2", CLIENT_KEYS)).state);
   expect(agent.state).toMatchObject(CLIENT_KEYS);
   expect(server.child.stderr).toMatch(/the sidecar had exited .*; restarting it/);

@@ -4,11 +4,12 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { HttpAgent } from "@ag-ui/client";
 import jsonpatch from "fast-json-patch";
-import { expect, vi } from "vitest";
+import { expect } from "vitest";
 import type { JsonObject } from "../../src/core/index.js";
 import { ROOT } from "../../scripts/harness/fixtures.js";
 import { BINARY, SEA, WAIT_MS, run, start, type Sidecar } from "../../scripts/harness/process.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
+import { runCollecting } from "../../scripts/harness/agui-client.js";
 
 /**
  * Issue 24 §2 and §6, Python: a real uvicorn serving FastAPI with
@@ -101,20 +102,6 @@ function replay(state: JsonObject, stream: string): JsonObject {
     if (event.type === "STATE_DELTA" && event.delta) doc = jsonpatch.applyPatch(doc, event.delta, true, false).newDocument;
   }
   return doc;
-}
-
-/** Runs the agent once, returning every console.warn and console.error it made. */
-async function runCollecting(agent: HttpAgent, runId: string): Promise<string[]> {
-  const said: string[] = [];
-  const warn = vi.spyOn(console, "warn").mockImplementation((...a: unknown[]) => void said.push(`warn: ${String(a[0])}`));
-  const error = vi.spyOn(console, "error").mockImplementation((...a: unknown[]) => void said.push(`error: ${String(a[0])}`));
-  try {
-    await agent.runAgent({ runId });
-  } finally {
-    warn.mockRestore();
-    error.mockRestore();
-  }
-  return said;
 }
 
 /** The live sidecars the server process started (its children running dist/agui-state), from /proc. */

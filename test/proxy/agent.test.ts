@@ -1,11 +1,12 @@
 import { HttpAgent, type Message } from "@ag-ui/client";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { JsonObject } from "../../src/core/index.js";
 import { request, runInput } from "./http-client.js";
 import { replay, type Activity } from "./oracle.js";
 import { startProxy } from "./proxy-process.js";
 import { sloppyGzipRoute, sloppyRoute } from "./sloppy-agent.js";
 import { TestUpstream } from "./upstream.js";
+import { runCollecting } from "../../scripts/harness/agui-client.js";
 
 /**
  * The real @ag-ui/client HttpAgent, through the real `dist/agui-state proxy`,
@@ -29,20 +30,6 @@ function activitiesOf(messages: readonly Message[]): Map<string, Activity> {
   const out = new Map<string, Activity>();
   for (const m of messages) if (m.role === "activity") out.set(m.id, { activityType: m.activityType, content: m.content as JsonObject });
   return out;
-}
-
-/** Runs the agent once, collecting what @ag-ui/client says when it drops a patch (console.warn) or a subscriber fails (console.error). */
-async function runCollecting(agent: HttpAgent, runId: string): Promise<string[]> {
-  const said: string[] = [];
-  const warn = vi.spyOn(console, "warn").mockImplementation((...a: unknown[]) => void said.push(`warn: ${String(a[0])}`));
-  const error = vi.spyOn(console, "error").mockImplementation((...a: unknown[]) => void said.push(`error: ${String(a[0])}`));
-  try {
-    await agent.runAgent({ runId });
-  } finally {
-    warn.mockRestore();
-    error.mockRestore();
-  }
-  return said;
 }
 
 describe("HttpAgent through agui-state proxy, in front of a sloppy agent", () => {

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { HttpAgent } from "@ag-ui/client";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { JsonObject } from "../../src/core/index.js";
 import type { Finding } from "../../src/stream/findings.js";
 import type { Policy } from "../../src/stream/fixer.js";
@@ -13,6 +13,7 @@ import { replay } from "./oracle.js";
 import { startProxy } from "./proxy-process.js";
 import { snapshotRoute } from "./snapshot-agent.js";
 import { TestUpstream } from "./upstream.js";
+import { runCollecting } from "../../scripts/harness/agui-client.js";
 
 /**
  * Issue 23: the real HttpAgent, through the real `proxy --own /toolState`,
@@ -33,19 +34,6 @@ beforeEach(async () => {
   upstream = await TestUpstream.start({ "/agent": snapshotRoute(sent) });
 });
 afterEach(() => upstream.close());
-
-async function runCollecting(agent: HttpAgent, runId: string): Promise<string[]> {
-  const said: string[] = [];
-  const warn = vi.spyOn(console, "warn").mockImplementation((...a: unknown[]) => void said.push(`warn: ${String(a[0])}`));
-  const error = vi.spyOn(console, "error").mockImplementation((...a: unknown[]) => void said.push(`error: ${String(a[0])}`));
-  try {
-    await agent.runAgent({ runId });
-  } finally {
-    warn.mockRestore();
-    error.mockRestore();
-  }
-  return said;
-}
 
 const bytes = (slices: readonly Buffer[]): number => slices.reduce((n, s) => n + s.length, 0);
 
