@@ -33,6 +33,20 @@ export const NO_LIMITS: StateLimits = { maxDepth: Infinity, maxStateBytes: Infin
 /** Restores one mutation. Kept in a log so atomic calls and multi-step ops can roll back. */
 export type Undo = () => void;
 
+/** How applyOp writes the value of an `add` or a `replace`. */
+export interface Writing {
+  /** Keep the op's own value instead of a copy (ApplyOptions.adopt). */
+  adopt: boolean;
+  /**
+   * Leave a slot that already holds a value equal (§3) to the op's as it is,
+   * logging no undo (protocol/README.md §5 rule 8, normalize.ts). Decided
+   * here, on the slot the op's one walk found, rather than by a walk of its own.
+   */
+  skipEqual: boolean;
+}
+
+const COPYING: Writing = { adopt: false, skipEqual: false };
+
 export function newDoc(root: Json): Doc {
   const m = measure(root);
   return { root, bytes: m.bytes, depth: m.depth, loose: false };
@@ -127,7 +141,7 @@ function deepen(doc: Doc, path: Path, depth: number, replaced: boolean): void {
  * Applies one op in place. On failure nothing has changed and the error is
  * returned; on success the undo log holds what reverses it.
  */
-export function applyOp(doc: Doc, op: Op, limits: StateLimits, undo: Undo[], adopt = false): OpError | undefined {
+export function applyOp(doc: Doc, op: Op, limits: StateLimits, undo: Undo[], writing: Writing = COPYING): OpError | undefined {
   const bad = forbidden(op.path) ?? (op.op === "move" || op.op === "copy" ? forbidden(op.from) : undefined);
   if (bad) return bad;
   if (op.path.length > limits.maxDepth) {
@@ -138,10 +152,12 @@ export function applyOp(doc: Doc, op: Op, limits: StateLimits, undo: Undo[], ado
     case "replace": {
       const at = locate(doc.root, op.path, op.op === "add");
       if (!at.ok) return at.error;
+      // An add into an array inserts (its slot does not exist yet), so only a member or an element being replaced can already hold the value.
+      if (writing.skipEqual && at.value.exists && op.path.length > 0 && jsonEqual(read(doc.root, at.value), op.value)) return undefined;
       const room = admit(doc, op.path, at.value, op.value, limits);
       if (!room.ok) return room.error;
       // protocol/README.md §5 rule 5: the mirror never aliases a request (unless the caller hands the value over).
-      attach(doc, at.value, adopt ? op.value : cloneJson(op.value), undo);
+      attach(doc, at.value, writing.adopt ? op.value : cloneJson(op.value), undo);
       doc.bytes += room.value.delta;
       deepen(doc, op.path, room.value.depth, at.value.exists);
       return undefined;

@@ -2,7 +2,7 @@ import { NO_LIMITS, mark, newDoc, rollback, type Doc, type Mark, type Undo } fro
 import type { Decoded } from "./decode.js";
 import type { FailedOp, OpError } from "./errors.js";
 import type { Json } from "./json.js";
-import { applyNormalized, type ApplyOptions } from "./normalize.js";
+import { applyNormalized, type ApplyOptions, type Rules } from "./normalize.js";
 import type { ChangeOp, Op } from "./ops.js";
 import { applyAtomic, applyLenient, type Patched } from "./patch.js";
 import type { Result } from "./result.js";
@@ -28,10 +28,11 @@ export interface Writer {
   apply(op: Op, applied?: ChangeOp[]): OpError | undefined;
 }
 
-type Options = Required<ApplyOptions>;
+type Options = Rules;
 
-const DEFAULTS: Options = { limits: NO_LIMITS, normalize: true, adopt: false };
-const withDefaults = (o: ApplyOptions | undefined): Options => (o === undefined ? DEFAULTS : { limits: o.limits ?? NO_LIMITS, normalize: o.normalize ?? true, adopt: o.adopt ?? false });
+// One op at a time keeps an op that changes nothing (§5 rule 8 is for whole patches, patch.ts).
+const DEFAULTS: Options = { limits: NO_LIMITS, normalize: true, adopt: false, skipEqual: false };
+const withDefaults = (o: ApplyOptions | undefined): Options => (o === undefined ? DEFAULTS : { limits: o.limits ?? NO_LIMITS, normalize: o.normalize ?? true, adopt: o.adopt ?? false, skipEqual: false });
 
 export class JsonDocument {
   private readonly doc: Doc;

@@ -1,4 +1,4 @@
-import { applyOp, mark, rollback, type Doc, type Undo } from "./apply.js";
+import { applyOp, mark, rollback, type Doc, type Undo, type Writing } from "./apply.js";
 import { diffValue } from "./diff.js";
 import { jsonEqual } from "./equal.js";
 import { opError, type OpError } from "./errors.js";
@@ -20,6 +20,15 @@ export interface ApplyOptions {
    */
   adopt?: boolean;
 }
+
+/**
+ * ApplyOptions filled in, and whether an op that would leave the document as
+ * it is is dropped (protocol/README.md §5 rule 8: neither applied nor sent).
+ * `skipEqual` is only ever on with `normalize`: whole patches set it
+ * (patch.ts); fix, which sends a delta that needs no mending as it came
+ * (§13), and single ops do not.
+ */
+export interface Rules extends Required<ApplyOptions>, Writing {}
 
 type AddOrReplace = Extract<ChangeOp, { value: Json }>;
 
@@ -132,35 +141,24 @@ export function rootDiff(from: Json, to: Json): ChangeOp[] | OpError<"FORBIDDEN_
 }
 
 /**
- * protocol/README.md §5 rule 8: whether `op`, applied to the document as it
- * stands, would leave it exactly as it is, so that it is neither applied nor
- * sent (RFC 6902 asks of an op only that its post-condition hold, and here it
- * already does). True for:
- * - a `replace`, or an `add` on an object member, of a value equal (§3) to the
- *   one there; an `add` into an array inserts, and always moves the document;
- * - a `copy` onto an object member that holds a value equal to `from`'s (onto
- *   an array element it inserts, RFC 6902 §4.5);
+ * protocol/README.md §5 rule 8 for a `move` or a `copy`: whether it, applied
+ * to the document as it stands, would leave it exactly as it is, so that it is
+ * neither applied nor sent (RFC 6902 asks of an op only that its
+ * post-condition hold, and here it already does). True for:
+ * - a `copy` onto an object member that holds a value equal (§3) to `from`'s
+ *   (onto an array element it inserts, RFC 6902 §4.5);
  * - a `move` within one array across elements all equal to the one moved
  *   (RFC 6902 §4.4: removed, then put back where an equal one stood).
+ * The rule for `replace` and `add` (a value equal to the one there) is the
+ * engine's (apply.ts, Writing.skipEqual), on the slot the op's own walk finds.
  * An op that names the root is left to rootRule, whose diff of equal roots is
  * empty; a self-move, to applyNormalized. An op that fails a check that comes
  * before the state (§4: a forbidden key, a path deeper than the limit) is not
  * silent: it is reported as before.
  */
-export function leavesAsIs(doc: Doc, op: Op, limits: StateLimits): boolean {
+function leavesAsIs(doc: Doc, op: Extract<Op, { from: Path }>, limits: StateLimits): boolean {
   if (op.path.length === 0 || op.path.length > limits.maxDepth || !isObject(doc.root) || forbidden(op.path)) return false;
-  switch (op.op) {
-    case "add":
-    case "replace": {
-      const at = existing(doc.root, op.path);
-      return at !== undefined && !(op.op === "add" && Array.isArray(at.parent)) && jsonEqual(at.value, op.value);
-    }
-    case "move":
-    case "copy":
-      return copiesOrMovesAsIs(doc.root, op);
-    default:
-      return false;
-  }
+  return copiesOrMovesAsIs(doc.root, op);
 }
 
 /**
@@ -203,7 +201,7 @@ function copiesOrMovesAsIs(root: Json, op: Extract<Op, { from: Path }>): boolean
 }
 
 /** Applies generated ops all or nothing, appending them to `applied`. */
-function applyAll(doc: Doc, ops: readonly ChangeOp[], opts: Required<ApplyOptions>, undo: Undo[], applied: ChangeOp[]): OpError | undefined {
+function applyAll(doc: Doc, ops: readonly ChangeOp[], opts: Rules, undo: Undo[], applied: ChangeOp[]): OpError | undefined {
   const start = undo.length;
   const before = mark(doc);
   for (const o of ops) {
@@ -219,10 +217,12 @@ function applyAll(doc: Doc, ops: readonly ChangeOp[], opts: Required<ApplyOption
 
 /**
  * Applies one op with the rules of protocol/README.md §5 (rules 2 and 3 only
- * when `opts.normalize`). Appends what was applied to `applied`: inserted ops
- * included, `test` ops and moves onto themselves left out.
+ * when `opts.normalize`, rule 8 only when `opts.skipEqual`). Appends what was
+ * applied to `applied`: inserted ops included, `test` ops, moves onto
+ * themselves and ops that left the document as it was left out.
  */
-export function applyNormalized(doc: Doc, op: Op, opts: Required<ApplyOptions>, undo: Undo[], applied: ChangeOp[]): OpError | undefined {
+export function applyNormalized(doc: Doc, op: Op, opts: Rules, undo: Undo[], applied: ChangeOp[]): OpError | undefined {
+  if (opts.skipEqual && (op.op === "move" || op.op === "copy") && leavesAsIs(doc, op, opts.limits)) return undefined;
   if (opts.normalize) {
     const root = rootRule(doc, op, opts.limits);
     if (root !== undefined) return Array.isArray(root) ? applyAll(doc, root, opts, undo, applied) : root;
@@ -231,9 +231,11 @@ export function applyNormalized(doc: Doc, op: Op, opts: Required<ApplyOptions>, 
     // Rules 2 and 3 only change an op that fails for want of its place
     // (PATH_NOT_FOUND), and a failed op changes nothing: so the op is tried
     // as given first, and the usual one walks its path once, not twice.
-    const tried = applyOp(doc, op, opts.limits, undo, opts.adopt);
+    const logged = undo.length;
+    const tried = applyOp(doc, op, opts.limits, undo, opts);
     if (!tried) {
-      applied.push(op);
+      // A write logs its undo; none means the value was already there (opts.skipEqual) and nothing is sent.
+      if (undo.length > logged) applied.push(op);
       return undefined;
     }
     if (tried.code !== "PATH_NOT_FOUND") return tried;
@@ -241,7 +243,7 @@ export function applyNormalized(doc: Doc, op: Op, opts: Required<ApplyOptions>, 
     if (create) {
       const start = undo.length;
       const before = mark(doc);
-      const e = applyOp(doc, create, opts.limits, undo) ?? applyOp(doc, op, opts.limits, undo, opts.adopt);
+      const e = applyOp(doc, create, opts.limits, undo) ?? applyOp(doc, op, opts.limits, undo, opts);
       if (e) {
         rollback(doc, undo, start, before);
         return e;
@@ -251,14 +253,14 @@ export function applyNormalized(doc: Doc, op: Op, opts: Required<ApplyOptions>, 
     }
     const sets = replaceThatSets(doc, op);
     if (sets === op) return tried;
-    const e = applyOp(doc, sets, opts.limits, undo, opts.adopt);
+    const e = applyOp(doc, sets, opts.limits, undo, opts);
     if (!e) applied.push(sets);
     return e;
   }
   if (op.op === "move" && shiftsTarget(op.from, op.path)) {
     const src = locate(doc.root, op.from, false);
     const moved = src.ok ? read(doc.root, src.value) : null;
-    const e = applyOp(doc, op, opts.limits, undo, opts.adopt);
+    const e = applyOp(doc, op, opts.limits, undo, opts);
     // Sent as remove + add: both libraries evaluate those the same way.
     if (!e) applied.push({ op: "remove", path: op.from }, { op: "add", path: op.path, value: cloneJson(moved) });
     return e;
@@ -268,7 +270,7 @@ export function applyNormalized(doc: Doc, op: Op, opts: Required<ApplyOptions>, 
   // changes nothing either (§5 rule 7); onto an array element it inserts a
   // second copy (RFC 6902 §4.5 is an add, and an add into an array inserts).
   const onItself = (op.op === "move" || op.op === "copy") && samePath(op.from, op.path) && (op.op === "move" || !inArray(doc.root, op.path));
-  const e = applyOp(doc, op, opts.limits, undo, opts.adopt);
+  const e = applyOp(doc, op, opts.limits, undo, opts);
   // Tests are checked, not replayed (protocol/README.md §3).
   if (e || op.op === "test") return e;
   if (!onItself) applied.push(op);

@@ -3,7 +3,7 @@ import { decodeOps, type Decoded } from "./decode.js";
 import type { FailedOp, Skip } from "./errors.js";
 import { cloneJson, type Json } from "./json.js";
 import type { StateLimits } from "./measure.js";
-import { applyNormalized, leavesAsIs, type ApplyOptions } from "./normalize.js";
+import { applyNormalized, type ApplyOptions, type Rules } from "./normalize.js";
 import { toWireOp, type ChangeOp, type WireOp } from "./ops.js";
 import { err, ok, type Result } from "./result.js";
 
@@ -16,15 +16,17 @@ export interface Patched<R = unknown> {
   skipped: Skip<R>[];
 }
 
-const withDefaults = (opts: ApplyOptions): Required<ApplyOptions> => ({ limits: opts.limits ?? NO_LIMITS, normalize: opts.normalize ?? true, adopt: opts.adopt ?? false });
-
 /**
- * protocol/README.md §5 rule 8: an op that would leave the document as it is
- * is neither applied nor sent nor skipped. Part of normalization, so only when
- * `normalize` is on; `fix` calls applyNormalized itself and keeps such ops,
- * since a delta that needs no mending goes out as it came (§13).
+ * protocol/README.md §5 rule 8: in a whole patch, an op that would leave the
+ * document as it is is neither applied nor sent nor skipped. Part of
+ * normalization, so only when `normalize` is on; `fix` applies its ops one by
+ * one through a transaction and keeps such ops, since a delta that needs no
+ * mending goes out as it came (§13).
  */
-const quiet = (doc: Doc, d: Extract<Decoded, { ok: true }>, opts: Required<ApplyOptions>): boolean => opts.normalize && leavesAsIs(doc, d.value, opts.limits);
+function withDefaults(opts: ApplyOptions): Rules {
+  const normalize = opts.normalize ?? true;
+  return { limits: opts.limits ?? NO_LIMITS, normalize, adopt: opts.adopt ?? false, skipEqual: normalize };
+}
 
 /**
  * protocol/README.md §5 rule 4: each op applies or is skipped and reported; a skipped op
@@ -36,7 +38,6 @@ export function applyLenient<R>(doc: Doc, ops: readonly Decoded[], raw: readonly
   const skipped: Skip<R>[] = [];
   for (let i = 0; i < ops.length; i++) {
     const d = ops[i] as Decoded;
-    if (d.ok && quiet(doc, d, opts)) continue;
     const e = d.ok ? applyNormalized(doc, d.value, opts, [], applied) : d.error;
     // A LIMIT_EXCEEDED op is not echoed: its value may be what was too large.
     if (e) skipped.push(e.code === "LIMIT_EXCEEDED" ? { index: i, code: e.code, message: e.message } : { index: i, op: raw[i] as R, code: e.code, message: e.message });
@@ -56,7 +57,6 @@ export function applyAtomic(doc: Doc, ops: readonly Decoded[], options: ApplyOpt
   const before = mark(doc);
   for (let i = 0; i < ops.length; i++) {
     const d = ops[i] as Decoded;
-    if (d.ok && quiet(doc, d, opts)) continue;
     const e = d.ok ? applyNormalized(doc, d.value, opts, undo, applied) : d.error;
     if (e) {
       rollback(doc, undo, 0, before);

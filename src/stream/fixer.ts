@@ -133,7 +133,8 @@ export class StreamFixer {
 
   private event(item: StreamItem, data: string): string {
     const step = this.client.feed(data, item.line);
-    if (this.onFinding) for (const f of step.findings) this.onFinding(f);
+    // Most events have no findings: the loop is not entered, nor its iterator made, for them.
+    if (this.onFinding && step.findings.length > 0) for (const f of step.findings) this.onFinding(f);
     if (this.onEvent) this.onEvent({ data, out: step.out, findings: step.findings, state: this.client.state });
     if (step.out === undefined) return item.raw;
     return step.out === null ? this.empty(item) : this.rewrite(item, step.out);

@@ -1,4 +1,4 @@
-import { JsonDocument, err, hasMember, isObject, ok, type ChangeOp, type Json, type Op, type OpError, type Writer } from "../core/index.js";
+import { JsonDocument, err, hasMember, isObject, ok, type ChangeOp, type Json, type Op, type OpError, type Result, type Writer } from "../core/index.js";
 
 /**
  * The mirror of what the client holds (the state, or one activity's
@@ -16,16 +16,40 @@ export interface Indexed {
 export interface Normalized {
   /** The ops applied, in order, inserted ones included. */
   applied: ChangeOp[];
-  /** For each op given, in order: the length of `applied` once it was applied, or -1 when it did not apply. */
-  ends: number[];
   /** The ops that did not apply, with why. */
   skips: { index: number; error: OpError }[];
   /** The ops applied only with the rest of their path read as one key (--join-keys). */
   joined: ReadonlySet<number>;
+  /** Whether normalizing changed nothing: every op as sent applied as itself, and none was left out. */
+  asSent: boolean;
+}
+
+/** How a patch is normalized into the mirror. */
+export interface NormalizeOptions {
+  /** Read an unescaped key's segments as one member name (--join-keys). */
+  readonly joinKeys: boolean;
+  /**
+   * `all`: what normalizing did stands. `as-sent`: it stands only when the
+   * patch applied as sent; otherwise the mirror is as it was before, so a
+   * delta that needs mending can be judged against the mirror as it was.
+   */
+  readonly keep: "all" | "as-sent";
 }
 
 export class Mirror {
   private doc: JsonDocument;
+  /**
+   * The arguments of the normalize under way, read by `body`: fix opens a
+   * transaction for every delta, and one body made with the mirror spares a
+   * closure per delta.
+   */
+  private ops: readonly Indexed[] = NO_OPS;
+  private sent = 0;
+  private opts: NormalizeOptions = { joinKeys: false, keep: "all" };
+  private readonly body = (w: Writer): Result<Normalized, Normalized> => {
+    const r = apply(w, this.ops, this.sent, this.opts.joinKeys);
+    return this.opts.keep === "all" || r.asSent ? ok(r) : err(r);
+  };
 
   constructor(root: Json) {
     this.doc = new JsonDocument(root);
@@ -43,16 +67,21 @@ export class Mirror {
 
   /**
    * Normalizes the ops into the mirror, in order (protocol/README.md §5), as
-   * one transaction: when `keep` says no to what it did, the mirror is as it
-   * was before, and what it did is still returned (a delta that needs mending
-   * is judged against the mirror as it was).
+   * one transaction, kept or rolled back as `opts.keep` says; what it did is
+   * returned either way. `sent` is the number of ops in the patch as sent,
+   * those the schema stage let through (`ops`) and the others.
    */
-  normalize(ops: readonly Indexed[], joinKeys: boolean, keep?: (r: Normalized) => boolean): Normalized {
-    const out = this.doc.transaction((w) => {
-      const r = apply(w, ops, joinKeys);
-      return keep === undefined || keep(r) ? ok(r) : err(r);
-    });
-    return out.ok ? out.value : out.error;
+  normalize(ops: readonly Indexed[], sent: number, opts: NormalizeOptions): Normalized {
+    this.ops = ops;
+    this.sent = sent;
+    this.opts = opts;
+    try {
+      const out = this.doc.transaction(this.body);
+      return out.ok ? out.value : out.error;
+    } finally {
+      // The mirror holds no patch beyond its own normalize.
+      this.ops = NO_OPS;
+    }
   }
 
   /**
@@ -75,8 +104,8 @@ export class Mirror {
   }
 }
 
-function apply(w: Writer, ops: readonly Indexed[], joinKeys: boolean): Normalized {
-  const r: Normalized = { applied: [], ends: [], skips: [], joined: NO_JOINS };
+function apply(w: Writer, ops: readonly Indexed[], sent: number, joinKeys: boolean): Normalized {
+  const r: Normalized = { applied: [], skips: [], joined: NO_JOINS, asSent: false };
   let joined: Set<number> | undefined;
   for (const { index, op } of ops) {
     let e = w.apply(op, r.applied);
@@ -88,11 +117,24 @@ function apply(w: Writer, ops: readonly Indexed[], joinKeys: boolean): Normalize
       }
     }
     if (e) r.skips.push({ index, error: e });
-    r.ends.push(e ? -1 : r.applied.length);
   }
   if (joined) r.joined = joined;
+  r.asSent = sameAsSent(r, ops, sent);
   return r;
 }
+
+/** Whether normalizing changed nothing: every op as sent applied as itself, and none was left out. */
+function sameAsSent(r: Normalized, valid: readonly Indexed[], sent: number): boolean {
+  if (valid.length !== sent || r.skips.length !== 0 || r.joined.size !== 0 || r.applied.length !== valid.length) return false;
+  for (let k = 0; k < valid.length; k++) {
+    const a = r.applied[k];
+    // protocol/README.md §5 rule 7: a replace whose last token is "-" goes as an add.
+    if (a === undefined || a !== valid[k]?.op || (a.op === "replace" && a.path[a.path.length - 1] === "-")) return false;
+  }
+  return true;
+}
+
+const NO_OPS: readonly Indexed[] = Object.freeze([]);
 
 /** No op joined: shared, never written to (a Set made only when one is). */
 const NO_JOINS: ReadonlySet<number> = new Set();

@@ -3,7 +3,7 @@ import { decodeOp, isObject, toWireOp, type ChangeOp, type Json, type JsonObject
 import { TEXT, finding, type At, type Finding, type Reader } from "./findings.js";
 import type { Lifecycle } from "./lifecycle.js";
 import type { Messages } from "./messages.js";
-import { Mirror, type Indexed, type Normalized } from "./mirror.js";
+import { Mirror, type Indexed, type NormalizeOptions } from "./mirror.js";
 import { opProblem } from "./schema.js";
 import { ownedOps, snapshotDelta, unowned } from "./snapshots.js";
 import { enforceStage, topLevelShell, verifyStage, type Decision, type PatchKey } from "./stages.js";
@@ -56,6 +56,9 @@ export class RepairApply {
   private readonly docs = new Map<string, Mirror>();
   /** --own: whether this run has had its opening add. */
   private resynced = false;
+  /** How a delta is normalized: kept as it comes out, or (a delta whose verdict is worked out) kept only when it applied as sent. */
+  private readonly keepAll: NormalizeOptions;
+  private readonly keepAsSent: NormalizeOptions;
 
   constructor(
     /** The baseline, the mirror's own copy. */
@@ -66,6 +69,8 @@ export class RepairApply {
     private readonly diagnose: boolean,
   ) {
     this.mirror = new Mirror(state);
+    this.keepAll = { joinKeys: policy.joinKeys, keep: "all" };
+    this.keepAsSent = { joinKeys: policy.joinKeys, keep: "as-sent" };
   }
 
   /** One event that passed the transport; `key` is its patch member when it is a delta. */
@@ -150,7 +155,8 @@ export class RepairApply {
     }
     const r = this.mirror.normalize(
       ops.map((op, index) => ({ index, op })),
-      false,
+      ops.length,
+      SNAPSHOT,
     );
     const sent = r.applied.length > 0;
     if (sent) this.resynced = true;
@@ -216,10 +222,10 @@ export class RepairApply {
       if (d.ok) valid.push({ index: i, op: d.value });
     }
     // One transaction: a delta that needs mending is first judged against the mirror as it was, so it is rolled back.
-    const judged = (r: Normalized): boolean => event !== undefined && this.diagnose && !sameAsSent(r, valid, ops.length);
-    const first = mirror.normalize(valid, this.policy.joinKeys, (r) => !judged(r));
-    const unchanged = event !== undefined && sameAsSent(first, valid, ops.length);
-    const judge = !unchanged && judged(first);
+    const judging = event !== undefined && this.diagnose;
+    const first = mirror.normalize(valid, ops.length, judging ? this.keepAsSent : this.keepAll);
+    const unchanged = event !== undefined && first.asSent;
+    const judge = judging && !first.asSent;
     const retype = activity !== undefined && activity.activityType !== messages.activity(activity.messageId)?.activityType;
     const sent = unchanged || first.applied.length > 0 || retype;
     let found: Finding | undefined;
@@ -246,16 +252,8 @@ export class RepairApply {
   }
 }
 
+/** A snapshot's delta is the mirror's next state: what normalizing it did always stands. */
+const SNAPSHOT: NormalizeOptions = { joinKeys: false, keep: "all" };
+
 /** A delta event's patch as the client goes on with it. */
 const patchOf = (event: AguiEvent): readonly unknown[] => (event.type === EventType.STATE_DELTA ? event.delta : event.type === EventType.ACTIVITY_DELTA ? event.patch : []);
-
-/** Whether normalizing changed nothing: every op as sent applied as itself, and none was left out. */
-function sameAsSent(r: Normalized, valid: readonly Indexed[], sent: number): boolean {
-  if (valid.length !== sent || r.skips.length !== 0 || r.joined.size !== 0 || r.applied.length !== valid.length) return false;
-  for (let k = 0; k < valid.length; k++) {
-    const a = r.applied[k];
-    // protocol/README.md §5 rule 7: a replace whose last token is "-" goes as an add.
-    if (a === undefined || a !== valid[k]?.op || (a.op === "replace" && a.path[a.path.length - 1] === "-")) return false;
-  }
-  return true;
-}

@@ -189,7 +189,12 @@ const BASE: Record<string, (v: unknown) => boolean> = {
   metadata: isObject,
 };
 const isString = (v: unknown): boolean => typeof v === "string";
-const patchOk = (v: unknown): boolean => Array.isArray(v) && v.every((op) => opProblem(op) === undefined);
+function patchOk(v: unknown): boolean {
+  if (!Array.isArray(v)) return false;
+  // A loop, not every(): this runs for every delta, and a callback would be one more closure each time.
+  for (const op of v) if (opProblem(op) !== undefined) return false;
+  return true;
+}
 /** Attributable events (all but the RUN_* ones) may also carry a subagent's id. */
 const TAGGED = { subagentRunId: isString };
 
@@ -266,16 +271,19 @@ export interface Enforced {
   /** The event as the client goes on with it: stripped and parsed (the input itself when nothing changed). */
   event: Record<string, unknown>;
   /** Where material was stripped, as pointers into the event ("/delta/2"). */
-  stripped: string[];
+  stripped: readonly string[];
   /** The parse's issues, when it refused the event: fatal. */
   issues?: Issue[];
 }
+
+/** Nothing stripped: shared by every event the fast path passes, and never written to. */
+const NOTHING_STRIPPED: readonly string[] = Object.freeze([]);
 
 /** Runs the schema stage on an event whose `type` is known (knownType). */
 export function enforce(event: Record<string, unknown>): Enforced {
   const type = event["type"] as string;
   const fast = CHECKS.get(type);
-  if (fast && fastValid(event, fast)) return { event, stripped: [] };
+  if (fast && fastValid(event, fast)) return { event, stripped: NOTHING_STRIPPED };
   const schema = BY_TYPE.get(type) as Zod;
   const stripped: string[] = [];
   const value = strip(event, schema, "", stripped);

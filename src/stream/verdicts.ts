@@ -17,8 +17,9 @@ const MESSAGE_EVENTS: ReadonlySet<string> = new Set([EventType.TEXT_MESSAGE_STAR
 export function outcomeOf(f: Finding, r: Normalized, sent: boolean, valid: readonly Indexed[]): Outcome {
   if (!sent) return "discarded";
   if (f.index === undefined) return "mended";
-  const k = valid.findIndex((v) => v.index === f.index);
-  return k === -1 || r.ends[k] === -1 ? "discarded" : "mended";
+  const index = f.index;
+  // Left out before normalizing (the schema stage's), or skipped by it.
+  return !valid.some((v) => v.index === index) || r.skips.some((s) => s.index === index) ? "discarded" : "mended";
 }
 
 /** The finding for a delta the client would drop: fast-json-patch's verdict on it. */
