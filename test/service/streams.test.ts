@@ -5,7 +5,7 @@ import type { CallResult } from "../../src/protocol/errors.js";
 import { StreamService, type Pipeline } from "../../src/service/stream-service.js";
 import { StreamFixer, type Policy } from "../../src/stream/fixer.js";
 import { LOADED_PIPELINE } from "../../scripts/harness/paired.js";
-import { CORPUS, stream, toNdjson, toSse } from "../stream/streams.js";
+import { CORPUS, cut, stream, toNdjson, toSse } from "../stream/streams.js";
 
 /**
  * Issue 24 §1: the stream methods' service in-process, on a fake clock (no
@@ -35,19 +35,6 @@ function service(limits: { maxStreams?: number; streamIdleMs?: number } = {}, pi
 function whole(text: string, state: JsonObject, policy: Policy): string {
   const f = new StreamFixer({ state: structuredClone(state), policy, onFinding: () => undefined });
   return f.push(text) + f.end();
-}
-
-/** Cuts `text` at the given offsets (any order, duplicates allowed). */
-function cut(text: string, at: readonly number[]): string[] {
-  const points = [...new Set(at.map((n) => n % (text.length + 1)))].sort((a, b) => a - b);
-  const parts: string[] = [];
-  let from = 0;
-  for (const p of points) {
-    parts.push(text.slice(from, p));
-    from = p;
-  }
-  parts.push(text.slice(from));
-  return parts;
 }
 
 const POLICIES: { name: string; params: { own?: string[]; snapshots?: "pass" | "delta"; joinKeys?: boolean }; policy: Policy }[] = [

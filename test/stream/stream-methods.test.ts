@@ -8,7 +8,7 @@ import { StreamFixer } from "../../src/stream/fixer.js";
 import { startPeer, type Peer } from "../../scripts/harness/peer.js";
 import { run, SEA } from "../../scripts/harness/process.js";
 import { replayThroughClient, sseBlocks } from "./reference.js";
-import { CORPUS, stream, toNdjson, toSse } from "./streams.js";
+import { CORPUS, cut, stream, toNdjson, toSse } from "./streams.js";
 
 /**
  * Issue 24 §1, through the real binary: openStream, fixStream and
@@ -38,18 +38,6 @@ async function fixWhole(text: string, state: JsonObject, flags: readonly string[
   for (const r of [plain, reported]) expect(r.code === 0 || r.code === 1, r.stderr).toBe(true);
   expect(reported.stdout.toString("utf8")).toBe(plain.stdout.toString("utf8"));
   return plain.stdout.toString("utf8");
-}
-
-function cut(text: string, at: readonly number[]): string[] {
-  const points = [...new Set(at.map((n) => n % (text.length + 1)))].sort((a, b) => a - b);
-  const parts: string[] = [];
-  let from = 0;
-  for (const p of points) {
-    parts.push(text.slice(from, p));
-    from = p;
-  }
-  parts.push(text.slice(from));
-  return parts;
 }
 
 async function feed(peer: Peer, open: Record<string, unknown>, parts: readonly string[]): Promise<{ out: string; summary: Record<string, number> }> {

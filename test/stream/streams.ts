@@ -143,3 +143,16 @@ export const LINE_ENDS = ["\n\n", "\r\n\r\n", "\r\r", "\n\r\n", "\r\n\n"] as con
 
 /** SSE text of a stream, each event framed with the line ends given for it (cycled). */
 export const toSseWith = (events: readonly string[], ends: readonly string[]): string => events.map((e, i) => `data: ${e}${ends[i % ends.length] ?? "\n\n"}`).join("");
+
+/** Cuts `text` at the given offsets (any order, duplicates allowed): the parts a middleware may hand over. */
+export function cut(text: string, at: readonly number[]): string[] {
+  const points = [...new Set(at.map((n) => n % (text.length + 1)))].sort((a, b) => a - b);
+  const parts: string[] = [];
+  let from = 0;
+  for (const p of points) {
+    parts.push(text.slice(from, p));
+    from = p;
+  }
+  parts.push(text.slice(from));
+  return parts;
+}
