@@ -1,5 +1,6 @@
 import { writeFileSync } from "node:fs";
 import { cpus } from "node:os";
+import path from "node:path";
 import type { Stat } from "./lib.js";
 
 /** The bench's table: one row per figure, each a ratio against a reference measured in the same run. */
@@ -33,8 +34,8 @@ export function note(text: string): void {
   process.stderr.write(`${text}\n`);
 }
 
-/** Prints the table; unless `quick`, writes it to `file` too. */
-export function writeTable(file: string, seconds: number, quick: boolean): void {
+/** Prints the table; writes it to `file` too only for a whole run at full size (`why` says why not). */
+export function writeTable(file: string, seconds: number, why: "--quick" | "--only" | undefined): void {
   const header = "| # | figure | ours | reference (same run) | ratio | target | |\n|---|---|---|---|---|---|---|\n";
   const table =
     header +
@@ -42,6 +43,6 @@ export function writeTable(file: string, seconds: number, quick: boolean): void 
     "\n" +
     notes.map((n) => `\n${n}\n`).join("");
   const machine = `${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}`;
-  process.stdout.write(`\n${table}\n${machine}; ${f(seconds, 0)} s${quick ? " (--quick)" : ""}\n`);
-  if (!quick) writeFileSync(file, `# Benchmark results\n\n${machine}. Medians of alternating rounds, with (min–max). Whole run: ${f(seconds, 0)} s.\n\n${table}`);
+  process.stdout.write(`\n${table}\n${machine}; ${f(seconds, 0)} s${why === undefined ? "" : ` (${why}: not written to ${path.basename(file)})`}\n`);
+  if (why === undefined) writeFileSync(file, `# Benchmark results\n\n${machine}. Medians of alternating rounds, with (min–max). Whole run: ${f(seconds, 0)} s.\n\n${table}`);
 }

@@ -300,4 +300,4 @@ if (wanted("B13", "B13b")) await asgiFigures(row, note, QUICK); // issue 24: the
 if (wanted("B13go")) goMiddleware(row, note, QUICK); // issue 24: the Go middleware, beside B13
 clientFigures(row, note, QUICK, wanted); // B16, B17, B5c, B18, B18c: issue 26
 
-writeTable(path.join(ROOT, "bench/results.md"), (performance.now() - started) / 1000, QUICK || ONLY !== undefined);
+writeTable(path.join(ROOT, "bench/results.md"), (performance.now() - started) / 1000, QUICK ? "--quick" : ONLY === undefined ? undefined : "--only");

@@ -14,7 +14,8 @@ import collections
 import subprocess
 from typing import Any, Coroutine, Deque, Dict, List, Mapping, Optional, Sequence
 
-from ._common import LineSplitter, Methods, Result, StrPath, encode, Spawn, replies
+from ._common import Methods, Result, StrPath, Spawn
+from ._wire import LineSplitter, encode, replies
 from ._errors import SidecarExitedError, error_from_reply
 
 _EXIT_WAIT = 5.0  # seconds to wait for the exit status once stdout has ended

@@ -1,10 +1,9 @@
-"""What the synchronous and the asyncio client share: finding the binary, encoding a request, and the
+"""What the synchronous and the asyncio client share: finding the binary, and the
 methods of protocol/README.md §6 and §10 (activities), written once over an abstract `call`."""
 from __future__ import annotations
 
 import collections
 import itertools
-import json
 import os
 import re
 import shutil
@@ -74,59 +73,6 @@ def _ensure_executable(file: Path) -> None:
         file.chmod(file.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     except OSError as e:
         raise PermissionError(f"the bundled sidecar {file} is not executable and cannot be made so: {e}") from e
-
-
-# One encoder for every request: json.dumps with any keyword argument builds a new JSONEncoder per call,
-# which costs a client more than a third of what encoding the request itself does.
-_ENCODER = json.JSONEncoder(allow_nan=False)
-
-
-def encode(msg_id: int, method: str, params: Mapping[str, Any]) -> bytes:
-    """One request as a line. ASCII-escaped, so a lone surrogate from json.loads still travels; NaN and
-    Infinity raise ValueError here, before anything is sent."""
-    return _ENCODER.encode({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}
-                           ).encode("ascii") + b"\n"
-
-
-class LineSplitter:
-    """Bytes in, complete lines out, with no length limit (a reply may be as large as the sidecar's
-    --max-message-bytes, far beyond asyncio's 64 KiB readline limit). Each chunk is scanned once."""
-
-    def __init__(self) -> None:
-        self._partial = bytearray()
-
-    def feed(self, chunk: bytes) -> List[bytes]:
-        lines: List[bytes] = []
-        start = 0
-        while True:
-            nl = chunk.find(b"\n", start)
-            if nl < 0:
-                self._partial += chunk[start:]
-                return lines
-            if self._partial:
-                self._partial += chunk[start:nl]
-                lines.append(bytes(self._partial))
-                self._partial.clear()
-            else:
-                lines.append(chunk[start:nl])
-            start = nl + 1
-
-    def rest(self) -> bytes:
-        """What followed the last newline: a final line without one."""
-        return bytes(self._partial)
-
-
-def replies(line: bytes) -> List[Dict[str, Any]]:
-    """The replies in one line of stdout (a batch is an array); anything that is not JSON is skipped."""
-    try:
-        # Decoded here rather than by json.loads, which would first guess the encoding: JSON-RPC over
-        # stdio is UTF-8 (RFC 8259 §8.1). An empty or blank line is a ValueError too.
-        msg = json.loads(line.decode("utf-8", "surrogatepass"))
-    except ValueError:
-        return []
-    if isinstance(msg, dict):  # the usual case, first
-        return [msg] if "id" in msg else []
-    return [r for r in msg if isinstance(r, dict) and "id" in r] if isinstance(msg, list) else []
 
 
 _CAMEL: Dict[str, str] = {}

@@ -4,9 +4,11 @@ There is no reader thread on the reply path. A thread switch under the GIL costs
 whole answer, and a reply handed from a reader thread to its caller pays two of them; so the caller reads.
 When several threads call at once, one of them at a time reads stdout (the reader) for everyone: a reply
 for another caller is kept for it by id, and that caller, waiting on a condition, takes it. When the
-reader's own reply comes it stops reading and another waiting caller becomes the reader. Timeouts are a
-deadline on poll() (the reader) or on the condition (the others). The end of stdout is seen by whoever
-reads it, at once: every waiting call fails with SidecarExitedError, not after its timeout.
+reader's own reply comes it stops reading and another waiting caller becomes the reader. A caller that
+finds nobody reading becomes the reader as it writes, so a lone caller never waits on the condition: its
+call is one write and one read. Timeouts are a deadline on poll() (the reader) or on the condition (the
+others). The end of stdout is seen by whoever reads it, at once: every waiting call fails with
+SidecarExitedError, not after its timeout.
 """
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ import time
 from concurrent import futures
 from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Set
 
-from ._common import Methods, Result, StrPath, encode, Spawn, replies
+from ._common import Methods, Result, StrPath, Spawn
+from ._wire import encode, replies
 from ._errors import SidecarExitedError, error_from_reply
 
 _CHUNK = 1 << 16
@@ -44,7 +47,7 @@ class _Session:
         self.reading = False                    # a thread is reading stdout
         self.sleepers = 0                       # threads waiting on cv
         self.partial = bytearray()              # stdout's unfinished line, owned by the reader
-        self.exited = self.closing = False
+        self.exited = self.closing = self.stdin_closed = False
         self.returncode: Optional[int] = None
         if _POLL:
             self.poller = select.poll()  # stdout's, owned by the reader
@@ -142,6 +145,8 @@ class _Session:
             self.sleepers -= 1
 
     def _await(self, msg_id: int, deadline: Optional[float]) -> Result:
+        """A caller that was not free to read when it wrote: waits for its reply to be kept for it, or for
+        the reader to leave, and then reads itself."""
         with self.mu:
             while True:
                 if msg_id in self.kept:
@@ -158,11 +163,17 @@ class _Session:
                     self.waiting.discard(msg_id)
                     raise futures.TimeoutError()
                 self._sleep(left)
-        try:  # this thread is the reader until its own reply comes
+        return self._read_own(msg_id, deadline)
+
+    def _read_own(self, msg_id: int, deadline: Optional[float]) -> Result:
+        """Reads stdout (this thread is the reader) until `msg_id`'s reply comes, keeping the others'."""
+        try:
             while True:
                 got = self._read_some(deadline)
                 if got is None:
                     raise futures.TimeoutError()
+                if len(got) == 1 and got[0]["id"] == msg_id:  # the usual case: one reply, this caller's
+                    return got[0]
                 own = self._keep(got, msg_id)
                 if own is not None:
                     return own
@@ -175,12 +186,13 @@ class _Session:
             with self.mu:
                 self.reading = False
                 self.waiting.discard(msg_id)
-                self._wake()  # a waiting caller becomes the reader
+                if self.sleepers:  # a waiting caller becomes the reader
+                    self.cv.notify_all()
 
-    def _write(self, data: bytes) -> None:
-        """Writes the whole request. While the pipe is full, the sidecar may be blocked writing replies
-        that nobody reads (late replies to timed-out calls, when no caller waits): then this thread reads
-        them too, or the two processes would wait on each other."""
+    def _write(self, data: bytes, reader: bool) -> None:
+        """Writes the whole request (`reader`: this thread holds the reader's role). While the pipe is full,
+        the sidecar may be blocked writing replies that nobody reads (late replies to timed-out calls, when
+        no caller waits): then this thread reads them too, or the two processes would wait on each other."""
         try:
             n = os.write(self.stdin, data)
         except BlockingIOError:
@@ -194,9 +206,11 @@ class _Session:
                 continue
             except BlockingIOError:
                 pass
-            with self.mu:
-                read = not self.reading and not self.exited
-                self.reading = self.reading or read
+            read = reader
+            if not reader:
+                with self.mu:
+                    read = not self.reading and not self.exited
+                    self.reading = self.reading or read
             poller = select.poll()
             poller.register(self.stdin, select.POLLOUT)
             if read:
@@ -207,7 +221,7 @@ class _Session:
                 elif not read:
                     poller.poll(10)  # the reader drains stdout; check again soon whether it still does
             finally:
-                if read:
+                if read and not reader:
                     with self.mu:
                         self.reading = False
                         self._wake()
@@ -215,31 +229,48 @@ class _Session:
     def call(self, msg_id: int, method: str, params: Mapping[str, Any], timeout: Optional[float]) -> Any:
         line = encode(msg_id, method, params)
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self.mu:
-            if self.exited:
-                raise self.exit_error()
-            self.waiting.add(msg_id)
-        try:
-            with self.write_lock:
-                if self.proc.stdin is None or self.proc.stdin.closed:  # closed: its fd may be another file's now
-                    raise ValueError("stdin is closed")
-                self._write(line)
-        except (OSError, ValueError):  # broken pipe, or stdin already closed
+        with self.write_lock:  # the order is write_lock, then mu (as in _write and close)
             with self.mu:
-                self.waiting.discard(msg_id)
+                if self.exited:
+                    raise self.exit_error()
+                self.waiting.add(msg_id)  # for _ended: a last reply without its newline is kept by id
+                reader = not self.reading  # free: this caller reads its own reply, with no wait on cv
+                if reader:
+                    self.reading = True
             try:
-                self.proc.wait(_EXIT_WAIT)
-            except subprocess.TimeoutExpired:
-                pass
-            raise SidecarExitedError(self.proc.poll(), self.closing) from None
-        reply = self._await(msg_id, deadline)
+                if self.stdin_closed:  # closed: its fd may be another file's now
+                    raise ValueError("stdin is closed")
+                self._write(line, reader)
+                written = True
+            except (OSError, ValueError):  # broken pipe, or stdin already closed
+                self._abandon(msg_id, reader)
+                written = False
+        if not written:  # waits for the exit status outside the write lock
+            raise self._write_failed()
+        reply = self._read_own(msg_id, deadline) if reader else self._await(msg_id, deadline)
         if "error" in reply:
             raise error_from_reply(reply["error"])
         return reply.get("result")
 
+    def _abandon(self, msg_id: int, reader: bool) -> None:
+        """A call whose request could not be written: it waits for nothing, and leaves the reader's role."""
+        with self.mu:
+            self.waiting.discard(msg_id)
+            if reader:
+                self.reading = False
+                self._wake()
+
+    def _write_failed(self) -> SidecarExitedError:
+        try:
+            self.proc.wait(_EXIT_WAIT)
+        except subprocess.TimeoutExpired:
+            pass
+        return SidecarExitedError(self.proc.poll(), self.closing)
+
     def close(self, timeout: Optional[float]) -> None:
         self.closing = True
         with self.write_lock:
+            self.stdin_closed = True
             try:
                 assert self.proc.stdin is not None
                 self.proc.stdin.close()
@@ -320,8 +351,7 @@ class AguiState(Spawn, Methods[Result]):
     def call(self, method: str, params: Optional[Mapping[str, Any]] = None, *,
              timeout: Optional[float] = None) -> Result:
         """Send one request; return its result, or raise AguiStateError (a subclass chosen by code)."""
-        with self._lock:
-            msg_id, session = next(self._ids), self._session
-        result: Result = session.call(msg_id, method, {} if params is None else params,
-                                      self.timeout if timeout is None else timeout)
+        # No lock: next() on an itertools.count and reading one attribute are each atomic under the GIL.
+        result: Result = self._session.call(next(self._ids), method, {} if params is None else params,
+                                            self.timeout if timeout is None else timeout)
         return result

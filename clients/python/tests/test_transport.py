@@ -157,6 +157,20 @@ def test_timeouts_of_the_reader_and_of_a_waiting_caller() -> None:
         assert f._session.kept == {} and f._session.waiting == set()
 
 
+def test_a_request_larger_than_the_pipe_while_another_caller_reads() -> None:
+    # The first caller reads stdout, waiting for a held reply. The second writes 1 MiB, far more than the
+    # pipe holds, so its write waits on stdin without being the reader; its reply, read by the first
+    # caller, is kept for it.
+    with AguiState(PY, ["-c", HOLD], timeout=30) as f, ThreadPoolExecutor(1) as pool:
+        reader = pool.submit(f.call, "echo", {"n": 1})
+        until(lambda: f._session.reading, "the first caller reads stdout")
+        assert f.call("sync", {"pad": "y" * (1 << 20)}) == {"pad": "y" * (1 << 20)}
+        assert reader.running(), "the first caller still waits for its held reply"
+        assert f.call("release") == {}
+        assert reader.result() == {"n": 1}
+        assert f._session.kept == {} and f._session.waiting == set() and not f._session.reading
+
+
 def test_a_late_reply_and_a_full_stdin_do_not_deadlock() -> None:
     with AguiState(PY, ["-c", LATE_AND_FULL], timeout=30) as f:
         with pytest.raises(futures.TimeoutError):
