@@ -1,7 +1,7 @@
 import type { JsonObject } from "../core/json.js";
 import { Client, type Summary } from "./client.js";
 import { CLIENT_SSE_LIMIT, EventReader, type StreamItem } from "./events.js";
-import type { Finding } from "./findings.js";
+import { LF_HINT, TEXT, type Finding } from "./findings.js";
 import type { Observed } from "./fixer.js";
 
 export type { Summary } from "./client.js";
@@ -38,11 +38,7 @@ export class StreamChecker {
     for (const item of items) {
       if (item.overflow) {
         // The client's SSE parser gave up: its run fails here, counted as an event of its own.
-        const f = this.model.overflow(item.line, {
-          code: "SSE_BUFFER_LIMIT",
-          message: `${CLIENT_SSE_LIMIT / (1024 * 1024)} MiB of text without an event boundary (two LFs): @ag-ui/client 1.0.0's SSE parser stops there and the run fails`,
-          ...(item.raw.includes("\r") ? { hint: `the stream ends its lines with CR LF (or CR), and the client splits events only at two LFs: ${LF_HINT}` } : {}),
-        });
+        const f = this.model.overflow(item.line, TEXT.bufferLimit(CLIENT_SSE_LIMIT / (1024 * 1024), "check", item.raw.includes("\r")));
         if (f) out.push(f);
         continue;
       }
@@ -55,8 +51,6 @@ export class StreamChecker {
     return out;
   }
 }
-
-const LF_HINT = "end SSE lines with LF alone (`fix` writes them so)";
 
 /**
  * A block whose data the client cannot parse, and which has CRs in it: the

@@ -26,9 +26,11 @@ export interface StreamItem {
   /** The 1-based line the item starts on. */
   line: number;
   /**
-   * Client reading only: the text held since the last event boundary passed
-   * the client's limit (CLIENT_SSE_LIMIT), where its parser fails the run.
-   * `raw` is that text; nothing after it is read.
+   * The text held since the last event boundary passed CLIENT_SSE_LIMIT: `raw`
+   * is that text, and nothing after it is read as events. Client reading:
+   * the client's parser fails the run here, and what follows is dropped.
+   * Spec reading: what follows comes out as items of raw text only (no
+   * `data`), as it arrives, so that a fixer passes it on without holding it.
    */
   overflow?: true;
 }
@@ -67,7 +69,7 @@ export class EventReader {
   /** The data lines of the block being read, joined with "\n" as they come; undefined before the first. */
   private data: string | undefined;
   private first = true;
-  /** Client reading: the limit was passed, and the client reads nothing more. */
+  /** The limit was passed: nothing more is read as events, or held (see StreamItem.overflow). */
   private overflowed = false;
   framing: Framing | undefined;
 
@@ -84,8 +86,12 @@ export class EventReader {
 
   private read(text: string, last: boolean): StreamItem[] {
     const out: StreamItem[] = [];
-    // Past the client's limit its run has failed: what follows is not held (memory stays flat).
-    if (this.overflowed) return out;
+    // Past the limit nothing is held (memory stays flat): the client has failed its run, and a fixer
+    // passes the rest on as it comes.
+    if (this.overflowed) {
+      if (this.reading === "spec" && text !== "") out.push({ raw: text, line: this.lineNo });
+      return out;
+    }
     if (this.start > 0) {
       this.buf = this.buf.slice(this.start);
       this.pos -= this.start;
@@ -100,10 +106,26 @@ export class EventReader {
         if (this.start === this.pos - 1) this.emit(out, undefined);
       }
     }
-    if (this.framing === undefined && !this.detect(out, last)) return out;
+    if (this.framing === undefined && !this.detect(out, last)) return this.bounded(out, last);
     if (this.framing === "ndjson") this.ndjson(out, last);
     else if (this.reading === "client") this.clientSse(out, last);
     else this.sse(out, last);
+    return this.bounded(out, last);
+  }
+
+  /**
+   * Holds no more than CLIENT_SSE_LIMIT of an unfinished event, in every
+   * framing and reading: @ag-ui/client 1.0.0 fails the run past it, and
+   * without a bound one event that never ends would grow a long-running
+   * fixer (a proxy, the sidecar's open streams) without end.
+   */
+  private bounded(out: StreamItem[], last: boolean): StreamItem[] {
+    if (last || this.buf.length - this.start <= CLIENT_SSE_LIMIT) return out;
+    out.push({ raw: this.buf.slice(this.start), line: this.startLine, overflow: true });
+    this.overflowed = true;
+    this.buf = "";
+    this.start = this.pos = 0;
+    this.data = undefined;
     return out;
   }
 
@@ -212,12 +234,7 @@ export class EventReader {
       const i = buf.indexOf("\n\n", Math.max(this.start, this.pos));
       if (i === -1) {
         if (last && buf.length > this.start) this.clientBlock(out, buf.length, buf.length);
-        else if (buf.length - this.start > CLIENT_SSE_LIMIT) {
-          out.push({ raw: buf.slice(this.start), line: this.startLine, overflow: true });
-          this.overflowed = true;
-          this.buf = "";
-          this.start = this.pos = 0;
-        } else this.pos = Math.max(this.start, buf.length - 1);
+        else this.pos = Math.max(this.start, buf.length - 1);
         return;
       }
       this.clientBlock(out, i, i + 2);

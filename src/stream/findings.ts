@@ -71,6 +71,9 @@ const fixes = (reader: Reader, what = "`fix` does this"): string => (reader === 
 
 // ------------------------------------------------------------ the texts, written once
 
+/** What a stream framed with CR LF (or CR) should do instead, for check's reader. */
+export const LF_HINT = "end SSE lines with LF alone (`fix` writes them so)";
+
 export const TEXT = {
   unknownActivity: (id: string, reader: Reader): OpFinding => ({
     code: "UNKNOWN_ACTIVITY",
@@ -87,6 +90,18 @@ export const TEXT = {
   }),
   unknownMessage: (id: string): OpFinding => ({ code: "UNKNOWN_MESSAGE", message: `the client has no message ${JSON.stringify(id)}: it warns and drops the event` }),
   unknownEvent: (type: string): OpFinding => ({ code: "UNKNOWN_EVENT", message: `the client drops an event of unknown type ${JSON.stringify(type)}, with a warning` }),
+  /**
+   * More than CLIENT_SSE_LIMIT of text without an event boundary: the
+   * client's SSE parser stops and the run fails; fix holds no more of the
+   * stream and passes the rest on as it comes (its outcome is `passed`).
+   */
+  bufferLimit: (mib: number, reader: Reader, crs: boolean): Omit<OpFinding, "index" | "pointer"> => ({
+    code: "SSE_BUFFER_LIMIT",
+    message:
+      `${mib} MiB of text without an event boundary: @ag-ui/client 1.0.0's SSE parser stops there and the run fails` +
+      (reader === "fix" ? "; the rest of the stream is passed on as it comes, unread" : ""),
+    ...(crs && reader === "check" ? { hint: `the stream ends its lines with CR LF (or CR), and the client splits events only at two LFs: ${LF_HINT}` } : {}),
+  }),
   /** What the client does after a patch fails: it keeps what it had. */
   keeps: (activity: boolean): string => (activity ? "the client warns and keeps the activity as it was" : "the client warns and keeps its state"),
   /**

@@ -1,7 +1,7 @@
 import type { Json, JsonObject } from "../core/index.js";
 import { Client, PASSTHROUGH, type Policy, type Summary } from "./client.js";
-import { EventReader, rewriteSse, type Framing, type StreamItem } from "./events.js";
-import type { Finding, Outcome } from "./findings.js";
+import { CLIENT_SSE_LIMIT, EventReader, rewriteSse, type Framing, type StreamItem } from "./events.js";
+import { TEXT, type Finding, type Outcome } from "./findings.js";
 import type { Activity } from "./messages.js";
 
 export type { Finding } from "./findings.js";
@@ -50,7 +50,8 @@ export const REMEMBERED = 10_000;
  *
  * Each input event is handled as soon as it is complete, and nothing is kept
  * of it afterwards: memory holds the mirror, the client's message ids and
- * the lifecycle's open runs, not the stream.
+ * the lifecycle's open runs, not the stream, and of an unfinished event no
+ * more than CLIENT_SSE_LIMIT (past it, the rest passes on as it comes).
  */
 export class StreamFixer {
   private readonly reader = new EventReader();
@@ -105,9 +106,17 @@ export class StreamFixer {
     return this.client.outcomes;
   }
 
+  /** Set once the reader passed CLIENT_SSE_LIMIT: the rest of the stream goes out as it came. */
+  private passing = false;
+
   private write(items: StreamItem[]): string {
     let out = "";
     for (const item of items) {
+      if (this.passing || item.overflow) {
+        if (item.overflow) this.overflow(item);
+        out += item.raw;
+        continue;
+      }
       const text = item.data === undefined ? item.raw : this.event(item, item.data);
       out += this.reader.framing === "sse" ? this.lineFeeds(item, text) : text;
     }
@@ -138,6 +147,17 @@ export class StreamFixer {
     if (this.onEvent) this.onEvent({ data, out: step.out, findings: step.findings, state: this.client.state });
     if (step.out === undefined) return item.raw;
     return step.out === null ? this.empty(item) : this.rewrite(item, step.out);
+  }
+
+  /**
+   * An event longer than the client accepts (CLIENT_SSE_LIMIT): its run
+   * fails whatever is sent, so the fixer stops reading and holds nothing
+   * more; its text and the rest of the stream pass on unchanged.
+   */
+  private overflow(item: StreamItem): void {
+    this.passing = true;
+    const f = this.client.overflow(item.line, TEXT.bufferLimit(CLIENT_SSE_LIMIT / (1024 * 1024), "fix", false));
+    if (f && this.onFinding) this.onFinding(f);
   }
 
   /** An event that is not sent: SSE keeps its comments and `id` lines, data-less. */

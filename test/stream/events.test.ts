@@ -149,6 +149,45 @@ function clientParse(chunks: Uint8Array[]): { values: unknown[]; error?: string 
   return out;
 }
 
+describe("the bound on an unfinished event (spec reading, as fix reads)", () => {
+  const MiB = 1024 * 1024;
+
+  for (const [framing, head, endless] of [
+    ["SSE", "data: 1\n\n", (n: number) => "data: " + "x".repeat(n)],
+    ["SSE, many data lines in one event", "data: 1\n\n", (n: number) => "data: yy\n".repeat(Math.ceil(n / 9))],
+    ["NDJSON", "1\n", (n: number) => "x".repeat(n)],
+  ] as const) {
+    it(`${framing}: past CLIENT_SSE_LIMIT the held text comes out once, flagged, and the rest as it arrives, holding nothing`, () => {
+      const reader = new EventReader();
+      const items = [...reader.push(head)];
+      const body = endless(CLIENT_SSE_LIMIT + MiB);
+      const parts = Array.from({ length: Math.ceil(body.length / MiB) }, (_, i) => body.slice(i * MiB, (i + 1) * MiB));
+      const per: StreamItem[][] = parts.map((p) => reader.push(p));
+      const after = ["data: 2\n\n", "3\n", "tail"];
+      const late = after.map((t) => reader.push(t));
+      items.push(...per.flat(), ...late.flat(), ...reader.end());
+      expect(items.map((i) => i.raw).join("")).toBe(head + body + after.join(""));
+      expect(items.filter((i) => i.data !== undefined).map((i) => i.data)).toEqual(["1"]);
+      const over = items.filter((i) => i.overflow);
+      expect(over).toHaveLength(1);
+      expect(over[0]?.raw.length).toBeGreaterThan(CLIENT_SSE_LIMIT);
+      expect(over[0]?.raw.length).toBeLessThanOrEqual(CLIENT_SSE_LIMIT + MiB);
+      expect(over[0]?.line).toBe(framing === "NDJSON" ? 2 : 3);
+      // After it, each push comes out whole at once, as one item: nothing is held for later.
+      const i = per.findIndex((p) => p.some((it) => it.overflow));
+      for (const [k, p] of parts.slice(i + 1).entries()) expect(per[i + 1 + k]).toEqual([{ raw: p, line: expect.any(Number) as number }]);
+      for (const [k, t] of after.entries()) expect(late[k]?.map((it) => it.raw)).toEqual([t]);
+    });
+  }
+
+  it("holds up to the limit without a flag: an event just under it is read as an event", () => {
+    const data = JSON.stringify({ type: "CUSTOM", name: "x", value: "y".repeat(CLIENT_SSE_LIMIT - 100) });
+    const { items } = read(`data: ${data}\n\n`, [65536, 3 * 65536]);
+    expect(items.filter((i) => i.overflow)).toEqual([]);
+    expect(items.map((i) => i.data)).toEqual([data]);
+  });
+});
+
 describe("the SSE reader, reading as @ag-ui/client does", () => {
   it("splits only at two LFs, so events framed with CRLF run together", () => {
     const items = read("data: 1\r\n\r\ndata: 2\r\n\r\n", [], "client").items.filter((i) => i.data !== undefined);

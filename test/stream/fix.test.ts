@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { StreamChecker } from "../../src/stream/checker.js";
-import { EventReader } from "../../src/stream/events.js";
+import { CLIENT_SSE_LIMIT, EventReader } from "../../src/stream/events.js";
 import { StreamFixer, type Finding } from "../../src/stream/fixer.js";
 import { replayThroughClient, sseBlocks } from "./reference.js";
 import { CORPUS, LINE_ENDS, stream, toNdjson, toSse, toSseWith, type Case } from "./streams.js";
@@ -70,6 +70,32 @@ describe("fix", () => {
 
   it("makes fuzzed streams apply, or says what it could not mend", async () => {
     await fc.assert(fc.asyncProperty(stream(false), (c) => guarantee(c)), opts);
+  });
+
+  it("passes an event longer than the client accepts (10 MiB), and the rest of the stream, on as it came, and says so", async () => {
+    const J = (e: unknown) => JSON.stringify(e);
+    const state = { ui: "kept" };
+    const head = toSse([J({ type: "RUN_STARTED", threadId: "t", runId: "r" }), J({ type: "STATE_DELTA", delta: [{ op: "add", path: "/todos/-", value: "milk" }] })]);
+    // Longer than the limit by more than a chunk, so that the limit is passed before the event's end arrives.
+    const endless = "data: " + J({ type: "CUSTOM", name: "big", value: "y".repeat(CLIENT_SSE_LIMIT + 200_000) });
+    // After it, a delta fix would mend, were it still reading: it goes out as it came.
+    const rest = "\n" + toSse([J({ type: "STATE_DELTA", delta: [{ op: "add", path: "/more/-", value: 1 }] }), J({ type: "RUN_FINISHED", threadId: "t", runId: "r" })]);
+    const { out, fixer, findings } = fix(head + endless + rest, state, 65536);
+    const fixedHead = fix(head, state).out;
+    expect(out).toBe(fixedHead + endless + rest);
+    expect(findings.map((f) => [f.event, f.kind, f.code, f.outcome])).toEqual([
+      [2, "dropped", "PATH_NOT_FOUND", "mended"],
+      [3, "fatal", "SSE_BUFFER_LIMIT", "passed"],
+    ]);
+    expect(fixer.unfixed).toBe(1);
+    expect(fixer.state).toEqual({ ui: "kept", todos: ["milk"] });
+    // The real client, given the output in 64 KiB reads as a socket gives it: the mended delta applies,
+    // then its SSE parser gives up at the long event.
+    const reads = [...sseBlocks(fixedHead), ...Array.from({ length: Math.ceil((endless + rest).length / 65536) }, (_, i) => (endless + rest).slice(i * 65536, (i + 1) * 65536))];
+    const real = await replayThroughClient(reads, state);
+    expect(real.warnings).toEqual([]);
+    expect(real.error?.message).toMatch(/SSE buffer size exceeded/);
+    expect(real.state).toEqual(fixer.state);
   });
 
   it("writes a stream framed with CRLF, CR or a mix with LF line ends, which the client reads event by event", async () => {

@@ -122,6 +122,30 @@ describe("the stream methods through the binary", () => {
 });
 
 describe("limits and errors through the binary", () => {
+  it("an event that never ends is held up to 10 MiB, then passed on as it comes: the stream completes and nothing more is held", async () => {
+    const peer = startPeer();
+    const { streamId } = await peer.ok("openStream", { framing: "sse" });
+    const head = 'data: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\n\n';
+    expect((await peer.ok("fixStream", { streamId, text: head }))["text"]).toBe(head);
+    const part = "x".repeat(1024 * 1024);
+    const replies: Record<string, unknown>[] = [];
+    replies.push(await peer.ok("fixStream", { streamId, text: "data: " + part }));
+    for (let i = 0; i < 15; i++) replies.push(await peer.ok("fixStream", { streamId, text: part }));
+    const first = replies.findIndex((r) => (r["text"] as string).length > 0);
+    // Held up to the limit, then given back at once (one fatal finding, passed on as sent) ...
+    expect(first).toBe(9); // "data: " and ten parts: six characters over the limit
+    expect((replies[first]?.["text"] as string).length).toBe(6 + 10 * part.length);
+    expect(replies[first]).toMatchObject({ passed: 1, mended: 0, discarded: 0, kept: 0 });
+    // ... and every part after it comes back whole in its own reply: none of it is held.
+    for (const r of replies.slice(first + 1)) expect(r).toEqual({ text: part, passed: 0, mended: 0, discarded: 0, kept: 0 });
+    const tail = '\n\ndata: {"type":"RUN_FINISHED","threadId":"t","runId":"r"}\n\n';
+    expect((await peer.ok("fixStream", { streamId, text: tail }))["text"]).toBe(tail);
+    const closed = await peer.ok("closeStream", { streamId });
+    expect(closed).toMatchObject({ text: "", summary: { events: 2, fatal: 1, passed: 1, unfixed: 1 } });
+    peer.end();
+    expect((await peer.waitForExit()).code).toBe(0);
+  });
+
   it("unknown, closed and evicted streams fail with -32006 and their reason; stats shows open streams and the limits", async () => {
     const peer = startPeer({ args: ["--max-streams", "2"], env: { AGUI_STATE_STREAM_IDLE_MS: "3600000" } });
     expect(await peer.fails("fixStream", { streamId: "s1", text: "" })).toMatchObject({ code: -32006, data: { code: "UNKNOWN_STREAM", streamId: "s1", reason: "never opened" } });
