@@ -191,7 +191,7 @@ type StatsResult struct {
 	Evicted        int64  `json:"evicted"`        // threads evicted since start (--max-threads, --max-heap)
 	Activities     int    `json:"activities"`     // activities held by live threads (§10)
 	Streams        int    `json:"streams"`        // open streams (§14)
-	StreamsEvicted int64  `json:"streamsEvicted"` // streams closed by maxStreams or streamIdleMs: ones their callers abandoned
+	StreamsEvicted int64  `json:"streamsEvicted"` // streams closed by maxStreams, streamIdleMs (ones their callers abandoned) or the heap ceiling
 }
 
 // Limits are the limits in force (protocol/README.md §7).

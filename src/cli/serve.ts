@@ -21,9 +21,10 @@ export function serveCommand(options: ServeOptions): void {
   const { ceiling, clamped } = effectiveCeiling(asked);
   const limits = { ...options.limits, maxHeapBytes: ceiling };
   const service = new StateService({ limits, version: pkg.version, ownsInput: true, sharesResults: true });
-  const heap = new HeapCeiling(ceiling, v8Heap(), service, log);
-  if (clamped) log.warn({ asked, maxHeapBytes: ceiling }, "--max-heap is above 80% of V8's own heap limit; using that instead");
   const streams = new StreamService({ limits, pipeline: lazyPipeline() });
+  const probe = v8Heap();
+  const heap = new HeapCeiling(ceiling, probe, service, log, probe.used(), streams);
+  if (clamped) log.warn({ asked, maxHeapBytes: ceiling }, "--max-heap is above 80% of V8's own heap limit; using that instead");
   const server = startServer({ input: process.stdin, output: process.stdout, framing: options.framing, service, streams, log, afterChunk: () => heap.check() });
   // Handlers first, then the "serving" line: a parent may take that line as
   // its cue, and a signal must never find the process without its handler.

@@ -4501,7 +4501,7 @@ export const DISCOVER_JSON = String.raw`{
             "minimum": 0
           },
           "streamsEvicted": {
-            "description": "Streams closed since start because maxStreams was reached (least recently used first) or because they were idle for streamIdleMs: streams a caller abandoned.",
+            "description": "Streams closed since start because maxStreams was reached (least recently used first), because they were idle for streamIdleMs (streams a caller abandoned), or because the heap neared maxHeapBytes and evicting threads was not enough (protocol/README.md §7).",
             "type": "integer",
             "minimum": 0
           }

@@ -624,7 +624,7 @@ export interface StatsResult {
    */
   streams: number;
   /**
-   * Streams closed since start because maxStreams was reached (least recently used first) or because they were idle for streamIdleMs: streams a caller abandoned.
+   * Streams closed since start because maxStreams was reached (least recently used first), because they were idle for streamIdleMs (streams a caller abandoned), or because the heap neared maxHeapBytes and evicting threads was not enough (protocol/README.md §7).
    */
   streamsEvicted: number;
 }

@@ -5,7 +5,8 @@ import type { Log } from "../log.js";
 /**
  * The heap ceiling (protocol/README.md §7, `--max-heap`): when the heap's live
  * data nears the ceiling, the least recently used threads are evicted, the
- * same eviction as `--max-threads`, before V8 could run out.
+ * same eviction as `--max-threads`, before V8 could run out; when threads are
+ * not enough, the least recently used open streams (§14) go the same way.
  *
  * The ceiling is ours, not V8's. V8's own limit (`--max-old-space-size`) can
  * only be set when the process starts: passed to the single binary it makes
@@ -22,12 +23,15 @@ export interface HeapProbe {
   collect(): boolean;
 }
 
-/** What the ceiling needs of the threads: their bytes, and a way to evict the oldest. */
+/** What the ceiling needs of the threads (or the open streams): their bytes, and a way to evict the oldest. */
 export interface Sheddable {
   stateBytes(): number;
-  /** Evicts least recently used threads whose state bytes add up to `bytes`; returns their ids. */
+  /** Evicts least recently used ones whose bytes add up to `bytes`, the most recent kept; returns their ids. */
   shed(bytes: number): string[];
 }
+
+/** A store with nothing to evict. */
+const NOTHING: Sheddable = { stateBytes: () => 0, shed: () => [] };
 
 /** Above this fraction of the ceiling, the heap is looked at closely (a full collection). */
 export const HIGH = 0.9;
@@ -47,6 +51,8 @@ export class HeapCeiling {
     private readonly log: Log,
     /** Heap in use before any thread existed: what eviction cannot free. */
     private readonly floor = heap.used(),
+    /** The open streams, evicted once the threads are not enough (none: a store without streams). */
+    private readonly streams: Sheddable = NOTHING,
   ) {}
 
   /**
@@ -68,18 +74,22 @@ export class HeapCeiling {
     this.lastCollect = this.checks;
     const live = this.heap.collect() ? this.heap.used() : used;
     if (live <= TARGET * this.ceiling) return [];
-    const stateBytes = this.threads.stateBytes();
-    // Heap bytes per state byte, as the threads cost now (2 to 3 for typical JSON; never taken below 1).
-    const perByte = Math.max(1, (live - this.floor) / Math.max(1, stateBytes));
-    const evicted = this.threads.shed(Math.ceil((live - TARGET * this.ceiling) / perByte));
-    this.log.warn(
-      { heapUsed: live, maxHeapBytes: this.ceiling, evicted: evicted.length, first: evicted[0], last: evicted[evicted.length - 1] },
-      evicted.length
-        ? "the heap neared --max-heap: evicted the least recently used threads"
-        : "the heap neared --max-heap, and no thread is left to evict but the most recent",
-    );
-    if (evicted.length) this.heap.collect();
-    return evicted;
+    const threadBytes = this.threads.stateBytes();
+    const streamBytes = this.streams.stateBytes();
+    // Heap bytes per state byte, as threads and streams cost now (2 to 3 for typical JSON; never taken below 1).
+    const perByte = Math.max(1, (live - this.floor) / Math.max(1, threadBytes + streamBytes));
+    const want = Math.ceil((live - TARGET * this.ceiling) / perByte);
+    const evicted = this.threads.shed(want);
+    // The streams only for what the threads could not give: a stream evicted mid-response is a response
+    // its middleware passes on unrepaired, where an evicted thread costs its server one openRun.
+    const left = want - (threadBytes - this.threads.stateBytes());
+    const streams = left > 0 && streamBytes > 0 ? this.streams.shed(left) : [];
+    const fields = { heapUsed: live, maxHeapBytes: this.ceiling, evicted: evicted.length, first: evicted[0], last: evicted[evicted.length - 1] };
+    if (streams.length) this.log.warn({ ...fields, streamsEvicted: streams.length, firstStream: streams[0], lastStream: streams[streams.length - 1] }, "the heap neared --max-heap: evicted the least recently used threads, then open streams");
+    else if (evicted.length) this.log.warn(fields, "the heap neared --max-heap: evicted the least recently used threads");
+    else this.log.warn(fields, "the heap neared --max-heap, and no thread or stream is left to evict but the most recent");
+    if (evicted.length || streams.length) this.heap.collect();
+    return [...evicted, ...streams];
   }
 }
 

@@ -1,4 +1,4 @@
-import { err, isObject, ok, parsePointer, stateOverLimit, type JsonObject, type Path } from "../core/index.js";
+import { err, isObject, measure, ok, parsePointer, stateOverLimit, type JsonObject, type Path } from "../core/index.js";
 import { invalidParams, limitExceeded, unknownStream, type CallResult } from "../protocol/errors.js";
 import { DEFAULT_LIMITS } from "../protocol/limits.js";
 import type * as P from "../protocol/types.js";
@@ -29,6 +29,8 @@ export interface Fixer {
   readonly summary: { events: number; deltas: number; dropped: number; ignored: number; fatal: number; wiped: number };
   readonly outcomes: Readonly<Record<Outcome, number>>;
   readonly unfixed: number;
+  /** What it holds, approximately, in bytes: its mirror and its unfinished event. */
+  readonly bytes: number;
 }
 
 /** Makes the fixer of one stream, `new StreamFixer(spec)`, handed over by whoever loaded the pipeline. */
@@ -62,6 +64,9 @@ interface Stream {
 }
 
 const zero = (): Record<Outcome, number> => ({ passed: 0, mended: 0, discarded: 0, kept: 0 });
+
+/** A stream's weight for the heap ceiling: its fixer's, or before its first part, its baseline's. */
+const streamBytes = (s: Stream): number => s.fixer?.bytes ?? measure(s.opts.state).bytes;
 
 /**
  * The stream methods of protocol/README.md §14 over a StreamStore: `fix`'s
@@ -143,6 +148,21 @@ export class StreamService {
     return ok({ text, summary: summary as P.StreamSummary });
   }
 
+  /**
+   * Closes least recently used streams, the most recent one always kept,
+   * until what they held adds up to `bytes`: what the heap ceiling does once
+   * no thread is left to evict (protocol/README.md §7). A call for one of them
+   * then fails as for a stream `--max-streams` evicted. Returns their ids.
+   */
+  shed(bytes: number): string[] {
+    return this.store.shed(bytes, streamBytes);
+  }
+
+  /** What the open streams hold, approximately, in bytes (each as streamBytes counts it). */
+  stateBytes(): number {
+    return this.store.bytes(streamBytes);
+  }
+
   /** Open streams, and streams closed by either limit (stats, protocol/README.md §6). Idle ones are closed first. */
   stats(): { streams: number; streamsEvicted: number } {
     this.store.sweep(this.now());
@@ -173,6 +193,8 @@ export class StreamService {
         const make = this.pipeline.get();
         if (make === undefined) throw new Error("the stream pipeline is not loaded: the transport should have held this message until loading() settled");
         stream.fixer = make(stream.opts);
+        // The fixer's mirror is its own copy: the baseline is not held twice.
+        stream.opts.state = {};
       }
       return work(stream.fixer);
     } catch (e) {

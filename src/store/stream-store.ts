@@ -77,6 +77,31 @@ export class StreamStore<T> {
     return found;
   }
 
+  /**
+   * Closes least recently used streams, the `keep` most recent always kept,
+   * until the sizes `size` gives them add up to `bytes`: what a heap ceiling
+   * does once no thread is left to evict (protocol/README.md §7). They go as
+   * `--max-streams` evicts. Returns their ids, oldest first.
+   */
+  shed(bytes: number, size: (value: T) => number, keep = 1): string[] {
+    const out: string[] = [];
+    let freed = 0;
+    while (freed < bytes && this.open.size > keep) {
+      const [id, entry] = this.open.entries().next().value as [string, Entry<T>];
+      freed += size(entry.value);
+      this.drop(id, "evicted");
+      out.push(id);
+    }
+    return out;
+  }
+
+  /** The sum of the open streams' sizes, as `size` gives them. */
+  bytes(size: (value: T) => number): number {
+    let total = 0;
+    for (const entry of this.open.values()) total += size(entry.value);
+    return total;
+  }
+
   /** Closes every stream idle for longer than the limit; the oldest are first in the map, so it stops at the first fresh one. */
   sweep(now: number): void {
     for (const [id, entry] of this.open) {

@@ -1,4 +1,4 @@
-import { cloneJson, type Json, type JsonObject } from "../core/index.js";
+import { cloneJson, measure, type Json, type JsonObject } from "../core/index.js";
 import { ClientApply, decide } from "./client-apply.js";
 import { finding, type At, type Finding, type OpFinding, type Outcome } from "./findings.js";
 import { Lifecycle } from "./lifecycle.js";
@@ -34,6 +34,9 @@ export interface ClientOptions {
   diagnose?: boolean;
 }
 
+/** How deep Client.bytes walks a value: far past any real state, short of the stack's end. */
+const MEASURE_DEPTH = 1000;
+
 const IGNORED: Step = Object.freeze({ decision: "ignore", findings: NONE, out: undefined });
 
 /** The apply stage in use: the client's own, or one with a repair policy. */
@@ -64,6 +67,17 @@ export class Client {
 
   get activities(): ReadonlyMap<string, Activity> {
     return this.messages.activities;
+  }
+
+  /**
+   * The approximate JSON size of what the model holds: the state (fix: its
+   * mirror's running count) and each activity's content, measured now, each
+   * walk stopped at MEASURE_DEPTH (an event's JSON may nest without bound).
+   */
+  get bytes(): number {
+    let bytes = this.apply.repairs ? this.apply.stage.mirror.bytes : measure(this.apply.stage.held, MEASURE_DEPTH).bytes;
+    for (const a of this.messages.activities.values()) bytes += measure(a.content, MEASURE_DEPTH).bytes;
+    return bytes;
   }
 
   get summary(): Summary {

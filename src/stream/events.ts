@@ -73,6 +73,11 @@ export class EventReader {
   private overflowed = false;
   framing: Framing | undefined;
 
+  /** The length of the unfinished item held for the next chunk, in UTF-16 code units (at most CLIENT_SSE_LIMIT). */
+  get held(): number {
+    return this.buf.length - this.start;
+  }
+
   /** Reads a chunk of the input; returns the items it completes. */
   push(chunk: Uint8Array | string): StreamItem[] {
     const text = typeof chunk === "string" ? chunk : this.decoder.decode(chunk, { stream: true });

@@ -91,6 +91,15 @@ export class StreamFixer {
     return this.client.activities;
   }
 
+  /**
+   * What the fixer holds, approximately: the mirror's state and activities
+   * as JSON bytes, and the unfinished event's text (UTF-16 code units, two
+   * bytes each). What a heap ceiling weighs a stream by.
+   */
+  get bytes(): number {
+    return this.client.bytes + 2 * this.reader.held;
+  }
+
   /** Findings about events that still go out as they came, and still fail or warn on the client. */
   get unfixed(): number {
     return this.client.unfixed;

@@ -60,6 +60,11 @@ export class Mirror {
     return this.doc.root;
   }
 
+  /** Its approximate JSON size, as a thread's state is counted (stats.stateBytes). */
+  get bytes(): number {
+    return this.doc.bytes;
+  }
+
   /** A STATE_SNAPSHOT or ACTIVITY_SNAPSHOT: the mirror is the value now. */
   reset(root: Json): void {
     this.doc = new JsonDocument(root);

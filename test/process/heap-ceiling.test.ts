@@ -59,4 +59,45 @@ describe.each(COMMANDS)("--max-heap, $name", { timeout: 120_000 }, (command) => 
     expect(warnings.length).toBeGreaterThan(0);
     expect(warnings.reduce((n, r) => n + (r["evicted"] as number), 0)).toBe(evicted.size);
   });
+
+  it("with no thread to evict, evicts the least recently used open streams, and every other stream goes on as it was", async () => {
+    const p = startPeer({ command, args: ["--max-heap", "48MiB"] });
+    const streams = 400;
+    const started = 'data: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\n\n';
+    let clock = 0;
+    const lastUse = new Map<string, number>();
+    const evicted = new Set<string>();
+    const part = async (id: string, text: string) => {
+      const r = await p.call("fixStream", { streamId: id, text });
+      if ("error" in r) {
+        expect(r.error).toMatchObject({ code: -32006, data: { code: "UNKNOWN_STREAM", streamId: id, reason: "evicted" } });
+        evicted.add(id);
+      } else {
+        expect(r.result).toEqual({ text, passed: 0, mended: 0, discarded: 0, kept: 0 });
+        lastUse.set(id, ++clock);
+      }
+    };
+    // Each stream's baseline is about 100 KB of JSON, which its mirror holds once its first part came.
+    for (let i = 0; i < streams; i++) {
+      const { streamId } = await p.ok("openStream", { state: stateOf(i), framing: "sse" });
+      lastUse.set(streamId as string, ++clock);
+      await part(streamId as string, started);
+    }
+    for (const id of [...lastUse.keys()]) if (!evicted.has(id)) await part(id, "");
+    const stats = await p.ok("stats", {});
+    expect(stats["threads"]).toBe(0);
+    expect(evicted.size).toBeGreaterThan(streams / 4);
+    expect(stats["streamsEvicted"]).toBe(evicted.size);
+    expect(stats["streams"]).toBe(streams - evicted.size);
+    const survivors = [...lastUse.keys()].filter((id) => !evicted.has(id));
+    expect(Math.max(...[...evicted].map((id) => lastUse.get(id) as number))).toBeLessThan(Math.min(...survivors.map((id) => lastUse.get(id) as number)));
+    // A survivor still repairs: an append to a missing array gets its array first.
+    const delta = 'data: {"type":"STATE_DELTA","delta":[{"op":"add","path":"/todos/-","value":1}]}\n\n';
+    const fixed = await p.ok("fixStream", { streamId: survivors[survivors.length - 1], text: delta });
+    expect(fixed).toMatchObject({ mended: 1 });
+    p.end();
+    expect((await p.waitForExit()).code).toBe(0);
+    const warnings = parseLog(p.stderr).filter((r) => r.msg === "the heap neared --max-heap: evicted the least recently used threads, then open streams");
+    expect(warnings.reduce((n, r) => n + (r["streamsEvicted"] as number), 0)).toBe(evicted.size);
+  });
 });

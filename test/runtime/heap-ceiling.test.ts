@@ -2,6 +2,8 @@ import pino from "pino";
 import { describe, expect, it } from "vitest";
 import { COOL_DOWN, effectiveCeiling, HeapCeiling, HIGH, TARGET, v8Heap, type HeapProbe } from "../../src/runtime/heap-ceiling.js";
 import { StateService } from "../../src/service/state-service.js";
+import { StreamService } from "../../src/service/stream-service.js";
+import { LOADED_PIPELINE } from "../../scripts/harness/paired.js";
 import { fail, ok } from "../../scripts/harness/outcome.js";
 
 const MB = 1024 * 1024;
@@ -80,6 +82,44 @@ describe("HeapCeiling", () => {
     expect(ceiling.check()).toEqual(["t0", "t1"]);
     expect(ok(service.getState({ threadId: "t2" })).state).toEqual(state(2));
     expect(ceiling.check()).toEqual([]);
+  });
+
+  it("evicts the least recently used open streams once the threads are not enough, the most recent kept", () => {
+    const service = setup(2); // two threads of ~100 KB: not nearly enough to free
+    const streams = new StreamService({ limits: { maxStreams: 100 }, pipeline: LOADED_PIPELINE });
+    const ids = Array.from({ length: 20 }, (_, i) => ok(streams.openStream({ state: { blob: "y".repeat(1_000_000), i } })).streamId);
+    for (const streamId of ids) ok(streams.fixStream({ streamId, text: 'data: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\n\n' }));
+    ok(streams.fixStream({ streamId: ids[0] as string, text: "" })); // s1 is now the most recently used
+    const heap = { used: () => 4 * MB + 3 * (service.stateBytes() + streams.stateBytes()), collect: () => true };
+    const logged: { msg: string; fields: Record<string, unknown> }[] = [];
+    const log = { warn: (fields: Record<string, unknown>, msg: string) => void logged.push({ msg, fields }) } as unknown as typeof silent;
+    const ceiling = new HeapCeiling(64 * MB, heap, service, log, 4 * MB, streams);
+    expect(heap.used()).toBeGreaterThan(HIGH * 64 * MB);
+    const evicted = ceiling.check();
+    // The threads first (all but the most recent), then streams, oldest first, s1 (used last) not among them.
+    expect(evicted.slice(0, 1)).toEqual(["t0"]);
+    const gone = evicted.slice(1);
+    expect(gone).toEqual(gone.map((_, i) => `s${i + 2}`));
+    expect(heap.used()).toBeLessThanOrEqual(TARGET * 64 * MB);
+    expect(heap.used()).toBeGreaterThan(TARGET * 64 * MB - 3 * 1_000_100);
+    for (const streamId of gone) expect(fail(streams.fixStream({ streamId, text: "" })).data).toMatchObject({ code: "UNKNOWN_STREAM", reason: "evicted" });
+    expect(ok(streams.fixStream({ streamId: "s1", text: "" })).text).toBe("");
+    expect(ok(streams.fixStream({ streamId: "s20", text: "" })).text).toBe("");
+    expect(streams.stats()).toMatchObject({ streams: 20 - gone.length, streamsEvicted: gone.length });
+    expect(logged).toEqual([{ msg: "the heap neared --max-heap: evicted the least recently used threads, then open streams", fields: expect.objectContaining({ evicted: 1, streamsEvicted: gone.length, firstStream: "s2" }) as unknown }]);
+  });
+
+  it("weighs an open stream by its mirror and by the unfinished event it holds", () => {
+    const streams = new StreamService({ limits: {}, pipeline: LOADED_PIPELINE });
+    const { streamId } = ok(streams.openStream({ state: { blob: "y".repeat(100_000) } }));
+    const baseline = streams.stateBytes();
+    expect(baseline).toBeGreaterThan(100_000);
+    ok(streams.fixStream({ streamId, text: 'data: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\n\n' }));
+    expect(streams.stateBytes()).toBe(baseline);
+    ok(streams.fixStream({ streamId, text: "data: " + "z".repeat(500_000) }));
+    expect(streams.stateBytes()).toBe(baseline + 2 * 500_006);
+    ok(streams.fixStream({ streamId, text: '\n\ndata: {"type":"STATE_SNAPSHOT","snapshot":{}}\n\n' }));
+    expect(streams.stateBytes()).toBeLessThan(10);
   });
 
   it("between HIGH and the ceiling, forces a collection at most once per COOL_DOWN checks", () => {
