@@ -1,6 +1,16 @@
 import { isObject, type Json } from "../core/index.js";
-import type { Finding, Kind, Outcome } from "../stream/findings.js";
+import type { Finding, Kind as PipelineKind, Outcome as PipelineOutcome } from "../stream/findings.js";
 import type { Observed } from "../stream/fixer.js";
+import type { Caps, EventView as ApiEventView, FindingView, Kind, Outcome, Status, StreamDetail as ApiStreamDetail, StreamList, StreamSummary } from "./api.js";
+
+export type { Caps, Status, StreamList, StreamSummary } from "./api.js";
+export type EventView = ApiEventView<Json>;
+export type StreamDetail = ApiStreamDetail<Json>;
+
+/** The API's closed sets and finding shape are the pipeline's: this fails to compile if they part. */
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+type Holds<T extends true> = T;
+export type ApiIsThePipelines = Holds<[Same<Outcome, PipelineOutcome>, Same<Kind, PipelineKind>, Same<Required<FindingView>, Required<Finding>>] extends [true, true, true] ? true : false>;
 
 /**
  * What the inspector remembers (issue 25): the last streams the proxy fixed,
@@ -13,22 +23,11 @@ import type { Observed } from "../stream/fixer.js";
  * shows is what the pipeline decided.
  */
 
-export interface Caps {
-  /** The last N streams. */
-  streams: number;
-  /** The last M events of each stream. */
-  events: number;
-  /** Bytes of text kept per stream (events as sent and forwarded, findings, states after). */
-  bytes: number;
-}
-
 export const DEFAULT_CAPS: Caps = { streams: 20, events: 2_000, bytes: 16 * 1024 * 1024 };
 
 /** What a stream's record costs beyond its text: the objects that hold it, counted so that a stream of tiny events is bounded too. */
 const RECORD_OVERHEAD = 256;
 
-
-export type Status = "open" | "complete" | "broken";
 
 interface EventRecord {
   n: number;
@@ -194,43 +193,6 @@ export class StreamRecord {
   }
 }
 
-export interface StreamSummary {
-  id: string;
-  threadId: string | null;
-  runId: string | null;
-  method: string;
-  path: string;
-  started: string;
-  status: Status;
-  /** Events seen, kept or not. */
-  seen: number;
-  evicted: number;
-  bytes: number;
-  outcomes: Record<Outcome, number>;
-  kinds: Record<Kind, number>;
-}
-
-export interface EventView {
-  n: number;
-  type: string;
-  ms: number;
-  bytes: number;
-  outcomes: Record<Outcome, number>;
-  findings: readonly Finding[];
-  delivery: "as-sent" | "rewritten" | "not-sent";
-  sent?: Json;
-  sentText?: string;
-  forwarded?: Json;
-  state?: Json;
-  elided?: true;
-}
-
-export interface StreamDetail extends StreamSummary {
-  caps: Caps;
-  baseline: Json;
-  events: EventView[];
-}
-
 function view(r: EventRecord): EventView {
   const outcomes: Record<Outcome, number> = { passed: 0, mended: 0, discarded: 0, kept: 0 };
   for (const f of r.findings) outcomes[f.outcome]++;
@@ -311,8 +273,3 @@ export class Inspector {
   };
 }
 
-export interface StreamList {
-  caps: Caps;
-  dropped: number;
-  streams: StreamSummary[];
-}

@@ -33,8 +33,10 @@ const LAYERS: Record<string, RegExp> = {
   "src/proxy": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(log|stream\/[\w-]+|inspect\/[\w-]+)\.js|node:(http|https|net|stream|zlib))$`),
   // The inspector (issue 25): what the stream's observer saw, served over its own node:http listener; never the proxy or the command line.
   "src/inspect": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(log|stream\/[\w-]+)\.js|node:(http|net|crypto))$`),
-  // The inspector's page runs in a browser: its own modules only, no Node, no library.
-  "src/inspect/page": /^\.\/[\w-]+\.js$/,
+  // The inspector's page runs in a browser: its own modules only, no Node, no library; and the API's types.
+  "src/inspect/page": /^(\.\/[\w-]+\.js|\.\.\/api\.js)$/,
+  // The API's types, which the page and the store share: nothing, so the page's browser build stays free of Node.
+  "src/inspect/api.ts": /^$/,
   // The top: flags, files and exit codes, wiring every layer below; the transport only through rpc/node.
   "src/cli": new RegExp(
     String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(json|protocol|rpc\/node|runtime|service|stream|proxy|inspect)\/[\w-]+\.js|\.\.\/log\.js|\.\.\/\.\.\/package\.json|node:(fs|stream|util))$`,

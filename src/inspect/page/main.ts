@@ -1,3 +1,4 @@
+import type { EventView, FindingView as Finding, Outcome, Report, StreamDetail as Detail, StreamList as List } from "../api.js";
 import { badge, bytes, changes, diff, h, short, tree, type Json } from "./view.js";
 
 /**
@@ -8,66 +9,6 @@ import { badge, bytes, changes, diff, h, short, tree, type Json } from "./view.j
  * inspector") and follows its SSE feed; as `check --html`'s report, it reads
  * the data embedded in the page and asks for nothing.
  */
-
-type Outcome = "passed" | "mended" | "discarded" | "kept";
-interface Finding {
-  event: number;
-  kind: string;
-  type: string;
-  index?: number;
-  pointer?: string;
-  code: string;
-  message: string;
-  hint?: string;
-  outcome: Outcome;
-}
-interface Summary {
-  id: string;
-  threadId: string | null;
-  runId: string | null;
-  method: string;
-  path: string;
-  started: string;
-  status: string;
-  seen: number;
-  evicted: number;
-  bytes: number;
-  outcomes: Record<Outcome, number>;
-  kinds: Record<string, number>;
-}
-interface EventView {
-  n: number;
-  type: string;
-  ms: number;
-  bytes: number;
-  outcomes: Record<Outcome, number>;
-  findings: Finding[];
-  delivery: "as-sent" | "rewritten" | "not-sent";
-  sent?: Json;
-  sentText?: string;
-  forwarded?: Json;
-  state?: Json;
-  elided?: true;
-}
-interface Detail extends Summary {
-  caps: Caps;
-  baseline: Json;
-  events: EventView[];
-}
-interface Caps {
-  streams: number;
-  events: number;
-  bytes: number;
-}
-interface List {
-  caps: Caps;
-  dropped: number;
-  streams: Summary[];
-}
-interface Report {
-  list: List;
-  streams: Record<string, Detail>;
-}
 
 const OUTCOMES: Outcome[] = ["mended", "discarded", "kept", "passed"];
 const TOKEN_KEY = "agui-state-inspector-token";
@@ -155,7 +96,7 @@ function counts(o: Record<Outcome, number>, kinds?: Record<string, number>): HTM
 }
 
 /** An event's findings counted by kind. */
-function kindsOf(findings: Finding[]): Record<string, number> {
+function kindsOf(findings: readonly Finding[]): Record<string, number> {
   const out: Record<string, number> = {};
   for (const f of findings) out[f.kind] = (out[f.kind] ?? 0) + 1;
   return out;
@@ -220,7 +161,7 @@ const opsOf = (e: Json | undefined): Json[] | undefined => {
   return Array.isArray(ops) ? ops : undefined;
 };
 
-function opList(ops: Json[], findings: Finding[]): HTMLElement {
+function opList(ops: Json[], findings: readonly Finding[]): HTMLElement {
   const ol = h("ol", { class: "ops", start: "0" });
   ops.forEach((op, i) => {
     const mine = findings.filter((f) => f.index === i);
