@@ -26,11 +26,12 @@ export interface StreamItem {
   /** The 1-based line the item starts on. */
   line: number;
   /**
-   * The text held since the last event boundary passed CLIENT_SSE_LIMIT: `raw`
-   * is that text, and nothing after it is read as events. Client reading:
-   * the client's parser fails the run here, and what follows is dropped.
-   * Spec reading: what follows comes out as items of raw text only (no
-   * `data`), as it arrives, so that a fixer passes it on without holding it.
+   * The text held since the last event boundary passed CLIENT_SSE_LIMIT (or,
+   * spec reading, an event longer than that): `raw` is that text, and
+   * nothing after it is read as events. Client reading: the client's parser
+   * fails the run here, and what follows is dropped. Spec reading: what
+   * follows comes out as items of raw text only (no `data`), as it arrives,
+   * so that a fixer passes it on without holding it.
    */
   overflow?: true;
 }
@@ -122,11 +123,25 @@ export class EventReader {
    * Holds no more than CLIENT_SSE_LIMIT of an unfinished event, in every
    * framing and reading: @ag-ui/client 1.0.0 fails the run past it, and
    * without a bound one event that never ends would grow a long-running
-   * fixer (a proxy, the sidecar's open streams) without end.
+   * fixer (a proxy, the sidecar's open streams) without end. Spec reading
+   * (fix) also takes an event that did end, but is longer than the limit,
+   * for one that passed it: whether the limit is passed before its end
+   * arrives depends on how the input was cut, and fix's output must not
+   * (the client, reading a socket's chunks, fails on such an event too).
    */
   private bounded(out: StreamItem[], last: boolean): StreamItem[] {
+    if (this.reading === "spec") {
+      const long = out.findIndex((item) => item.raw.length > CLIENT_SSE_LIMIT);
+      if (long !== -1) return this.overflow(out, long);
+    }
     if (last || this.buf.length - this.start <= CLIENT_SSE_LIMIT) return out;
-    out.push({ raw: this.buf.slice(this.start), line: this.startLine, overflow: true });
+    return this.overflow(out, out.length);
+  }
+
+  /** From out[from] on, everything read or held becomes one overflow item, and nothing more is held. */
+  private overflow(out: StreamItem[], from: number): StreamItem[] {
+    const rest = out.splice(from);
+    out.push({ raw: rest.map((item) => item.raw).join("") + this.buf.slice(this.start), line: rest[0]?.line ?? this.startLine, overflow: true });
     this.overflowed = true;
     this.buf = "";
     this.start = this.pos = 0;

@@ -98,6 +98,27 @@ describe("fix", () => {
     expect(real.state).toEqual(fixer.state);
   });
 
+  it("takes an event longer than 10 MiB that does end the same way, however the stream is cut", () => {
+    const J = (e: unknown) => JSON.stringify(e);
+    const events = [
+      J({ type: "RUN_STARTED", threadId: "t", runId: "r" }),
+      J({ type: "STATE_DELTA", delta: [{ op: "add", path: "/todos/-", value: "milk" }] }),
+      J({ type: "CUSTOM", name: "big", value: "y".repeat(CLIENT_SSE_LIMIT) }),
+      J({ type: "STATE_DELTA", delta: [{ op: "add", path: "/more/-", value: 1 }] }),
+      J({ type: "RUN_FINISHED", threadId: "t", runId: "r" }),
+    ];
+    const text = toSse(events);
+    const runs = [Infinity, 1024 * 1024, 65536].map((chunk) => fix(text, {}, chunk));
+    const head = fix(toSse(events.slice(0, 2)), {}).out;
+    for (const r of runs) {
+      expect(r.out).toBe(head + toSse(events.slice(2)));
+      expect(r.findings.map((f) => [f.event, f.code, f.outcome])).toEqual([
+        [2, "PATH_NOT_FOUND", "mended"],
+        [3, "SSE_BUFFER_LIMIT", "passed"],
+      ]);
+    }
+  });
+
   it("writes a stream framed with CRLF, CR or a mix with LF line ends, which the client reads event by event", async () => {
     const ends = fc.array(fc.constantFrom(...LINE_ENDS), { minLength: 1, maxLength: 6 });
     await fc.assert(
