@@ -23,6 +23,15 @@ _BLANK_LINE = re.compile(r"(?:\r\n|\n|\r(?!\n))(?:\r\n|\n|\r(?=[^\n]))")
 _BATCH = 1 << 20       # characters per fixStream call at most: far below the sidecar's message limit (§7)
 _HIGH_WATER = 1 << 20  # characters waiting for the sidecar before the app's send waits
 _CALL_TIMEOUT = 30.0   # seconds per call on the sidecar this module starts: a hung sidecar fails open too
+# @ag-ui/client 1.0.0 fails the run once its SSE parser holds this many UTF-16 code units without an event's
+# end; the sidecar passes such an event, and the rest of the stream, on as they came (protocol/README.md §13,
+# SSE_BUFFER_LIMIT). Held here past it, an event that never ends would grow the app's process without end.
+_CLIENT_LIMIT = 10 * 1024 * 1024
+
+
+class _Raw(str):
+    """Queued text that goes out as it came, and after which the whole response does: the held part of an
+    event that passed _CLIENT_LIMIT."""
 
 _background: Set["asyncio.Task[None]"] = set()  # closeStream calls nobody waits for, kept from the collector
 
@@ -99,6 +108,8 @@ class FixedBody:
         self.client, self.id = client, stream_id
         self.decoder = codecs.getincrementaldecoder("utf-8")("replace")  # as the client's TextDecoder
         self.held: List[str] = []  # decoded text after the last whole event
+        self.held_chars = 0        # its length in code points: never more than in UTF-16 code units
+        self.passing = False       # an event passed _CLIENT_LIMIT: from it on, the text goes as it came
         self.edge = ""             # the last characters of held: a blank line may start there
         self.queue: List[str] = []
         self.queued = 0
@@ -145,7 +156,7 @@ class FixedBody:
         text = self.decoder.decode(chunk, final=not more)
         if not more:
             self.tail, ready = "".join(self.held) + text, ""
-            if not self.raw:
+            if not self.raw and not self.passing:
                 cut = max(self._boundary(self.tail), 0)
                 ready, self.tail = self.tail[:cut], self.tail[cut:]
             self._queue(ready)
@@ -155,7 +166,7 @@ class FixedBody:
             if self.error is not None:
                 raise self.error
             return
-        if self.raw:
+        if self.raw or self.passing:
             ready = "".join(self.held) + text
             self.held = []
         else:
@@ -164,13 +175,19 @@ class FixedBody:
             if cut < 0:
                 ready = ""
                 self.held.append(text)
+                self.held_chars += len(text)
                 self.edge = window[-3:]
             else:
                 # A match wholly inside edge was seen before, but for a CR the new text shows to end a line.
                 cut = max(0, cut - len(self.edge))
                 ready = "".join(self.held) + text[:cut]
                 self.held = [text[cut:]]
+                self.held_chars = len(text) - cut
                 self.edge = text[cut:][-3:]  # only text after the event's end: no blank line is sought before it
+            if self.held_chars > _CLIENT_LIMIT:
+                self._queue(ready)
+                ready = _Raw("".join(self.held))
+                self.held, self.passing = [], True
         self._queue(ready)
         if self.queued > _HIGH_WATER:
             self.room.clear()
@@ -197,8 +214,14 @@ class FixedBody:
         return end
 
     def _take(self) -> str:
+        """The next text for one fixStream call: queued parts joined up to _BATCH, a _Raw part alone."""
+        if isinstance(self.queue[0], _Raw):
+            self.queued -= len(self.queue[0])
+            if self.queued <= _HIGH_WATER:
+                self.room.set()
+            return self.queue.pop(0)
         n, size = 0, 0
-        while n < len(self.queue) and (n == 0 or size + len(self.queue[n]) <= _BATCH):
+        while n < len(self.queue) and (n == 0 or size + len(self.queue[n]) <= _BATCH) and not isinstance(self.queue[n], _Raw):
             size += len(self.queue[n])
             n += 1
         text = "".join(self.queue[:n])
@@ -216,6 +239,20 @@ class FixedBody:
             self._fail(e, "fixStream")
             return text
 
+    async def _let_go(self) -> str:
+        """An event passed _CLIENT_LIMIT: the sidecar's stream is closed (it was sent whole events only, so
+        it holds nothing; whatever text it gives back goes first), and the rest of the response goes out
+        as it came, as the sidecar itself would send it."""
+        assert self.client is not None and self.id is not None
+        stream_id, self.id = self.id, None
+        log.warning("%s: an event passed %d MiB without its end (the client's SSE limit); the rest of this "
+                    "response goes through unrepaired", self.path, _CLIENT_LIMIT >> 20)
+        try:
+            return str((await self.client.close_stream(stream_id))["text"])
+        except Exception as e:  # noqa: BLE001 - fail open: nothing was held there
+            log.debug("closeStream %s after an event passed the limit: %s", stream_id, e)
+            return ""
+
     async def _pump(self) -> None:
         send = self.send
         try:
@@ -225,6 +262,8 @@ class FixedBody:
                     await self.wake.wait()
                     continue
                 text = self._take()
+                if isinstance(text, _Raw) and not self.raw:
+                    text = await self._let_go() + text
                 out = text if self.raw else await self._fix(text)
                 if out:
                     await send({"type": "http.response.body", "body": out.encode("utf-8"), "more_body": True})

@@ -33,8 +33,9 @@ RUN_INPUT = {"threadId": "t1", "runId": "r1", "state": STATE, "messages": [], "t
 FLAGS = ["--own", "/toolState", "--join-keys"]
 
 
-def fix(stream: bytes, state: Dict[str, Any], flags: List[str] = FLAGS) -> bytes:
-    """What `agui-state fix` writes for the whole stream: the oracle."""
+def fix(stream: bytes, state: Dict[str, Any], flags: List[str] = FLAGS, status: int = 0) -> bytes:
+    """What `agui-state fix` writes for the whole stream: the oracle. `status` 1: fix left a finding
+    unfixed (one it cannot mend)."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(state, f)
     try:
@@ -42,7 +43,7 @@ def fix(stream: bytes, state: Dict[str, Any], flags: List[str] = FLAGS) -> bytes
                            env=child_env(), timeout=60)
     finally:
         os.unlink(f.name)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == status, r.stderr
     return r.stdout
 
 
@@ -272,6 +273,50 @@ async def test_kill_9_mid_stream_fails_open_and_the_next_stream_is_repaired(capl
         sent = await serve(mw, request(body))
         assert body_of(sent) == fix(b"".join(events), STATE)
         assert s.pid != first_pid
+
+
+async def test_an_event_that_never_ends_is_passed_on_past_10_mib_not_held(caplog: pytest.LogCaptureFixture) -> None:
+    # The app sends a delta to mend, then an event without its end, 64 KiB at a time, past the client's 10 MiB,
+    # and waits. Meanwhile the client must have had the mended delta and more than 10 MiB of the long event:
+    # the middleware passed it on instead of holding it. Then the event ends, and the run with it.
+    head = sse({"type": "RUN_STARTED", "threadId": "t1", "runId": "r1"}) + \
+        sse({"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/todos/-", "value": "milk"}]})
+    piece = b"x" * 65536
+    endless = [b"data: " + piece] + [piece] * 170  # 10.6 MiB
+    rest = [b"\n\n" + sse({"type": "RUN_FINISHED", "threadId": "t1", "runId": "r1"})]
+    chunks = [head] + endless + rest
+    fixed_head = fix(head, STATE)
+    assert fixed_head != head, "the head has a delta to mend"
+    got: List[bytes] = []
+    passed_on = asyncio.Event()
+
+    async def record(message: Message) -> None:
+        got.append(message.get("body", b""))
+        so_far = b"".join(got)
+        if so_far.startswith(fixed_head) and len(so_far) - len(fixed_head) > 10 * 1024 * 1024:
+            passed_on.set()
+
+    before_the_end: List[bool] = []
+
+    async def wait_before_the_end(i: int) -> None:
+        if i == len(chunks) - 1:
+            try:  # a hang guard: a middleware that holds the event would wait here forever
+                await asyncio.wait_for(passed_on.wait(), 60)
+            except asyncio.TimeoutError:
+                pass
+            before_the_end.append(passed_on.is_set())
+
+    body = json.dumps(RUN_INPUT).encode()
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        mw = AguiStateMiddleware(stream_app(chunks, between=wait_before_the_end), own=["/toolState"],
+                                 join_keys=True, sidecar=s)
+        with caplog.at_level(logging.WARNING, logger="agui_state.asgi"):
+            sent = await serve(mw, request(body), send=record)
+        assert before_the_end == [True], "the mended delta and 10 MiB of the event reached the client before its end"
+        assert body_of(sent) == fix(b"".join(chunks), STATE, status=1) == fixed_head + b"".join(endless + rest)
+        assert (await s.stats())["streams"] == 0, "the sidecar's stream was closed"
+    warnings = [r.getMessage() for r in caplog.records if r.name == "agui_state.asgi"]
+    assert len(warnings) == 1 and "passed 10 MiB without its end" in warnings[0], warnings
 
 
 async def test_one_sidecar_for_the_process_started_on_the_first_stream_and_closed_at_shutdown() -> None:
