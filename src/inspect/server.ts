@@ -1,4 +1,5 @@
 import { timingSafeEqual } from "node:crypto";
+import { once } from "node:events";
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Log } from "../log.js";
@@ -46,14 +47,10 @@ export class InspectServer {
     this.server = http.createServer({ requestTimeout: 0 }, (req, res) => this.handle(req, res));
   }
 
-  listen(host: string, port: number): Promise<AddressInfo> {
-    return new Promise((resolve, reject) => {
-      this.server.once("error", reject);
-      this.server.listen(port, host, () => {
-        this.server.off("error", reject);
-        resolve(this.server.address() as AddressInfo);
-      });
-    });
+  async listen(host: string, port: number): Promise<AddressInfo> {
+    this.server.listen(port, host);
+    await once(this.server, "listening"); // rejects with the server's "error" (EADDRINUSE, EACCES) instead
+    return this.server.address() as AddressInfo;
   }
 
   /** Ends the live feeds and stops listening. */

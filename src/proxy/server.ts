@@ -1,3 +1,4 @@
+import { once } from "node:events";
 import http, { type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from "node:http";
 import https from "node:https";
 import type { AddressInfo, Socket } from "node:net";
@@ -53,14 +54,10 @@ export class ProxyServer {
   }
 
   /** Starts listening; resolves with the bound address, rejects if it cannot bind. */
-  listen(host: string, port: number): Promise<AddressInfo> {
-    return new Promise((resolve, reject) => {
-      this.server.once("error", reject);
-      this.server.listen(port, host, () => {
-        this.server.off("error", reject);
-        resolve(this.server.address() as AddressInfo);
-      });
-    });
+  async listen(host: string, port: number): Promise<AddressInfo> {
+    this.server.listen(port, host);
+    await once(this.server, "listening"); // rejects with the server's "error" (EADDRINUSE, EACCES) instead
+    return this.server.address() as AddressInfo;
   }
 
   /** The number of requests in flight. */

@@ -195,14 +195,17 @@ describe("the exit-code table, run against the binary", () => {
       expect(r.stderr).toMatch(/^agui-state: proxy: --upstream URL is required[^\n]*\n$/);
     });
 
-    it("an address it cannot listen on: exit 2", async () => {
+    it("an address it cannot listen on, for the proxy or for its inspector: exit 2", async () => {
       const taken: Server = createServer();
       await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
       try {
         const port = (taken.address() as { port: number }).port;
         const r = agui(["proxy", "--upstream", "http://127.0.0.1:9", "--listen", `127.0.0.1:${port}`, "--log-level", "silent"]);
         expect([r.status, r.stdout]).toEqual([2, ""]);
-        expect(r.stderr).toMatch(new RegExp(`^agui-state: cannot listen on 127\\.0\\.0\\.1:${port}: [^\\n]+\\n$`));
+        expect(r.stderr).toMatch(new RegExp(`^agui-state: cannot listen on 127\\.0\\.0\\.1:${port}: [^\\n]*EADDRINUSE[^\\n]*\\n$`));
+        const i = agui(["proxy", "--upstream", "http://127.0.0.1:9", "--listen", "127.0.0.1:0", "--inspect", `127.0.0.1:${port}`, "--log-level", "silent"]);
+        expect([i.status, i.stdout]).toEqual([2, ""]);
+        expect(i.stderr).toMatch(new RegExp(`^agui-state: cannot listen on 127\\.0\\.0\\.1:${port} \\(--inspect\\): [^\\n]*EADDRINUSE[^\\n]*\\n$`));
       } finally {
         taken.close();
       }

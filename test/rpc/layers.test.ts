@@ -30,9 +30,9 @@ const LAYERS: Record<string, RegExp> = {
   // The events' schemas and a JSON Patch applier to hold a client model to; no I/O.
   "src/stream": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|@ag-ui\/core(\/schemas)?|fast-json-patch)$`),
   // An HTTP server around stream's fixer: its own options type, not the command line's; the inspector, loaded only with --inspect.
-  "src/proxy": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(log|stream\/[\w-]+|inspect\/[\w-]+)\.js|node:(http|https|net|stream|zlib))$`),
+  "src/proxy": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(log|stream\/[\w-]+|inspect\/[\w-]+)\.js|node:(events|http|https|net|stream|zlib))$`),
   // The inspector (issue 25): what the stream's observer saw, served over its own node:http listener; never the proxy or the command line.
-  "src/inspect": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(log|stream\/[\w-]+)\.js|node:(http|net|crypto))$`),
+  "src/inspect": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(log|stream\/[\w-]+)\.js|node:(events|http|net|crypto))$`),
   // The inspector's page runs in a browser: its own modules only, no Node, no library; and the API's types.
   "src/inspect/page": /^(\.\/[\w-]+\.js|\.\.\/api\.js)$/,
   // The API's types, which the page and the store share: nothing, so the page's browser build stays free of Node.
