@@ -12,9 +12,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -258,24 +260,46 @@ func TestMiddlewareFlushes(t *testing.T) {
 	}
 }
 
-// Writes that cut UTF-8 characters, byte by byte and in an event longer than
-// the middleware holds whole, reach the sidecar as whole characters.
+// Writes that cut UTF-8 characters, byte by byte and inside a long event
+// flushed before its end, reach the sidecar as whole characters; an event's
+// length is counted the same however it is cut.
 func TestMiddlewareUTF8Splits(t *testing.T) {
-	// Where a part is cut, at every byte of a text with 1- to 4-byte characters.
-	text := "a é ☕ 🗺 z"
+	// At every byte of a text with 1- to 4-byte characters, and bytes that
+	// are not UTF-8: the counts of the two sides add up to the whole's, the
+	// rune count (what encoding/json sends), and no more than its UTF-16 length.
+	text := "a é ☕ 🗺 z \xff\xe2\x98 \x80!"
+	whole := utf16AtLeast([]byte(text))
+	if whole != utf8.RuneCountInString(text)-2 || whole > len(utf16.Encode([]rune(text))) {
+		t.Errorf("%d for %q", whole, text)
+	}
 	for cut := 0; cut <= len(text); cut++ {
-		n := wholeRunes([]byte(text[:cut]))
-		if !utf8.ValidString(text[:n]) || n < cut-utf8.UTFMax+1 || n > cut {
-			t.Errorf("cut at %d: the part is %q", cut, text[:n])
+		if n := utf16AtLeast([]byte(text[:cut])) + utf16AtLeast([]byte(text[cut:])); n != whole {
+			t.Errorf("cut at %d: %d, want %d", cut, n, whole)
 		}
-		if utf8.ValidString(text[:cut]) && n != cut {
-			t.Errorf("cut at %d, between two characters: the part is %q", cut, text[:n])
+	}
+
+	// Where scan finds the end of the last whole event, written byte by byte,
+	// with every kind of line end: after each blank line, and after the LF of
+	// a CRLF whose CR ended one.
+	sseText := "data: 1\n\ndata: 2\r\rdata: 3\r\n\r\ndata: 4\n\r\ndata: 5\r\n\n\ndata: 6\r\n"
+	var ends []int
+	sw := &streamWriter{framing: "sse"}
+	for i := 0; i < len(sseText); i++ {
+		sw.buf = append(sw.buf, sseText[i])
+		if sw.scan(); len(ends) == 0 || ends[len(ends)-1] != sw.cut {
+			ends = append(ends, sw.cut)
 		}
+		if held := i + 1 - sw.cut; sw.held != held {
+			t.Errorf("at %d: %d held, want %d", i, sw.held, held)
+		}
+	}
+	if want := []int{0, 9, 18, 28, 29, 38, 39, 49, 50}; !reflect.DeepEqual(ends, want) {
+		t.Errorf("the events end at %v, want %v", ends, want)
 	}
 
 	// The same, end to end: however drain groups what was written, fix's text.
 	c, ctx := startClient(t), testCtx(t)
-	long := `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"` + strings.Repeat("é☕🗺", holdAt/5) + `"}`
+	long := `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"` + strings.Repeat("é☕🗺", 64<<10/5) + `"}`
 	events := append(append([]string{}, sloppy[:5]...),
 		`{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}`, long,
 		`{"type":"TEXT_MESSAGE_END","messageId":"m"}`, sloppy[5])
@@ -285,11 +309,10 @@ func TestMiddlewareUTF8Splits(t *testing.T) {
 		cut := strings.Index(stream, "milk") + 6 // inside ☕
 		writeSliced(w, stream[:cut], 1, true)
 		// Then all but the end of the long event, cut inside a 🗺 (its text is
-		// é☕🗺 over and over, 9 bytes), and flushed: more than the middleware
-		// holds for an event's end, so a part may go to the sidecar now.
+		// é☕🗺 over and over, 9 bytes), and flushed.
 		content := strings.Index(stream, long) + strings.Index(long, "é")
-		at := content + holdAt + 8
-		if at <= holdAt || utf8.RuneStart(stream[at]) {
+		at := content + 64<<10 + 8
+		if utf8.RuneStart(stream[at]) {
 			panic("the cut is not inside a character")
 		}
 		_, _ = io.WriteString(w, stream[cut:at])
@@ -392,6 +415,69 @@ func TestMiddlewareFailsOpen(t *testing.T) {
 		t.Error("the sidecar was not restarted")
 	}
 	if !strings.Contains(logs.String(), "restarting") {
+		t.Errorf("log %q", logs)
+	}
+}
+
+// An event that grows past the client's limit without its end is not held by
+// the middleware: what came before it is repaired, the stream is closed in the
+// sidecar, and its text and the rest go through as the handler wrote them,
+// while the handler is still writing, which is what fix writes for the body.
+func TestMiddlewarePassesAnEventPastTheClientLimit(t *testing.T) {
+	c, ctx := startClient(t), testCtx(t)
+	head := sse([]string{
+		`{"type":"RUN_STARTED","threadId":"t","runId":"r"}`,
+		`{"type":"STATE_DELTA","delta":[{"op":"add","path":"/todos/-","value":"milk"}]}`,
+	})
+	chunk := strings.Repeat("x", 64<<10)
+	chunks := clientLimit/len(chunk) + 4 // past the limit, and on for a few writes
+	tail := "\n\n" + sse(sloppy[5:])
+	raw := head + "data: " + strings.Repeat(chunk, chunks) + tail
+	release := make(chan struct{})
+	s, logs := serve(t, c, ownToolState, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		writeSliced(w, head, 16, true)
+		_, _ = io.WriteString(w, "data: ")
+		for i := 0; i < chunks; i++ {
+			_, _ = io.WriteString(w, chunk)
+			w.(http.Flusher).Flush()
+		}
+		select {
+		case <-release: // the client has read past the limit: nothing was held for the event's end
+		case <-ctx.Done():
+			return
+		}
+		_, _ = io.WriteString(w, tail)
+	})
+	resp := post(t, ctx, s.URL, `{}`)
+
+	// While the handler waits: the repaired head, then more of the event than
+	// the client's limit. A middleware that held the event would leave this
+	// read waiting until the test's deadline.
+	fixedHead := fixed(t, "{}", head, "--own", "/toolState", "--join-keys")
+	got := make([]byte, len(fixedHead)+len("data: ")+clientLimit+1)
+	if _, err := io.ReadFull(resp.Body, got); err != nil {
+		t.Fatalf("while the handler waits: %v", err)
+	}
+	if mend := strings.Index(string(got), `{"op":"add","path":"/todos","value":[]}`); mend < 0 || mend > strings.Index(string(got), `"path":"/todos/-"`) {
+		t.Errorf("the head was not repaired: %q", got[:len(fixedHead)])
+	}
+	if string(got[:len(fixedHead)]) != fixedHead || strings.Trim(string(got[len(fixedHead)+len("data: "):]), "x") != "" {
+		t.Errorf("while the handler waits: %q...", got[:len(fixedHead)+16])
+	}
+	if st, err := c.Stats(ctx); err != nil || st.Streams != 0 {
+		t.Errorf("open streams %+v %v, want 0: the stream is closed once the repair stopped", st, err)
+	}
+
+	close(release)
+	out := string(got) + readAll(t, resp.Body)
+	if want := fixed(t, "{}", raw, "--own", "/toolState", "--join-keys"); out != want {
+		t.Errorf("the body differs from fix's: %d bytes, want %d; its end %q, want %q", len(out), len(want), out[len(out)-80:], want[len(want)-80:])
+	}
+	if n := strings.Count(logs.String(), "without its end (the client's SSE limit); the rest of this response goes through unrepaired"); n != 1 {
+		t.Errorf("the warning %d times, want once: log %q", n, logs)
+	}
+	if strings.Contains(logs.String(), "repair failed") {
 		t.Errorf("log %q", logs)
 	}
 }

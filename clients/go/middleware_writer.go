@@ -11,13 +11,13 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"unicode/utf8"
 )
 
-// holdAt is how much text of one event is held for its end before it goes to
-// the sidecar anyway, cut between two UTF-8 characters: the sidecar holds an
-// incomplete event as well, so only a failure mid-event would show the cut.
-const holdAt = 64 << 10
+// clientLimit is how much text of one event @ag-ui/client holds, in UTF-16
+// code units, before it fails the run for want of the event's end: an event
+// that grows past it goes on unrepaired, as the sidecar and fix pass it
+// (protocol/README.md §13, SSE_BUFFER_LIMIT).
+const clientLimit = 10 << 20
 
 // maxPending is how much text may wait for the sidecar before Write and Flush
 // wait for it too: the back-pressure of a handler that writes faster than the
@@ -39,6 +39,11 @@ const (
 // and goes on unrepaired, and nothing is lost or sent twice. A cut at an
 // event's end is also a cut between UTF-8 characters.
 //
+// What is held of an event whose end has not come is bounded by the client's
+// own limit (clientLimit): past it the client fails the run whatever is sent,
+// so the repair stops there (passOn) rather than hold, in the server's
+// memory, an event that may never end.
+//
 // One goroutine at a time (drain) talks to the sidecar, and the handler does
 // not wait for it: what the handler flushes while a call is out goes in the
 // next call, whole. At a low rate each flush is one call, sent at once; at a
@@ -58,6 +63,9 @@ type streamWriter struct {
 	id      string
 	framing string
 	buf     []byte        // written by the handler, not yet handed to the sidecar
+	cut     int           // buf[:cut] is whole events, ready for the sidecar
+	seen    int           // buf[:seen] has been read by scan
+	held    int           // a lower bound of buf[cut:seen]'s length in UTF-16 code units
 	sending bool          // drain is running
 	werr    error         // the first error writing to w: the client is gone
 	done    chan struct{} // closed when the stream ends, to stop the watch
@@ -143,6 +151,10 @@ func (s *streamWriter) Write(b []byte) (int, error) {
 		return s.w.Write(b)
 	}
 	s.buf = append(s.buf, b...)
+	if s.scan(); s.held > clientLimit {
+		s.passOn()
+		return len(b), s.werr
+	}
 	if len(s.buf) >= flushAt {
 		s.kick()
 		for s.mode == repairing && s.sending && len(s.buf) >= maxPending {
@@ -194,14 +206,52 @@ func (s *streamWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return h.Hijack()
 }
 
-// ready is how much of buf can go to the sidecar now: the whole events, or a
-// long event's text so far, without a character its end cuts in two.
-func (s *streamWriter) ready() int {
-	n := boundary(s.buf, s.framing)
-	if n == 0 && len(s.buf) >= holdAt {
-		n = wholeRunes(s.buf)
+// ready is how much of buf can go to the sidecar now: its whole events.
+func (s *streamWriter) ready() int { return s.cut }
+
+// scan reads what was written since it last ran: where the last whole event
+// ends, and how long the unfinished event after it has grown. Each byte is
+// read once (one twice: a blank line's two line ends may fall on both sides
+// of a write), so an event costs its length however it is written, never a
+// new reading of all that is held.
+func (s *streamWriter) scan() {
+	from := s.cut
+	if s.seen-1 > from {
+		from = s.seen - 1
 	}
-	return n
+	if n := boundary(s.buf[from:], s.framing); n > 0 {
+		s.cut, s.seen, s.held = from+n, from+n, 0
+	}
+	// SSE: a line end right after an event's end is a blank line of its own,
+	// or the LF of a CRLF whose CR ended the event; the sidecar reads it as
+	// the end of an item too, so it is not counted in the next event.
+	for s.framing == "sse" && s.seen == s.cut && s.cut < len(s.buf) && isLineEnd(s.buf[s.cut]) {
+		s.cut++
+		s.seen++
+	}
+	s.held += utf16AtLeast(s.buf[s.seen:])
+	s.seen = len(s.buf)
+}
+
+// passOn gives the repair up at an event that has grown past the client's
+// limit without its end: the client fails the run there whatever is sent,
+// and the sidecar would pass that text and the rest on as they came. The
+// events before it are repaired first; then the stream is closed, and the
+// event's text and every later write go through as the handler wrote them.
+func (s *streamWriter) passOn() {
+	s.kick()
+	for s.sending {
+		s.cond.Wait()
+	}
+	if s.mode != repairing {
+		return // the repair failed, or the client went away, meanwhile: the held text went with it
+	}
+	s.m.log.Printf("agui-state: %s: an event passed %d MiB without its end (the client's SSE limit); the rest of this response goes through unrepaired", s.req.URL.Path, clientLimit>>20)
+	s.end()
+	if r, err := s.close(); err == nil {
+		_ = s.out(r.Text) // nothing, as it was given only whole events; but its text comes first if any
+	}
+	s.passHeld()
 }
 
 // kick starts drain if something is ready and it is not running.
@@ -229,6 +279,7 @@ func (s *streamWriter) drain() {
 		}
 		part := string(s.buf[:n])
 		s.buf = s.buf[:copy(s.buf, s.buf[n:])]
+		s.cut, s.seen = s.cut-n, s.seen-n
 		s.cond.Broadcast() // room for a Write held back
 		s.mu.Unlock()
 		ctx, cancel := withCallTimeout(s.req.Context())
@@ -325,6 +376,12 @@ func (s *streamWriter) fail(err error) {
 	} else {
 		s.abandon()
 	}
+	s.passHeld()
+}
+
+// passHeld writes what is held as the handler wrote it, once the repair has
+// stopped.
+func (s *streamWriter) passHeld() {
 	raw := s.buf
 	s.buf = nil
 	if s.werr == nil {
@@ -355,35 +412,38 @@ func (s *streamWriter) end() {
 	}
 }
 
-var blankLines = [][]byte{[]byte("\n\n"), []byte("\r\r"), []byte("\r\n\r\n")}
-
 // boundary is the length of the longest prefix of b that ends where an event
 // ends: after a blank line in SSE (the HTML Standard's event stream: a line
-// ends at CRLF, LF or CR), after a line end in NDJSON. 0 when none does.
+// ends at CRLF, LF or CR, so two line ends in a row, other than CR LF, end a
+// blank line), after a line end in NDJSON. 0 when none does. A blank line at
+// the start of b, after a line end before it, is scan's to find.
 func boundary(b []byte, framing string) int {
 	if framing == "ndjson" {
 		return bytes.LastIndexByte(b, '\n') + 1
 	}
-	n := 0
-	for _, sep := range blankLines {
-		if i := bytes.LastIndex(b, sep); i >= 0 && i+len(sep) > n {
-			n = i + len(sep)
+	for i := len(b) - 1; i > 0; i-- {
+		if isLineEnd(b[i]) && isLineEnd(b[i-1]) && !(b[i-1] == '\r' && b[i] == '\n') {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+func isLineEnd(c byte) bool { return c == '\n' || c == '\r' }
+
+// utf16AtLeast is a lower bound of b's length in UTF-16 code units, however
+// its bytes that are not UTF-8 are read: each byte that is not a
+// continuation byte starts a character of its own, whether a whole one, or
+// a U+FFFD for a bad sequence (one per byte, as encoding/json sends them to
+// the sidecar, or one per sequence, as the client's TextDecoder reads them).
+// So it is the rune count for UTF-8, and counts over the parts of a text
+// add up to the count of the whole, wherever a write cut a character.
+func utf16AtLeast(b []byte) int {
+	n := len(b)
+	for _, c := range b {
+		if c&0xC0 == 0x80 {
+			n--
 		}
 	}
 	return n
-}
-
-// wholeRunes is the length of b without a UTF-8 character that its end cuts
-// in two: fixStream's text is a JSON string, and a character cut between two
-// parts must reach the sidecar whole (protocol/README.md §14, fixStream).
-func wholeRunes(b []byte) int {
-	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
-		if utf8.RuneStart(b[i]) {
-			if utf8.FullRune(b[i:]) {
-				return len(b)
-			}
-			return i
-		}
-	}
-	return len(b)
 }

@@ -17,7 +17,9 @@
   It fails open: if the sidecar dies or errors in the middle of a stream, the
   rest of that response goes out as the server wrote it and a warning is logged;
   the user's stream is never broken by the repair. The next request restarts
-  the sidecar."
+  the sidecar. An event that passes the client's SSE limit without its end
+  (client-sse-limit) is not held either: it and the rest of the response go
+  out as written, as `agui-state fix` passes them (SSE_BUFFER_LIMIT, §13)."
   (:require [agui-state.client :as client]
             [clojure.data.json :as json]
             [clojure.string :as str]
@@ -108,8 +110,9 @@
   and an empty line dispatches the event). `line-start?` says whether `from` is
   the start of a line. Returns [cut scanned line-start?]: the end of the last
   blank line (-1 if none), where to resume, and whether that is a line start. A
-  CR at the very end is left unscanned: the LF that may follow is part of it."
-  [^String s from line-start?]
+  CR at the very end is left unscanned: the LF that may follow is part of it.
+  s is any CharSequence, so that the held text is scanned where it lies."
+  [^CharSequence s from line-start?]
   (let [n (.length s)]
     (loop [i (long from), start? line-start?, cut -1]
       (if (>= i n)
@@ -124,13 +127,24 @@
             :else (recur (inc i) false cut)))))))
 
 (defn- ndjson-cut
-  "[cut scanned line-start?] as sse-cut, for NDJSON, whose events end at LF."
-  [^String s _ _]
-  (let [i (.lastIndexOf s "\n")]
-    [(if (neg? i) -1 (inc i)) (.length s) true]))
+  "[cut scanned line-start?] as sse-cut, for NDJSON, whose events end at LF.
+  Only what came after `from` is looked at: an event that is long in coming is
+  not searched again on every flush."
+  [^CharSequence s from _]
+  (let [n (.length s)]
+    (loop [i (dec n)]
+      (cond (< i (long from)) [-1 n true]
+            (= \newline (.charAt s i)) [(inc i) n true]
+            :else (recur (dec i))))))
 
 (defn- write-text [^OutputStream out ^String s]
   (when (pos? (.length s)) (.write out (.getBytes s StandardCharsets/UTF_8))))
+
+(def client-sse-limit
+  "UTF-16 code units of one event, or of the text held without an event's end,
+  past which @ag-ui/client fails the run, and the sidecar passes the rest of the
+  stream on unread (protocol/README.md §13 SSE_BUFFER_LIMIT, §14)."
+  (* 10 1024 1024))
 
 (def ^:private drain-bytes
   "Bytes written without a flush after which the stream hands them on anyway,
@@ -144,7 +158,14 @@
   the sidecar: the unfinished one stays here, so that whatever the sidecar held
   when it failed can still be sent as the server wrote it. Returns {:stream
   :abandon}; abandon closes the sidecar's stream when the response will not end
-  normally."
+  normally.
+
+  The unfinished event is held only up to client-sse-limit: past it the sidecar
+  would pass that event and the rest on unread, so the middleware does the same
+  at once (give-up!) rather than hold an event that may never end. It counts the
+  decoded text, whose length is exactly the UTF-16 length the sidecar counts;
+  the few bytes of a character still being decoded are left out, so it never
+  gives up on an event the sidecar would still read."
   [^OutputStream out c stream-id framing warn]
   (let [pending (ByteArrayOutputStream.)  ; written, not yet decoded
         ^CharsetDecoder decoder (-> StandardCharsets/UTF_8 .newDecoder
@@ -174,21 +195,40 @@
                      (.setLength tail 0)
                      (.writeTo pending out)
                      (.reset pending))
+        ;; The held text passed the limit. Only whole events went to the sidecar, so
+        ;; closing its stream gives back nothing of this one; whatever it does
+        ;; give back comes before it.
+        give-up! (fn []
+                   (warn (str "agui-state.ring: stream " stream-id ": an event passed "
+                              (quot (long client-sse-limit) (* 1024 1024)) " MiB without its end"
+                              " (the client's SSE limit); the rest of this response goes through"
+                              " unrepaired"))
+                   (vreset! mode :raw)
+                   (when-let [reply (try (client/close-stream c stream-id) (catch Exception _ nil))]
+                     (write-text out (:text reply)))
+                   (write-text out (str tail))
+                   (.setLength tail 0)
+                   (.writeTo pending out)
+                   (.reset pending))
         send! (fn [^String text]
                 (let [reply (try (client/fix-stream c {:stream-id stream-id :text text})
                                  (catch Exception e (fail-open! "fixStream" e text) nil))]
                   (when reply (write-text out (:text reply)))
                   reply))
+        ;; The held text is scanned in place from where the last scan stopped, and
+        ;; only the whole events are copied out: a flush costs what it brought.
         drain! (fn []
                  (decode! false)
-                 (let [s (str tail)
-                       [from start?] @scan
-                       [cut scanned start?] (cut-fn s from start?)]
+                 (let [[from start?] @scan
+                       [cut scanned start?] (cut-fn tail from start?)]
                    (if (neg? (long cut))
                      (vreset! scan [scanned start?])
-                     (do (.delete tail 0 (int cut))
-                         (vreset! scan [(- (long scanned) (long cut)) start?])
-                         (send! (subs s 0 cut))))))
+                     (let [whole (.substring tail 0 (int cut))]
+                       (.delete tail 0 (int cut))
+                       (vreset! scan [(- (long scanned) (long cut)) start?])
+                       (send! whole)))
+                   (when (and (= @mode :repair) (> (.length tail) (long client-sse-limit)))
+                     (give-up!))))
         finish! (fn []
                   (decode! true)
                   (let [s (str tail)

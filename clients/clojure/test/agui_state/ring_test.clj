@@ -14,9 +14,14 @@
             [clojure.java.io :as io]
             [clojure.string :as str]
             [clojure.test :refer [deftest is testing]]
+            [ring.adapter.jetty :as jetty]
             [ring.core.protocols :as protocols])
-  (:import (java.io ByteArrayInputStream ByteArrayOutputStream File IOException OutputStream)
-           (java.nio.charset StandardCharsets)))
+  (:import (java.io ByteArrayInputStream ByteArrayOutputStream File InputStream IOException OutputStream)
+           (java.net URI)
+           (java.net.http HttpClient HttpRequest HttpRequest$BodyPublishers HttpResponse
+                          HttpResponse$BodyHandlers)
+           (java.nio.charset StandardCharsets)
+           (org.eclipse.jetty.server Server ServerConnector)))
 
 (def ^:private client-keys {"selectedLayer" "era5" "ui" {"panel" "layers"}})
 (def ^:private flags ["--own" "/toolState" "--join-keys"])
@@ -29,11 +34,14 @@
   [state raw-bytes flags]
   (let [f (doto (File/createTempFile "agui-state-ring" ".json") .deleteOnExit)]
     (spit f (json/write-str state))
-    (let [p (.start (ProcessBuilder. ^java.util.List (into [(s/bin) "fix" "--state" (str f)] flags)))]
-      (with-open [in (.getOutputStream p)] (.write in ^bytes raw-bytes))
-      (let [out (slurp (.getInputStream p) :encoding "UTF-8")]
-        (.waitFor p)
-        out))))
+    (let [p (.start (ProcessBuilder. ^java.util.List (into [(s/bin) "fix" "--state" (str f)] flags)))
+          ;; Fed from another thread: fix writes as it reads, and a long input
+          ;; would fill its stdout while this thread still writes its stdin.
+          feed (future (with-open [in (.getOutputStream p)] (.write in ^bytes raw-bytes)))
+          out (slurp (.getInputStream p) :encoding "UTF-8")]
+      @feed
+      (.waitFor p)
+      out)))
 
 (defn- input [state run-id]
   (utf8 (json/write-str {"threadId" "t1" "runId" run-id "state" state "messages" []})))
@@ -202,3 +210,99 @@
       (is (= 0 (:streams (c/stats cl))) "no stream is left open in the sidecar")
       (let [e (s/thrown "closeStream after the middleware's" :unknown-stream #(c/close-stream cl "s1"))]
         (is (= "closed" (get-in e [:data "reason"])) "closed by the middleware, not by a limit")))))
+
+(defn- endless-event
+  "A handler whose SSE body is `head`, then `data: ` and `n` bytes of x written
+  64 KiB at a time with a flush after each, without the event's end. It then
+  delivers `paused` and waits for `release` before it ends that event and writes
+  `last-event`."
+  [^String head n ^String last-event paused release]
+  (fn [_]
+    {:status 200 :headers {"Content-Type" "text/event-stream"}
+     :body (reify protocols/StreamableResponseBody
+             (write-body-to-stream [_ _ out]
+               (with-open [^OutputStream out out]
+                 (.write out (utf8 head))
+                 (.flush out)
+                 (.write out (utf8 "data: "))
+                 (let [chunk (byte-array 65536 (byte (int \x)))]
+                   (loop [left (long n)]
+                     (when (pos? left)
+                       (.write out chunk 0 (int (min left 65536)))
+                       (.flush out)
+                       (recur (- left 65536)))))
+                 (deliver paused true)
+                 ;; A hang guard, not a pause of its own: the test releases it.
+                 (deref release 120000 nil)
+                 (.write out (utf8 (str "\n\n" last-event)))
+                 (.flush out))))}))
+
+(defn- until
+  "Polls `ok?` every 20 ms until it holds or `ms` pass; returns whether it held."
+  [ms ok?]
+  (let [deadline (+ (System/currentTimeMillis) (long ms))]
+    (loop []
+      (cond (ok?) true
+            (> (System/currentTimeMillis) deadline) false
+            :else (do (Thread/sleep 20) (recur))))))
+
+(deftest an-event-that-never-ends-goes-through-unrepaired
+  ;; Through Jetty and a real HTTP client, which reads as the bytes arrive: a
+  ;; middleware that held the event would send nothing of it before its end.
+  (with-open [cl (s/start-client)]
+    (let [limit (long r/client-sse-limit)
+          events (agent/events "t1" "r1")
+          head (apply str (map #(str "data: " % "\n\n") (take 2 events)))
+          x-count (+ limit (* 4 65536))
+          last-event (str "data: " (last events) "\n\n")
+          raw (str head "data: " (apply str (repeat x-count \x)) "\n\n" last-event)
+          paused (promise)
+          release (promise)
+          warnings (atom [])
+          app (r/wrap-agui-state (endless-event head x-count last-event paused release)
+                                 (assoc opts :client cl :warn #(swap! warnings conj %)))
+          ^Server server (jetty/run-jetty app {:host "127.0.0.1" :port 0 :join? false})
+          port (.getLocalPort ^ServerConnector (first (.getConnectors server)))
+          got (ByteArrayOutputStream.)
+          reading (future
+                    (let [^HttpResponse response
+                          (.send (HttpClient/newHttpClient)
+                                 (-> (HttpRequest/newBuilder (URI. (str "http://127.0.0.1:" port "/agent")))
+                                     (.header "Content-Type" "application/json")
+                                     (.POST (HttpRequest$BodyPublishers/ofByteArray (input client-keys "r1")))
+                                     .build)
+                                 (HttpResponse$BodyHandlers/ofInputStream))
+                          buf (byte-array 65536)]
+                      (with-open [^InputStream in (.body response)]
+                        (loop []
+                          (let [k (.read in buf)]
+                            (when (pos? k) (.write got buf 0 k) (recur)))))
+                      (.statusCode response)))
+          fixed-head (fix client-keys (utf8 head) flags)
+          ;; The long event's bytes the client has, once it has the mended head.
+          xs-got #(let [text (.toString got "UTF-8")
+                        at (.indexOf text "data: xxx")]
+                    (if (neg? at) 0 (- (.length text) at 6)))]
+      (try
+        (is (true? (deref paused 60000 nil)) "the handler wrote the long event and paused")
+        (testing "while the handler is paused, the client already has the mended head and the long event"
+          (is (until 60000 #(and (> (.size got) limit) (> (long (xs-got)) limit)))
+              "more than the limit of the long event's bytes reached the client")
+          (let [text (.toString got "UTF-8")]
+            (is (str/starts-with? text fixed-head) "the head as fix writes it")
+            (is (< -1 (.indexOf text "{\"op\":\"add\",\"path\":\"/todos\",\"value\":[]}")
+                   (.indexOf text "{\"op\":\"add\",\"path\":\"/todos/-\",\"value\":\"milk\"}")
+                   (.indexOf text "data: xxx"))
+                "the append was mended: add /todos [] before it"))
+          (is (= 1 (count @warnings)) "the warning came when the limit was passed"))
+        (deliver release true)
+        (is (= 200 (deref reading 60000 nil)) "the response completed")
+        (is (= (fix client-keys (utf8 raw) flags) (.toString got "UTF-8"))
+            "the whole body is what fix writes for the whole raw body")
+        (is (= 1 (count @warnings)))
+        (is (re-find #"^agui-state\.ring: stream s\d+: an event passed 10 MiB without its end \(the client's SSE limit\); the rest of this response goes through unrepaired$"
+                     (str (first @warnings))))
+        (is (= 0 (:streams (c/stats cl))) "the sidecar's stream was closed")
+        (finally
+          (deliver release true)
+          (.stop server))))))
