@@ -1,6 +1,6 @@
 import type { JsonObject } from "../core/json.js";
 import { Client, type Summary } from "./client.js";
-import { CLIENT_SSE_LIMIT, EventReader, type StreamItem } from "./events.js";
+import { EventReader, type StreamItem } from "./events.js";
 import { LF_HINT, TEXT, type Finding } from "./findings.js";
 import type { Observed } from "./fixer.js";
 
@@ -38,7 +38,7 @@ export class StreamChecker {
     for (const item of items) {
       if (item.overflow) {
         // The client's SSE parser gave up: its run fails here, counted as an event of its own.
-        const f = this.model.overflow(item.line, TEXT.bufferLimit(CLIENT_SSE_LIMIT / (1024 * 1024), "check", item.raw.includes("\r")));
+        const f = this.model.overflow(item.line, TEXT.bufferLimit("check", item.raw.includes("\r")));
         if (f) out.push(f);
         continue;
       }

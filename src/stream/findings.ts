@@ -1,5 +1,6 @@
 import jsonpatch, { type Operation } from "fast-json-patch";
 import { decodeOp, escapeSegment, formatPointer, hasMember, isObject, parsePointer, type Json } from "../core/index.js";
+import { CLIENT_SSE_LIMIT } from "./events.js";
 import { coreReading } from "./mirror.js";
 import type { OpProblem } from "./schema.js";
 import type { Change } from "./snapshots.js";
@@ -95,10 +96,10 @@ export const TEXT = {
    * client's SSE parser stops and the run fails; fix holds no more of the
    * stream and passes the rest on as it comes (its outcome is `passed`).
    */
-  bufferLimit: (mib: number, reader: Reader, crs: boolean): Omit<OpFinding, "index" | "pointer"> => ({
+  bufferLimit: (reader: Reader, crs: boolean): Omit<OpFinding, "index" | "pointer"> => ({
     code: "SSE_BUFFER_LIMIT",
     message:
-      `${mib} MiB of text without an event boundary: @ag-ui/client 1.0.0's SSE parser stops there and the run fails` +
+      `${CLIENT_SSE_LIMIT / (1024 * 1024)} MiB of text without an event boundary: @ag-ui/client 1.0.0's SSE parser stops there and the run fails` +
       (reader === "fix" ? "; the rest of the stream is passed on as it comes, unread" : ""),
     ...(crs && reader === "check" ? { hint: `the stream ends its lines with CR LF (or CR), and the client splits events only at two LFs: ${LF_HINT}` } : {}),
   }),

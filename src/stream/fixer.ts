@@ -1,6 +1,6 @@
 import type { Json, JsonObject } from "../core/index.js";
 import { Client, PASSTHROUGH, type Policy, type Summary } from "./client.js";
-import { CLIENT_SSE_LIMIT, EventReader, rewriteSse, type Framing, type StreamItem } from "./events.js";
+import { EventReader, rewriteSse, type Framing, type StreamItem } from "./events.js";
 import { TEXT, type Finding, type Outcome } from "./findings.js";
 import type { Activity } from "./messages.js";
 
@@ -165,7 +165,7 @@ export class StreamFixer {
    */
   private overflow(item: StreamItem): void {
     this.passing = true;
-    const f = this.client.overflow(item.line, TEXT.bufferLimit(CLIENT_SSE_LIMIT / (1024 * 1024), "fix", false));
+    const f = this.client.overflow(item.line, TEXT.bufferLimit("fix", false));
     if (f && this.onFinding) this.onFinding(f);
   }
 

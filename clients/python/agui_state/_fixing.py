@@ -215,16 +215,13 @@ class FixedBody:
 
     def _take(self) -> str:
         """The next text for one fixStream call: queued parts joined up to _BATCH, a _Raw part alone."""
-        if isinstance(self.queue[0], _Raw):
-            self.queued -= len(self.queue[0])
-            if self.queued <= _HIGH_WATER:
-                self.room.set()
-            return self.queue.pop(0)
-        n, size = 0, 0
-        while n < len(self.queue) and (n == 0 or size + len(self.queue[n]) <= _BATCH) and not isinstance(self.queue[n], _Raw):
+        first = self.queue[0]
+        n, size = 1, len(first)
+        while (n < len(self.queue) and not isinstance(first, _Raw) and not isinstance(self.queue[n], _Raw)
+               and size + len(self.queue[n]) <= _BATCH):
             size += len(self.queue[n])
             n += 1
-        text = "".join(self.queue[:n])
+        text = first if n == 1 else "".join(self.queue[:n])  # one part is returned as it is: _Raw stays _Raw
         del self.queue[:n]
         self.queued -= size
         if self.queued <= _HIGH_WATER:
