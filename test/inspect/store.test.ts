@@ -28,7 +28,7 @@ describe("the inspector's store", () => {
     const d = s.detail();
     expect([d.threadId, d.runId, d.status]).toEqual(["t", "r", "complete"]);
     // The verdict on a mended delta is worked out for an observer, as for a finding listener.
-    expect(d.events[1]).toMatchObject({ n: 2, type: "STATE_DELTA", delivery: "rewritten", forwarded: { delta: [{ op: "add", path: "/a", value: 1 }] }, state: { a: 1 } });
+    expect(d.events[1]).toMatchObject({ n: 2, type: "STATE_DELTA", delivery: "mended", forwarded: { delta: [{ op: "add", path: "/a", value: 1 }] }, state: { a: 1 } });
     expect(d.events[1]?.findings).toMatchObject([{ code: "PATH_NOT_FOUND", outcome: "mended" }]);
   });
 
