@@ -24,7 +24,7 @@ li.op.outcome-mended{border-left:3px solid var(--mended);padding-left:4px}li.op.
 .status-open,.live-live{color:#0969da}.status-complete{color:var(--mended)}.status-broken,.live-error,.live-offline{color:var(--discarded)}
 .muted{color:var(--muted)}.small{font-size:11px}.note{background:#fff8c5;border:1px solid #e3d27a;padding:4px 8px;border-radius:6px;margin:6px}
 .sides{display:flex;gap:10px}.side{flex:1;min-width:0;background:#fff;border:1px solid var(--line);border-radius:6px;padding:4px 8px}
-pre,code{font:12px/1.35 ui-monospace,SFMono-Regular,Menlo,monospace;white-space:pre-wrap;word-break:break-all}
+pre,code{font:12px/1.35 ui-monospace,SFMono-Regular,Menlo,monospace;white-space:pre-wrap;overflow-wrap:anywhere}
 pre{margin:0;max-height:260px;overflow:auto}
 ol.ops{margin:0;padding-left:24px}ol.ops li{margin:2px 0}
 ul.findings{list-style:none;padding:0;margin:0}ul.findings li{padding:4px 0;border-bottom:1px dashed var(--line)}
