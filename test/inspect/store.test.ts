@@ -32,6 +32,20 @@ describe("the inspector's store", () => {
     expect(d.events[1]?.findings).toMatchObject([{ code: "PATH_NOT_FOUND", outcome: "mended" }]);
   });
 
+  it("names what the client got for each event in the outcomes' words, and times events only when told to", () => {
+    const events = [{ type: "RUN_STARTED", threadId: "t", runId: "r" }, { type: "STATE_DELTA", delta: [{ op: "replace", path: "/a", value: 1 }] }, { type: "STATE_DELTA", delta: [{ op: "remove", path: "/nothere" }] }];
+    const live = feed(new Inspector(caps({})), events).detail();
+    expect(live.events.map((e) => [e.delivery, typeof e.ms])).toEqual([
+      ["passed", "number"],
+      ["mended", "number"],
+      ["discarded", "number"],
+    ]);
+    // A stream read from a file (check --html): the time it was read is not the stream's.
+    const file = feed(new Inspector(caps({}), false), events).detail();
+    expect(file.events.map((e) => e.delivery)).toEqual(["passed", "mended", "discarded"]);
+    expect(file.events.filter((e) => "ms" in e)).toEqual([]);
+  });
+
   it("keeps counting a state that outlives the event that brought it", () => {
     const big = "x".repeat(10_000);
     const s = feed(new Inspector(caps({ events: 1 })), [{ type: "RUN_STARTED", threadId: "t", runId: "r" }, { type: "STATE_SNAPSHOT", snapshot: { big } }, { type: "RUN_FINISHED", threadId: "t", runId: "r" }]);
