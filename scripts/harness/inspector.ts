@@ -143,3 +143,62 @@ export async function openBrowser(): Promise<Browser> {
     },
   };
 }
+
+/**
+ * A stream with long, realistic text in every place the page shows one, for
+ * layout tests at 1280x800 (run with `--own /toolState`, for a client whose
+ * state is `longBaseline`): UUID-style thread and run ids, pointers several
+ * levels deep with long keys, a vendor's long event type, and one event of
+ * each outcome: mended (a replace of a missing member, an append to a missing
+ * array), discarded (removes of missing members, and a delta left with no op),
+ * kept (a snapshot leaving out the client's keys) and passed (an unknown type).
+ */
+export const LONG_KEY = "customerSupportEscalationDraftNotesForTheCurrentConversation";
+export const longBaseline = { theme: "dark", [LONG_KEY]: { summary: "The customer asked twice for a refund of the annual plan; escalate to billing.", tags: ["refund", "billing", "priority-high"] }, locale: "en-GB" };
+export function longEvents(threadId: string, runId: string): { before: unknown[]; after: unknown[] } {
+  const deep = `/toolState/raster-ops~1dataset/layers/0/${LONG_KEY}/annotations`;
+  return {
+    before: [
+      { type: "RUN_STARTED", threadId, runId },
+      { type: "STATE_SNAPSHOT", snapshot: { toolState: { "raster-ops/dataset": { layers: [{ [LONG_KEY]: { annotations: [] } }] } } } },
+      {
+        type: "STATE_DELTA",
+        delta: [
+          { op: "replace", path: `/toolState/searchResultsForTheQueryTheUserTypedIntoTheSidebar`, value: ["https://example.com/a/very/long/path/to/a/search/result/that/does/not/break/anywhere"] },
+          { op: "add", path: `/toolState/pendingToolCallsAwaitingHumanApprovalBeforeExecution/-`, value: { id: "call_9f8e7d6c5b4a39281706f5e4d3c2b1a0" } },
+          { op: "remove", path: `/toolState/thisMemberWasNeverAddedByAnyEarlierEventOfTheStream` },
+          { op: "add", path: `${deep}/-`, value: { text: "A long annotation that a human wrote about this layer of the dataset." } },
+        ],
+      },
+      { type: "STATE_DELTA", delta: [{ op: "remove", path: `/toolState/staleIntermediateResultFromAnEarlierStepThatWasAlreadyRemoved` }] },
+    ],
+    after: [
+      { type: "VENDOR_SPECIFIC_TELEMETRY_CHECKPOINT_RECORDED_BY_THE_AGENT_FRAMEWORK", value: { step: 3 } },
+      { type: "STATE_SNAPSHOT", snapshot: { toolState: { "raster-ops/dataset": { layers: [] } }, theme: "light", unexpectedServerSideKeyThatTheClientNeverHadBeforeThisSnapshot: true } },
+      { type: "RUN_FINISHED", threadId, runId },
+    ],
+  };
+}
+
+/**
+ * A script for `page.evaluate` (a string: the tests' types are Node's, not
+ * the DOM's) that opens every <details> and lists what does not fit the
+ * window: the page scrolling sideways, any element whose right edge is past
+ * the viewport, and any table cell or scroll container whose content is
+ * wider than its box (clipped, or scrolled sideways). [] when all fits.
+ */
+export const LAYOUT_PROBLEMS = `(() => {
+  for (const d of document.querySelectorAll("details")) d.open = true;
+  const out = [];
+  const se = document.scrollingElement;
+  if (se.scrollWidth > se.clientWidth) out.push("the page scrolls sideways: " + se.scrollWidth + " > " + se.clientWidth);
+  const name = (el) => el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") + (typeof el.className === "string" && el.className ? "." + el.className.trim().split(/\\s+/).join(".") : "") + " " + JSON.stringify((el.textContent || "").slice(0, 50));
+  for (const el of document.body.querySelectorAll("*")) {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 && r.height === 0) continue;
+    if (r.right > window.innerWidth + 0.5) out.push(name(el) + " ends at x=" + r.right + ", past " + window.innerWidth);
+    const boxed = el.tagName === "TD" || el.tagName === "TH" || getComputedStyle(el).overflowX !== "visible";
+    if (boxed && el.scrollWidth > el.clientWidth) out.push(name(el) + " holds " + el.scrollWidth + " px in " + el.clientWidth);
+  }
+  return out;
+})()`;

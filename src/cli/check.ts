@@ -96,7 +96,10 @@ export function checkCommand(argv: string[]): Promise<number> {
       for (const f of findings) text += (json ? JSON.stringify(f) : formatFinding(f)) + "\n";
       return out(text);
     };
-    for await (const chunk of input(file)) if (!(await emit(checker.push(chunk)))) return 1;
+    for await (const chunk of input(file)) {
+      report?.read(chunk);
+      if (!(await emit(checker.push(chunk)))) return 1;
+    }
     await emit(checker.end());
     const s = checker.summary;
     await out(json ? JSON.stringify({ summary: s }) + "\n" : formatSummary(s, checker.model.stopped?.event) + "\n");

@@ -9,6 +9,12 @@
  */
 
 export type Outcome = "passed" | "mended" | "discarded" | "kept";
+/**
+ * What went to the client for a whole event, in the outcomes' words:
+ * `passed` (as sent), `mended` (rewritten: `forwarded` is what went) or
+ * `discarded` (nothing). `kept` is about a client's value, never an event.
+ */
+export type Delivery = Exclude<Outcome, "kept">;
 export type Kind = "dropped" | "ignored" | "fatal" | "wiped";
 export type Status = "open" | "complete" | "broken";
 
@@ -56,11 +62,12 @@ export interface StreamSummary {
 export interface EventView<J = PlainJson> {
   n: number;
   type: string;
-  ms: number;
+  /** Milliseconds from the stream's start to the event, as the proxy read it; absent in check --html's report, where the time a file was read says nothing. */
+  ms?: number;
   bytes: number;
   outcomes: Record<Outcome, number>;
   findings: readonly FindingView[];
-  delivery: "as-sent" | "rewritten" | "not-sent";
+  delivery: Delivery;
   sent?: J;
   sentText?: string;
   forwarded?: J;
@@ -80,8 +87,15 @@ export interface StreamList {
   streams: StreamSummary[];
 }
 
-/** `check --html`'s data, embedded in its page: the list and each stream's detail. */
+/** The input `check --html` read: its name (`(stdin)` for `-`) and its size in bytes. */
+export interface ReportFile {
+  name: string;
+  bytes: number;
+}
+
+/** `check --html`'s data, embedded in its page: the file, the list and each stream's detail. */
 export interface Report<J = PlainJson> {
+  file: ReportFile;
   list: StreamList;
   streams: Record<string, StreamDetail<J>>;
 }

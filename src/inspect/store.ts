@@ -1,7 +1,7 @@
 import { isObject, type Json } from "../core/index.js";
 import type { Finding, Kind as PipelineKind, Outcome as PipelineOutcome } from "../stream/findings.js";
 import type { Observed } from "../stream/fixer.js";
-import type { Caps, EventView as ApiEventView, FindingView, Kind, Outcome, Status, StreamDetail as ApiStreamDetail, StreamList, StreamSummary } from "./api.js";
+import type { Caps, Delivery, EventView as ApiEventView, FindingView, Kind, Outcome, Status, StreamDetail as ApiStreamDetail, StreamList, StreamSummary } from "./api.js";
 
 export type { Caps, Status, StreamList, StreamSummary } from "./api.js";
 export type EventView = ApiEventView<Json>;
@@ -31,7 +31,8 @@ const RECORD_OVERHEAD = 256;
 
 interface EventRecord {
   n: number;
-  ms: number;
+  /** undefined: the stream is not timed (check --html). */
+  ms: number | undefined;
   /** The event's data as sent; undefined when the record alone passed the byte cap (elided). */
   sent: string | undefined;
   /** undefined: went as sent; null: not sent; else the text sent in its place. */
@@ -86,6 +87,8 @@ export class StreamRecord {
     readonly baseline: string,
     private readonly caps: Caps,
     private readonly changed: (s: StreamRecord) => void,
+    /** Whether each event's time since the start is worth keeping: for a live stream, not for a file. */
+    private readonly timed = true,
   ) {
     this.lastState = baseline;
   }
@@ -114,7 +117,7 @@ export class StreamRecord {
     const out = e.out === undefined || e.out === null ? e.out : JSON.stringify(e.out);
     if (typeof out === "string") cost += out.length;
     if (e.findings.length > 0) cost += JSON.stringify(e.findings).length;
-    const record: EventRecord = { n, ms: Date.now() - this.started, sent, out, findings: e.findings, state: this.lastState, cost, stateCost, elided: false };
+    const record: EventRecord = { n, ms: this.timed ? Date.now() - this.started : undefined, sent, out, findings: e.findings, state: this.lastState, cost, stateCost, elided: false };
     // An event that alone passes the cap keeps its place in the timeline, without its text.
     if (cost + stateCost > this.caps.bytes) {
       Object.assign(record, { sent: undefined, out: undefined, state: undefined, cost: RECORD_OVERHEAD, stateCost: 0, elided: true, size: Buffer.byteLength(e.data) });
@@ -196,14 +199,16 @@ export class StreamRecord {
 function view(r: EventRecord): EventView {
   const outcomes: Record<Outcome, number> = { passed: 0, mended: 0, discarded: 0, kept: 0 };
   for (const f of r.findings) outcomes[f.outcome]++;
-  const delivery = r.out === null ? "not-sent" : r.out === undefined ? "as-sent" : "rewritten";
-  if (r.elided) return { n: r.n, type: "", ms: r.ms, bytes: r.size ?? 0, outcomes, findings: r.findings, delivery, elided: true };
+  // In the outcomes' words (§13): nothing sent is discarded, the event as sent passed, another in its place mended.
+  const delivery: Delivery = r.out === null ? "discarded" : r.out === undefined ? "passed" : "mended";
+  const ms = r.ms === undefined ? {} : { ms: r.ms };
+  if (r.elided) return { n: r.n, type: "", ...ms, bytes: r.size ?? 0, outcomes, findings: r.findings, delivery, elided: true };
   // Parsed here, when someone asks, not on the proxy's path.
   const data = r.sent as string;
   const sent = parse(data);
   const type = sent.ok && isObject(sent.value) && typeof sent.value["type"] === "string" ? sent.value["type"] : (r.findings[0]?.type ?? "");
   // Its size in UTF-8, worked out when asked for, not on the proxy's path.
-  const v: EventView = { n: r.n, type, ms: r.ms, bytes: Buffer.byteLength(data), outcomes, findings: r.findings, delivery };
+  const v: EventView = { n: r.n, type, ...ms, bytes: Buffer.byteLength(data), outcomes, findings: r.findings, delivery };
   if (sent.ok) v.sent = sent.value;
   else v.sentText = data;
   if (typeof r.out === "string") v.forwarded = parse(r.out).value;
@@ -238,11 +243,15 @@ export class Inspector {
   dropped = 0;
   private readonly listeners = new Set<(s: StreamRecord) => void>();
 
-  constructor(readonly caps: Caps = DEFAULT_CAPS) {}
+  /** `timed`: false for a stream read from a file (check --html), whose events carry no time of their own as it reads them. */
+  constructor(
+    readonly caps: Caps = DEFAULT_CAPS,
+    private readonly timed = true,
+  ) {}
 
   /** A new stream, with the state the client held before it. */
   open(meta: StreamMeta, baseline: Json): StreamRecord {
-    const s = new StreamRecord(String(this.next++), meta, JSON.stringify(baseline) ?? "null", this.caps, this.notify);
+    const s = new StreamRecord(String(this.next++), meta, JSON.stringify(baseline) ?? "null", this.caps, this.notify, this.timed);
     this.streams.push(s);
     while (this.streams.length > this.caps.streams) {
       (this.streams.shift() as StreamRecord).detached = true;

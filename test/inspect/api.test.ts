@@ -50,7 +50,7 @@ interface Detail {
   status: string;
   outcomes: Record<string, number>;
   baseline: unknown;
-  events: { n: number; type: string; delivery: string; outcomes: Record<string, number>; findings: { kind: string; outcome: string; index?: number }[]; sent?: unknown; forwarded?: unknown; state?: unknown }[];
+  events: { n: number; type: string; ms?: number; delivery: string; outcomes: Record<string, number>; findings: { kind: string; outcome: string; index?: number }[]; sent?: unknown; forwarded?: unknown; state?: unknown }[];
 }
 
 describe("GET /api/streams and /api/streams/:id", () => {
@@ -64,13 +64,15 @@ describe("GET /api/streams and /api/streams/:id", () => {
     const d = JSON.parse((await get(`${proxy.inspector}api/streams/1`)).body) as Detail;
     expect(d.baseline).toEqual({ theme: "dark" });
     expect(d.events.map((e) => [e.n, e.type, e.delivery])).toEqual([
-      [1, "RUN_STARTED", "as-sent"],
-      [2, "STATE_DELTA", "rewritten"],
-      [3, "STATE_DELTA", "not-sent"],
-      [4, "STATE_DELTA", "as-sent"],
-      [5, "STATE_SNAPSHOT", "as-sent"],
-      [6, "RUN_FINISHED", "as-sent"],
+      [1, "RUN_STARTED", "passed"],
+      [2, "STATE_DELTA", "mended"],
+      [3, "STATE_DELTA", "discarded"],
+      [4, "STATE_DELTA", "passed"],
+      [5, "STATE_SNAPSHOT", "passed"],
+      [6, "RUN_FINISHED", "passed"],
     ]);
+    // Each event's time since the stream started, as the proxy read it.
+    expect(d.events.every((e) => typeof e.ms === "number" && e.ms >= 0)).toBe(true);
     expect(d.events[1]?.findings).toMatchObject([{ kind: "dropped", outcome: "mended", index: 0 }]);
     expect(d.events[2]?.findings).toMatchObject([{ kind: "dropped", outcome: "discarded", index: 0 }]);
     expect(d.events[4]?.findings).toMatchObject([{ kind: "wiped", outcome: "passed" }]);
@@ -183,9 +185,19 @@ describe("check --html FILE", () => {
     // Self-contained: no src=, no href=, no request allowed by its policy.
     expect(html).not.toMatch(/\b(src|href)=/);
     expect(html).toMatch(/<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'sha256-[^']+'; style-src 'sha256-[^']+'; connect-src 'none'/);
-    const data = JSON.parse(/<script type="application\/json" id="report">(.*?)<\/script>/s.exec(html)?.[1] ?? "null") as { streams: Record<string, Detail> };
+    const data = JSON.parse(/<script type="application\/json" id="report">(.*?)<\/script>/s.exec(html)?.[1] ?? "null") as { file: unknown; streams: Record<string, Detail> };
+    // The file it is about: its name and its size as read (stdin, here).
+    expect(data.file).toEqual({ name: "(stdin)", bytes: Buffer.byteLength(stream) });
     const d = data.streams["1"] as Detail;
     expect(d.events.map((e) => e.findings.map((f) => f.kind))).toEqual([[], ["dropped"], ["dropped"], ["dropped"], ["wiped"], []]);
+    // check sends nothing: every event passed as sent; and no time of reading, which says nothing about a file.
+    expect(d.events.map((e) => e.delivery)).toEqual(Array(6).fill("passed"));
+    expect(d.events.filter((e) => "ms" in e)).toEqual([]);
+    // A named file is named as given.
+    const input = path.join(dir, "run.sse");
+    writeFileSync(input, stream);
+    expect((await run(SEA, ["check", input, "--html", file], "")).code).toBe(1);
+    expect(JSON.parse(/<script type="application\/json" id="report">(.*?)<\/script>/s.exec(readFileSync(file, "utf8"))?.[1] ?? "null").file).toEqual({ name: input, bytes: Buffer.byteLength(stream) });
     // As the client holds it: without the deltas it dropped, then the snapshot.
     expect(d.events[3]?.state).toEqual({ theme: "dark" });
     expect(d.events.at(-1)?.state).toEqual({ steps: [{ title: "plan", done: true }], plan: "plan" });

@@ -83,13 +83,13 @@ describe("the inspector's page, live, in chromium", () => {
     // The stream: its thread, run and path.
     expect(await page.locator("#stream-head h2").textContent()).toBe("Stream 1: thread t-live, run r-live");
     expect(await page.locator("#stream-head").textContent()).toContain("POST /agent");
-    // Each outcome on the event it belongs to, and on no other.
-    expect(await rowBadges(1)).toEqual([]);
-    expect(await rowBadges(2)).toEqual(["mended 1", "rewritten"]);
-    expect(await rowBadges(3)).toEqual(["discarded 1", "not-sent"]);
-    expect(await rowBadges(4)).toEqual([]);
-    expect(await rowBadges(5)).toEqual(["passed 1", "wiped 1"]);
-    expect(await rowBadges(6)).toEqual([]);
+    // Each event's outcome (what the client got for it), and its findings by kind on the event they belong to, and on no other.
+    expect(await rowBadges(1)).toEqual(["passed"]);
+    expect(await rowBadges(2)).toEqual(["mended", "dropped 1"]);
+    expect(await rowBadges(3)).toEqual(["discarded", "dropped 1"]);
+    expect(await rowBadges(4)).toEqual(["passed"]);
+    expect(await rowBadges(5)).toEqual(["passed", "wiped 1"]);
+    expect(await rowBadges(6)).toEqual(["passed"]);
 
     // Nothing picked: the latest event, and the state after it, which is what the client holds, and the proxy's mirror.
     expect(await page.locator("#state").getAttribute("data-after")).toBe("6");
@@ -107,7 +107,8 @@ describe("the inspector's page, live, in chromium", () => {
     await page.screenshot({ path: path.join(ARTIFACTS, "mended-delta.png") });
     // The discarded one: nothing forwarded.
     await page.locator('#timeline tr[data-n="3"]').click();
-    expect(await page.locator("#ops-forwarded").textContent()).toContain("Not sent");
+    expect(await page.locator("#event h3 .badge").textContent()).toBe("discarded");
+    expect(await page.locator("#ops-forwarded").textContent()).toContain("Discarded: the client gets nothing for this event.");
     expect(await page.locator("#ops-sent .badge").textContent()).toBe("discarded");
     // The wiping snapshot: its finding names the member the client loses, and the diff shows it go.
     await page.locator('#timeline tr[data-n="5"]').click();

@@ -28,8 +28,22 @@ describe("the inspector's store", () => {
     const d = s.detail();
     expect([d.threadId, d.runId, d.status]).toEqual(["t", "r", "complete"]);
     // The verdict on a mended delta is worked out for an observer, as for a finding listener.
-    expect(d.events[1]).toMatchObject({ n: 2, type: "STATE_DELTA", delivery: "rewritten", forwarded: { delta: [{ op: "add", path: "/a", value: 1 }] }, state: { a: 1 } });
+    expect(d.events[1]).toMatchObject({ n: 2, type: "STATE_DELTA", delivery: "mended", forwarded: { delta: [{ op: "add", path: "/a", value: 1 }] }, state: { a: 1 } });
     expect(d.events[1]?.findings).toMatchObject([{ code: "PATH_NOT_FOUND", outcome: "mended" }]);
+  });
+
+  it("names what the client got for each event in the outcomes' words, and times events only when told to", () => {
+    const events = [{ type: "RUN_STARTED", threadId: "t", runId: "r" }, { type: "STATE_DELTA", delta: [{ op: "replace", path: "/a", value: 1 }] }, { type: "STATE_DELTA", delta: [{ op: "remove", path: "/nothere" }] }];
+    const live = feed(new Inspector(caps({})), events).detail();
+    expect(live.events.map((e) => [e.delivery, typeof e.ms])).toEqual([
+      ["passed", "number"],
+      ["mended", "number"],
+      ["discarded", "number"],
+    ]);
+    // A stream read from a file (check --html): the time it was read is not the stream's.
+    const file = feed(new Inspector(caps({}), false), events).detail();
+    expect(file.events.map((e) => e.delivery)).toEqual(["passed", "mended", "discarded"]);
+    expect(file.events.filter((e) => "ms" in e)).toEqual([]);
   });
 
   it("keeps counting a state that outlives the event that brought it", () => {

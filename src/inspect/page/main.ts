@@ -1,5 +1,6 @@
-import type { EventView, FindingView as Finding, Outcome, Report, StreamDetail as Detail, StreamList as List } from "../api.js";
+import type { EventView, FindingView as Finding, Kind, Report, StreamDetail as Detail, StreamList as List } from "../api.js";
 import { badge, bytes, changes, diff, h, short, tree, type Json } from "./view.js";
+import { counts, delivery, legend } from "./words.js";
 
 /**
  * The inspector's page (issue 25): the streams the proxy fixed, one stream's
@@ -7,10 +8,10 @@ import { badge, bytes, changes, diff, h, short, tree, type Json } from "./view.j
  * finding, the state the client holds after any event, and the diff between
  * two. Live, it reads the inspector's API (protocol/README.md, "The
  * inspector") and follows its SSE feed; as `check --html`'s report, it reads
- * the data embedded in the page and asks for nothing.
+ * the data embedded in the page and asks for nothing, rendered before the
+ * first paint: the script runs as the page is parsed, after its data.
  */
 
-const OUTCOMES: Outcome[] = ["mended", "discarded", "kept", "passed"];
 const TOKEN_KEY = "agui-state-inspector-token";
 
 const reportEl = document.getElementById("report");
@@ -80,26 +81,25 @@ async function load(id: string): Promise<void> {
 const root = h("div", { id: "app" });
 document.body.append(root);
 
-const KINDS = ["fatal", "dropped", "ignored"];
-
-/**
- * An event's or a stream's badges. Live, what the proxy did (outcomes), and
- * `wiped`; in check's report, where the stream goes to the client as it
- * came, what the client does (kinds).
- */
-function counts(o: Record<Outcome, number>, kinds?: Record<string, number>): HTMLElement {
-  const span = h("span", { class: "counts" });
-  if (report && kinds) for (const k of KINDS) if ((kinds[k] ?? 0) > 0) span.append(badge(`kind-${k}`, `${k} ${kinds[k]}`));
-  if (!report) for (const k of OUTCOMES) if (o[k] > 0) span.append(badge(`outcome-${k}`, `${k} ${o[k]}`));
-  if (kinds && (kinds["wiped"] ?? 0) > 0) span.append(badge("kind-wiped", `wiped ${kinds["wiped"]}`));
-  return span;
-}
-
 /** An event's findings counted by kind. */
-function kindsOf(findings: readonly Finding[]): Record<string, number> {
-  const out: Record<string, number> = {};
+function kindsOf(findings: readonly Finding[]): Partial<Record<Kind, number>> {
+  const out: Partial<Record<Kind, number>> = {};
   for (const f of findings) out[f.kind] = (out[f.kind] ?? 0) + 1;
   return out;
+}
+
+/**
+ * When the event happened. Live: the time from the stream's start to the
+ * proxy's reading it. In a report, a file's reading time means nothing: the
+ * event's own `timestamp` (AG-UI's BaseEvent, ms since the epoch), if it has
+ * one, as a UTC time of day.
+ */
+function timeOf(e: EventView): { text: string; title?: string } | undefined {
+  if (e.ms !== undefined) return { text: `+${e.ms} ms` };
+  const ts = typeof e.sent === "object" && e.sent !== null && !Array.isArray(e.sent) ? e.sent["timestamp"] : undefined;
+  if (typeof ts !== "number" || !Number.isFinite(ts) || Math.abs(ts) > 8.64e15) return undefined;
+  const iso = new Date(ts).toISOString();
+  return { text: iso.slice(11, 23), title: iso };
 }
 
 function streamList(): HTMLElement {
@@ -115,7 +115,7 @@ function streamList(): HTMLElement {
       h("div", { class: "line" }, h("strong", {}, s.threadId ?? "(no thread id)"), " ", badge(`status-${s.status}`, s.status)),
       h("div", { class: "muted small" }, `run ${s.runId ?? "—"} · ${s.method} ${s.path}`),
       h("div", { class: "muted small" }, `${new Date(s.started).toLocaleTimeString()} · ${s.seen} events`),
-      counts(s.outcomes, s.kinds),
+      counts(s.kinds, s.outcomes),
     );
     li.addEventListener("click", () => {
       pickedStream = s.id;
@@ -130,8 +130,20 @@ function streamList(): HTMLElement {
 
 function timeline(d: Detail, picked: number | undefined): HTMLElement {
   const body = h("tbody", {});
+  // Times only where there are any (a report's input may have none); the outcome only live (check sends nothing).
+  const timed = d.events.some((e) => timeOf(e) !== undefined);
   for (const e of d.events) {
-    const tr = h("tr", { "data-n": String(e.n), class: e.n === picked ? "picked" : undefined }, h("td", { class: "num" }, e.n), h("td", {}, e.type || "(unreadable)"), h("td", { class: "num" }, `+${e.ms} ms`), h("td", { class: "num" }, bytes(e.bytes)), h("td", {}, counts(e.outcomes, kindsOf(e.findings)), e.delivery === "as-sent" ? null : badge(`delivery-${e.delivery}`, e.delivery)));
+    const time = timed ? timeOf(e) : undefined;
+    const tr = h(
+      "tr",
+      { "data-n": String(e.n), class: e.n === picked ? "picked" : undefined },
+      h("td", { class: "num" }, e.n),
+      h("td", { class: "type" }, e.type || "(unreadable)"),
+      timed ? h("td", { class: "num time", title: time?.title }, time?.text ?? "") : null,
+      h("td", { class: "num" }, bytes(e.bytes)),
+      report ? null : h("td", { class: "outcome" }, delivery(e.delivery)),
+      h("td", { class: "findings" }, counts(kindsOf(e.findings), undefined, false)),
+    );
     tr.addEventListener("click", () => {
       pickedEvent = e.n;
       diffFrom = diffTo = undefined;
@@ -139,7 +151,8 @@ function timeline(d: Detail, picked: number | undefined): HTMLElement {
     });
     body.append(tr);
   }
-  const table = h("table", { id: "timeline" }, h("thead", {}, h("tr", {}, h("th", {}, "#"), h("th", {}, "type"), h("th", {}, "time"), h("th", {}, "size"), h("th", {}, "outcome"))), body);
+  const heads = ["#", "type", timed ? (report ? "time (UTC)" : "time") : null, "size", report ? null : "outcome", "findings"];
+  const table = h("table", { id: "timeline" }, h("thead", {}, h("tr", {}, ...heads.map((t) => (t === null ? null : h("th", {}, t))))), body);
   const note = d.evicted > 0 ? h("p", { class: "note", id: "evicted" }, `${d.evicted} older event${d.evicted === 1 ? "" : "s"} of this stream dropped to stay within ${d.caps.events} events and ${bytes(d.caps.bytes)}.`) : null;
   const first = d.events[0]?.n ?? 0;
   let more: HTMLElement | null = null;
@@ -173,15 +186,16 @@ function opList(ops: Json[], findings: readonly Finding[]): HTMLElement {
 }
 
 function eventPane(e: EventView): HTMLElement {
-  const sec = h("section", { id: "event" }, h("h3", {}, `Event ${e.n}: ${e.type || "(unreadable)"}`, " ", e.delivery === "as-sent" ? badge("delivery-as-sent", "forwarded as sent") : badge(`delivery-${e.delivery}`, e.delivery)));
+  // check --html: nothing was forwarded, check sends nothing; the event is as the client reads it.
+  const sec = h("section", { id: "event" }, h("h3", {}, `Event ${e.n}: ${e.type || "(unreadable)"}`, " ", report ? null : delivery(e.delivery)));
   if (e.elided) return sec.append(h("p", { class: "note" }, "This event alone passed the stream's byte cap: its text was not kept.")), sec;
   const sentOps = opsOf(e.sent);
   if (sentOps) {
-    const fwd = e.delivery === "not-sent" ? h("p", { class: "muted" }, "Not sent: the client gets nothing for this event.") : e.delivery === "as-sent" ? opList(sentOps, []) : opsOf(e.forwarded) ? opList(opsOf(e.forwarded) as Json[], []) : h("pre", {}, JSON.stringify(e.forwarded, null, 2));
-    sec.append(h("div", { class: "sides" }, h("div", { class: "side", id: "ops-sent" }, h("h4", {}, "Ops as the server sent them"), opList(sentOps, e.findings)), h("div", { class: "side", id: "ops-forwarded" }, h("h4", {}, "Ops as forwarded"), fwd)));
+    const fwd = report ? null : e.delivery === "discarded" ? h("p", { class: "muted" }, "Discarded: the client gets nothing for this event.") : e.delivery === "passed" ? opList(sentOps, []) : opsOf(e.forwarded) ? opList(opsOf(e.forwarded) as Json[], []) : h("pre", {}, JSON.stringify(e.forwarded, null, 2));
+    sec.append(h("div", { class: "sides" }, h("div", { class: "side", id: "ops-sent" }, h("h4", {}, "Ops as the server sent them"), opList(sentOps, e.findings)), fwd ? h("div", { class: "side", id: "ops-forwarded" }, h("h4", {}, "Ops as forwarded"), fwd) : null));
   } else {
     const sent = h("pre", {}, e.sent !== undefined ? JSON.stringify(e.sent, null, 2) : (e.sentText ?? ""));
-    sec.append(h("div", { class: "sides" }, h("div", { class: "side" }, h("h4", {}, "As sent"), sent), e.delivery === "rewritten" ? h("div", { class: "side" }, h("h4", {}, "As forwarded"), h("pre", {}, JSON.stringify(e.forwarded, null, 2))) : null));
+    sec.append(h("div", { class: "sides" }, h("div", { class: "side" }, h("h4", {}, "As sent"), sent), e.delivery === "mended" ? h("div", { class: "side" }, h("h4", {}, "As forwarded"), h("pre", {}, JSON.stringify(e.forwarded, null, 2))) : null));
   }
   if (e.findings.length > 0) {
     const ul = h("ul", { class: "findings" });
@@ -230,7 +244,7 @@ function diffPane(d: Detail, e: EventView | undefined): HTMLElement {
 function render(): void {
   const id = shownStream();
   const d = id === undefined ? undefined : details.get(id);
-  const head = h("header", {}, h("h1", {}, "agui-state inspector"), badge(`live-${status}`, status), h("span", { class: "muted small", id: "caps" }, list.caps.streams ? `keeps the last ${list.caps.streams} streams, ${list.caps.events} events and ${bytes(list.caps.bytes)} each; nothing on disk` : ""));
+  const head = report ? reportHead(report) : h("header", {}, h("h1", {}, "agui-state inspector"), badge(`live-${status}`, status), h("span", { class: "muted small", id: "caps" }, list.caps.streams ? `keeps the last ${list.caps.streams} streams, ${list.caps.events} events and ${bytes(list.caps.bytes)} each; nothing on disk` : ""));
   if (!report) {
     const follow = h("button", { id: "follow", type: "button" }, "Follow the latest");
     follow.addEventListener("click", () => {
@@ -249,15 +263,30 @@ function render(): void {
     const newer = now.seen - (d.events[d.events.length - 1]?.n ?? 0);
     const paused = pickedEvent !== undefined && newer > 0 && !report ? h("p", { class: "note", id: "paused" }, `Paused on event ${pickedEvent}: ${newer} newer event${newer === 1 ? "" : "s"} since; "Follow the latest" goes on.`) : null;
     main.append(
-      h("section", { id: "stream-head" }, h("h2", {}, `Stream ${d.id}: thread ${d.threadId ?? "—"}, run ${d.runId ?? "—"}`), h("p", { class: "muted" }, `${d.method} ${d.path} · started ${d.started} · ${now.seen} events · `, badge(`status-${now.status}`, now.status), " ", counts(now.outcomes, now.kinds)), paused),
+      h(
+        "section",
+        { id: "stream-head" },
+        h("h2", {}, `${report ? "Thread" : `Stream ${d.id}: thread`} ${d.threadId ?? "—"}, run ${d.runId ?? "—"}`),
+        h("p", { class: "muted" }, report ? `${now.seen} events · ` : `${d.method} ${d.path} · started ${d.started} · ${now.seen} events · `, badge(`status-${now.status}`, now.status), " ", report ? counts(now.kinds) : counts(now.kinds, now.outcomes)),
+        report ? legend(now.kinds) : legend(now.kinds, now.outcomes),
+        paused,
+      ),
       h("div", { class: "columns" }, timeline(d, picked), h("div", { class: "detail" }, e ? eventPane(e) : null, statePane(d, e), diffPane(d, e))),
     );
   } else main.append(h("p", { class: "muted" }, id === undefined ? "Waiting for the first event stream." : "Loading…"));
   // Scroll positions survive the redraw.
   const scrolls = [...root.querySelectorAll(".timeline, .detail, #streams")].map((el) => el.scrollTop);
-  root.replaceChildren(head, h("div", { class: "body" }, streamList(), main));
+  // A report is about one stream: no list of streams.
+  root.replaceChildren(head, h("div", { class: "body" }, report ? null : streamList(), main));
   [...root.querySelectorAll(".timeline, .detail, #streams")].forEach((el, i) => (el.scrollTop = scrolls[i] ?? 0));
   if (pickedEvent === undefined) root.querySelector(".timeline")?.scrollTo({ top: 1e9 });
+}
+
+/** A report's header: the file it is about (name, events, size), not a proxy's caps. */
+function reportHead(r: Report): HTMLElement {
+  const events = r.list.streams[0]?.seen ?? 0;
+  document.title = `agui-state check: ${r.file.name}`;
+  return h("header", {}, h("h1", {}, "agui-state check"), h("span", { id: "file" }, h("code", {}, r.file.name), ` · ${events} event${events === 1 ? "" : "s"} · ${bytes(r.file.bytes)}`));
 }
 
 // -------------------------------------------------------------------- live
