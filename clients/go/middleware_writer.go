@@ -61,20 +61,20 @@ type streamWriter struct {
 	cond    *sync.Cond // on mu: drain has finished a call
 	mode    mode
 	c       *Client
-	p       *proc  // the process the stream lives on: its id means nothing to another
+	p       *proc // the process the stream lives on: its id means nothing to another
 	id      string
 	framing string
 	params  OpenStreamParams // what it was opened with, to open it again (middleware_recover.go)
 	replay  []byte           // every part the sidecar has taken, to feed a new one; nil once past ReplayLimit
 	reopens int              // how many times the stream was opened again after a crash
 	counted outcomes         // the findings fixStream has counted on this process's stream
-	buf     []byte        // written by the handler, not yet handed to the sidecar
-	cut     int           // buf[:cut] is whole events, ready for the sidecar
-	seen    int           // buf[:seen] has been read by scan
-	held    int           // a lower bound of buf[cut:seen]'s length in UTF-16 code units
-	sending bool          // drain is running
-	werr    error         // the first error writing to w: the client is gone
-	done    chan struct{} // closed when the stream ends, to stop the watch
+	buf     []byte           // written by the handler, not yet handed to the sidecar
+	cut     int              // buf[:cut] is whole events, ready for the sidecar
+	seen    int              // buf[:seen] has been read by scan
+	held    int              // a lower bound of buf[cut:seen]'s length in UTF-16 code units
+	sending bool             // drain is running
+	werr    error            // the first error writing to w: the client is gone
+	done    chan struct{}    // closed when the stream ends, to stop the watch
 }
 
 func (s *streamWriter) Header() http.Header { return s.w.Header() }
