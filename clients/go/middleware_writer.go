@@ -260,6 +260,7 @@ func (s *streamWriter) passOn() {
 	s.m.log.Printf("agui-state: %s: an event passed %d MiB without its end (the client's SSE limit); the rest of this response goes through unrepaired", s.req.URL.Path, clientLimit>>20)
 	s.end()
 	if r, err := s.close(); err == nil {
+		s.closed(r)
 		_ = s.out(r.Text) // nothing, as it was given only whole events; but its text comes first if any
 	}
 	s.passHeld()
