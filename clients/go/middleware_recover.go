@@ -69,25 +69,20 @@ func (s *streamWriter) report(o outcomes) {
 
 // recover opens the stream again on a new sidecar when err says the one it
 // lived on has exited, restarting it unless another response already has,
-// and feeds it the replay; false when it cannot (another error, a client that
-// has gone, maxReopens reached, or the new sidecar failing too), and the
-// caller fails open. Called with mu held: the handler's writes wait for it,
-// as they wait for the back-pressure of any slow call.
-func (s *streamWriter) recover(err error) bool {
+// and feeds it the replay. When it cannot (another error, a client that has
+// gone, maxReopens reached, or the new sidecar failing too) it returns the
+// last error, for the caller to fail open with; nil once the stream is open
+// again. Called with mu held: the handler's writes wait for it, as they wait
+// for the back-pressure of any slow call.
+func (s *streamWriter) recover(err error) error {
 	var exited *ExitError
-	if !errors.As(err, &exited) || s.req.Context().Err() != nil {
-		return false
-	}
-	for s.reopens < maxReopens {
+	for errors.As(err, &exited) && s.req.Context().Err() == nil && s.reopens < maxReopens {
 		s.reopens++
 		if err = s.reopen(err); err == nil {
-			return true
-		}
-		if !errors.As(err, &exited) {
-			return false
+			return nil
 		}
 	}
-	return false
+	return err
 }
 
 // reopen is one try of recover: the error of the new sidecar, if it failed too.

@@ -162,7 +162,7 @@ func TestMiddlewareGivesUpOnASidecarThatKeepsDying(t *testing.T) {
 	if n := strings.Count(log, "; restarted it"); n != maxReopens {
 		t.Errorf("%d restarts, want %d: %s", n, maxReopens, log)
 	}
-	if n := strings.Count(log, "after 2 restarts); the rest of this response goes through unrepaired"); n != 1 {
+	if n := strings.Count(log, "agui-state exited: exit status 3, after 2 restarts); the rest of this response goes through unrepaired"); n != 1 {
 		t.Errorf("log %s", log)
 	}
 	if b, _ := os.ReadFile(count); string(b) != strings.Repeat("x", 1+maxReopens) {

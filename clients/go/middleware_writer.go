@@ -304,7 +304,7 @@ func (s *streamWriter) drain() {
 		if err != nil {
 			s.buf = append([]byte(part), s.buf...)
 			s.cut, s.seen = s.cut+n, s.seen+n
-			if s.recover(err) {
+			if err = s.recover(err); err == nil {
 				continue // the part again, on the new sidecar
 			}
 			s.fail(err)
@@ -347,7 +347,10 @@ func (s *streamWriter) finish() {
 		part := s.buf[:n]
 		ctx, cancel := withCallTimeout(s.req.Context())
 		r, err := s.c.fixStreamOn(ctx, s.p, s.id, string(part))
-		for err != nil && s.recover(err) {
+		for err != nil {
+			if err = s.recover(err); err != nil {
+				break
+			}
 			r, err = s.c.fixStreamOn(ctx, s.p, s.id, string(part))
 		}
 		cancel()
@@ -369,7 +372,10 @@ func (s *streamWriter) finish() {
 	r, err := s.close()
 	// A new sidecar fed the replay holds the held text too; without the
 	// replay, it is sent as it came.
-	for err != nil && s.replay != nil && s.recover(err) {
+	for err != nil && s.replay != nil {
+		if err = s.recover(err); err != nil {
+			break
+		}
 		r, err = s.close()
 	}
 	s.replay = nil
