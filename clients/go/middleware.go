@@ -53,7 +53,7 @@ type MiddlewareOptions struct {
 // defaultReplayLimit is MiddlewareOptions.ReplayLimit's default: an agent's
 // response is most often far smaller, and one past it is still repaired
 // after a crash, from its next snapshot on.
-const defaultReplayLimit = 4 << 20
+const defaultReplayLimit = 8 << 20
 
 // maxReopens is how many times one response opens its stream again after the
 // sidecar died: a sidecar that dies each time (input that crashes it, a host
