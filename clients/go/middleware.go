@@ -131,8 +131,14 @@ func NewMiddleware(ctx context.Context, opts MiddlewareOptions) (*Repairer, erro
 		return nil, err
 	}
 	// The sidecar loads its stream pipeline at the first openStream
-	// (protocol/README.md §14): one stream opened and closed loads it now.
-	id, err := c.OpenStream(ctx, OpenStreamParams{})
+	// (protocol/README.md §14), and a process's first event through it costs
+	// more than the next (B22go): one short run through a stream opened with
+	// these options does both now, and an Own the sidecar refuses is an error
+	// here rather than a log line at each stream.
+	id, err := c.OpenStream(ctx, OpenStreamParams{Own: opts.Own, Snapshots: opts.Snapshots, JoinKeys: opts.JoinKeys, Framing: "sse"})
+	if err == nil {
+		_, err = c.FixStream(ctx, id, warmRun)
+	}
 	if err == nil {
 		_, err = c.CloseStream(ctx, id)
 	}
@@ -142,6 +148,11 @@ func NewMiddleware(ctx context.Context, opts MiddlewareOptions) (*Repairer, erro
 	}
 	return &Repairer{newMiddleware(c, opts)}, nil
 }
+
+// warmRun is the run NewMiddleware sends through the sidecar before it returns.
+const warmRun = "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n" +
+	"data: {\"type\":\"STATE_SNAPSHOT\",\"snapshot\":{}}\n\n" +
+	"data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n"
 
 // Handler wraps next: its event streams are repaired (see Middleware).
 func (r *Repairer) Handler(next http.Handler) http.Handler { return r.m.wrap(next) }

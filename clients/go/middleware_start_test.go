@@ -33,8 +33,8 @@ func TestNewMiddlewareStartsTheSidecar(t *testing.T) {
 	if want, _ := os.Readlink("/proc/self/exe"); err != nil || exe == want {
 		t.Fatalf("the process %d is %q (%v), want the sidecar", p.Pid, exe, err)
 	}
-	if st, err := repair.Client().Stats(ctx); err != nil || st.Streams != 0 || st.Requests != 3 {
-		t.Errorf("stats %+v %v: want openStream and closeStream before it, and no stream open", st, err)
+	if st, err := repair.Client().Stats(ctx); err != nil || st.Streams != 0 || st.Requests != 4 {
+		t.Errorf("stats %+v %v: want openStream, fixStream and closeStream before it, and no stream open", st, err)
 	}
 
 	s := httptest.NewServer(repair.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -73,5 +73,10 @@ func TestNewMiddlewareReturnsStartErrors(t *testing.T) {
 	var exited *ExitError
 	if !errors.As(err, &exited) || !strings.Contains(err.Error(), "did not start its stream repair") {
 		t.Errorf("%v, want the sidecar's exit", err)
+	}
+	// Options the sidecar refuses are an error at the start too.
+	repair, err = NewMiddleware(ctx, MiddlewareOptions{Own: []string{"toolState"}})
+	if repair != nil || !errors.Is(err, ErrInvalidParams) {
+		t.Errorf("%v %v, want ErrInvalidParams", repair, err)
 	}
 }
