@@ -116,8 +116,8 @@ type Repairer struct{ m *middleware }
 // before it returns, so that the first stream after the app starts does not
 // wait for it (docs/benchmarks.md, B22go): call it where the app starts, and
 // Close when it stops. ctx bounds only the start. An error (the executable
-// not found, a sidecar that exits at once) is returned, and no process is
-// left behind.
+// not found, a sidecar that exits at once, options it refuses) is returned,
+// and no process is left behind.
 //
 //	repair, err := aguistate.NewMiddleware(ctx, aguistate.MiddlewareOptions{Own: []string{"/toolState"}})
 //	if err != nil {
