@@ -45,3 +45,41 @@ export function goMiddleware(emit: (r: Row) => void, note: (text: string) => voi
     rmSync(tmp, { recursive: true, force: true });
   }
 }
+
+const FIRST = "time to the first event of the first stream after a net/http app behind aguistate.NewMiddleware is ready (own /toolState; a fresh app, so a fresh sidecar, each round), ms";
+
+/**
+ * B22go (issue 31), beside the Python middleware's first-stream figure: the
+ * program is bench/go/firststream. Each round starts an app whose
+ * NewMiddleware has returned, then times a first stream and a later one on
+ * it; the figure is the median of the rounds' differences. Beside it, in the
+ * note, the first stream behind Middleware(nil, ...), which starts the
+ * sidecar at the first stream, as every Go app did before.
+ */
+export function goFirstStream(emit: (r: Row) => void, note: (text: string) => void, quick: boolean): void {
+  if (spawnSync("go", ["version"], { stdio: "ignore", timeout: 60_000 }).status !== 0) {
+    note("!!! B22go SKIPPED: go not found on this machine. Install it as .ci/run does to measure it.");
+    emit({ id: "B22go", what: FIRST, ours: "SKIPPED", reference: "go not found", ratio: "n/a", target: "≤ +20 ms", met: false });
+    return;
+  }
+  const tmp = mkdtempSync(path.join(os.tmpdir(), "agui-bench-first-go-"));
+  try {
+    const exe = goBuild(path.join(ROOT, "bench/go"), "./firststream", tmp);
+    const rounds = quick ? 3 : 9;
+    const out = execFileSync(exe, [String(rounds), SEA.file, ...SEA.args], { env: goEnv(tmp), stdio: ["ignore", "pipe", "inherit"], timeout: 600_000 });
+    const r = JSON.parse(out.toString()) as { first: number[]; later: number[]; lazy: number[] };
+    const added = stat(r.first.map((ms, i) => ms - (r.later[i] ?? NaN)));
+    emit({
+      id: "B22go",
+      what: FIRST,
+      ours: range(stat(r.first), 1),
+      reference: `a later stream: ${range(stat(r.later), 1)}`,
+      ratio: `+${f(added.median, 1)}`,
+      target: "≤ +20 ms",
+      met: added.median <= 20,
+    });
+    note(`B22go: the first stream behind Middleware(nil, ...), which starts the sidecar then: ${range(stat(r.lazy), 0)} ms.`);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}

@@ -15,7 +15,7 @@ import { startPeer, type Peer } from "../scripts/harness/peer.js";
 import { childEnv, Child, SEA, type Command } from "../scripts/harness/process.js";
 import { runSoak } from "../scripts/soak/driver.js";
 import { asgiFigures } from "./asgi.js";
-import { goMiddleware } from "./go-middleware.js";
+import { goFirstStream, goMiddleware } from "./go-middleware.js";
 import { clientFigures } from "./clients.js";
 import { hardening } from "./hardening.js";
 import { inspectMemory, inspectThroughput } from "./inspect.js";
@@ -298,6 +298,7 @@ if (wanted("B15m")) await inspectMemory(row, QUICK); // issue 25
 if (wanted("H")) await hardening(row, QUICK);
 if (wanted("B13", "B13b")) await asgiFigures(row, note, QUICK); // issue 24: the Python middleware
 if (wanted("B13go")) goMiddleware(row, note, QUICK); // issue 24: the Go middleware, beside B13
+if (wanted("B22go")) goFirstStream(row, note, QUICK); // issue 31: the Go middleware's first stream, NewMiddleware
 clientFigures(row, note, QUICK, wanted); // B16, B17, B5c, B18, B18c: issue 26
 
 writeTable(path.join(ROOT, "bench/results.md"), (performance.now() - started) / 1000, QUICK ? "--quick" : ONLY === undefined ? undefined : "--only");

@@ -215,20 +215,24 @@ func TestReadmeIsTheExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	example, err := os.ReadFile("example_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Each file is a Go block of its own, in this order.
 	const fence = "```go\n"
-	start := bytes.Index(readme, []byte(fence))
-	if start < 0 {
-		t.Fatal("README.md has no Go block")
-	}
-	block := readme[start+len(fence):]
-	if end := bytes.Index(block, []byte("```")); end >= 0 {
-		block = block[:end]
-	}
-	if !bytes.Equal(block, example) {
-		t.Fatalf("README.md's first Go block differs from example_test.go:\n%s", block)
+	for _, file := range []string{"example_test.go", "example_middleware_test.go"} {
+		example, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := bytes.Index(readme, []byte(fence+"package "))
+		if start < 0 {
+			t.Fatalf("README.md has no Go block for %s", file)
+		}
+		block := readme[start+len(fence):]
+		if end := bytes.Index(block, []byte("```")); end >= 0 {
+			block = block[:end]
+		}
+		if !bytes.Equal(block, example) {
+			t.Fatalf("README.md's Go block differs from %s:\n%s", file, block)
+		}
+		readme = readme[start+len(fence)+len(block):]
 	}
 }

@@ -113,6 +113,22 @@ func (c *Client) Process() *os.Process {
 // params is marshaled to a JSON object; nil sends {}. A sidecar error comes
 // back as *Error, a dead sidecar as *ExitError, an expired ctx as ctx.Err().
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
+	return c.callOn(ctx, c.current(), method, params, result)
+}
+
+// current is the process calls go to now.
+func (c *Client) current() *proc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.p
+}
+
+// callOn is Call on one process: after it has exited, the call fails with its
+// *ExitError even once Restart has started another. Ids that are the
+// process's own (a stream's) are used this way, so that one is never sent to
+// the process that replaced it, which numbers its streams from s1 again
+// (protocol/README.md §14, openStream).
+func (c *Client) callOn(ctx context.Context, p *proc, method string, params, result any) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -135,9 +151,6 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 	msg = strconv.AppendInt(msg, id, 10)
 	msg = append(append(append(msg, `,"method":`...), name...), `,"params":`...)
 	msg = append(append(msg, ps...), "}\n"...)
-	c.mu.Lock()
-	p := c.p
-	c.mu.Unlock()
 
 	ch := make(chan []byte, 1)
 	p.mu.Lock()

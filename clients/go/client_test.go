@@ -27,7 +27,10 @@ import (
 // correct sidecar never sends, and exactly what it writes on the wire.
 
 func TestMain(m *testing.M) {
-	if mode := os.Getenv("AGUI_STATE_FAKE"); mode != "" {
+	if mode := os.Getenv("AGUI_STATE_FAKE"); strings.HasPrefix(mode, "first-only:") {
+		firstOnly(strings.TrimPrefix(mode, "first-only:")) // middleware_recover_test.go
+		return
+	} else if mode != "" {
 		fakeSidecar(mode)
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -29,10 +30,36 @@ type MiddlewareOptions struct {
 	// Paths are the request paths to repair; none means every path. A path
 	// that ends in "/" names its subtree, as in http.ServeMux.
 	Paths []string
-	// Logger gets one line per stream the middleware could not repair to its
-	// end (the stream went on unrepaired); nil means log.Default().
+	// Logger gets the sidecar's findings by outcome, each restart of the
+	// sidecar, and one line per stream the middleware could not repair to its
+	// end (the rest went on unrepaired); nil means log.Default().
 	Logger *log.Logger
+	// Sidecar says how to spawn the sidecar, when the middleware starts its
+	// own (NewMiddleware, or Middleware with a nil Client).
+	Sidecar Options
+	// ReplayLimit is how much of each response's text, in bytes, is kept
+	// while it streams, to rebuild the sidecar's view of it should the
+	// sidecar die: the new one is fed that text again (its output is not
+	// sent twice), and the repair goes on exactly as if nothing had happened.
+	// Past it, or when it is negative, a response whose sidecar dies is
+	// opened again from the request's state alone: under Own, the next
+	// STATE_SNAPSHOT is still an add of each owned member, whole, which needs
+	// nothing the lost sidecar knew, so the client's own keys are kept; a
+	// STATE_DELTA before it is checked against the request's state. Zero
+	// means defaultReplayLimit.
+	ReplayLimit int
 }
+
+// defaultReplayLimit is MiddlewareOptions.ReplayLimit's default: an agent's
+// response is most often far smaller, and one past it is still repaired
+// after a crash, from its next snapshot on.
+const defaultReplayLimit = 8 << 20
+
+// maxReopens is how many times one response opens its stream again after the
+// sidecar died: a sidecar that dies each time (input that crashes it, a host
+// out of memory) must not be restarted for ever; the response then goes on
+// unrepaired (fail open).
+const maxReopens = 2
 
 // maxBaselineBytes bounds the request body kept for its RunAgentInput.state;
 // past it the body still reaches the handler whole, and the baseline is {}
@@ -65,33 +92,112 @@ func withCallTimeout(ctx context.Context) (context.Context, context.CancelFunc) 
 // response, and any response with a Content-Encoding, passes untouched: put
 // it inside a compression middleware, where the body is still plain text.
 //
-// It fails open: if the sidecar dies or errors in the middle of a stream, the
-// rest of that stream goes through as the handler wrote it, and Logger says
-// so. The next request that needs it restarts the sidecar on c (Client.Restart:
-// threads the server kept on c must then be reopened, as after any crash). A
-// nil c starts a sidecar with Options{} at the first stream.
+// It fails open: whatever happens to the sidecar, the user's stream
+// completes. If the sidecar dies in the middle of a stream, it is restarted
+// on c (Client.Restart: threads the server kept on c must then be reopened,
+// as after any crash) and the stream is opened again on the new one, with
+// what it had repaired so far replayed (MiddlewareOptions.ReplayLimit), so the
+// repair goes on for the rest of the response; every response the sidecar
+// was serving recovers so, each on its own. A sidecar that dies again on the
+// same response (maxReopens) is left alone: the rest of that response goes
+// through unrepaired, and Logger says so. Logger also gets the restart, and
+// the sidecar's findings by outcome (passed, mended, discarded, kept).
+//
+// A nil c starts a sidecar with opts.Sidecar at the first stream, which then
+// waits for it (a few hundred milliseconds); NewMiddleware starts it at once.
 func Middleware(c *Client, opts MiddlewareOptions) func(http.Handler) http.Handler {
+	return newMiddleware(c, opts).wrap
+}
+
+// Repairer is a Middleware that started its own sidecar (NewMiddleware).
+type Repairer struct{ m *middleware }
+
+// NewMiddleware starts the sidecar (opts.Sidecar) and readies it for streams
+// before it returns, so that the first stream after the app starts does not
+// wait for it (docs/benchmarks.md, B22go): call it where the app starts, and
+// Close when it stops. ctx bounds only the start. An error (the executable
+// not found, a sidecar that exits at once, options it refuses) is returned,
+// and no process is left behind.
+//
+//	repair, err := aguistate.NewMiddleware(ctx, aguistate.MiddlewareOptions{Own: []string{"/toolState"}})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	defer repair.Close()
+//	http.ListenAndServe(addr, repair.Handler(mux))
+func NewMiddleware(ctx context.Context, opts MiddlewareOptions) (*Repairer, error) {
+	c, err := Start(ctx, opts.Sidecar)
+	if err != nil {
+		return nil, err
+	}
+	// The sidecar loads its stream pipeline at the first openStream
+	// (protocol/README.md §14), and a process's first event through it costs
+	// more than the next (B22go): one short run through a stream opened with
+	// these options does both now, and an Own the sidecar refuses is an error
+	// here rather than a log line at each stream.
+	id, err := c.OpenStream(ctx, OpenStreamParams{Own: opts.Own, Snapshots: opts.Snapshots, JoinKeys: opts.JoinKeys, Framing: "sse"})
+	if err == nil {
+		_, err = c.FixStream(ctx, id, warmRun)
+	}
+	if err == nil {
+		_, err = c.CloseStream(ctx, id)
+	}
+	if err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("agui-state: the sidecar did not start its stream repair: %w", err)
+	}
+	return &Repairer{newMiddleware(c, opts)}, nil
+}
+
+// warmRun is the run NewMiddleware sends through the sidecar before it returns.
+const warmRun = "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n" +
+	"data: {\"type\":\"STATE_SNAPSHOT\",\"snapshot\":{}}\n\n" +
+	"data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n"
+
+// Handler wraps next: its event streams are repaired (see Middleware).
+func (r *Repairer) Handler(next http.Handler) http.Handler { return r.m.wrap(next) }
+
+// Client is the sidecar's client, e.g. for its pid (Client.Process) or
+// Stats. After a crash the middleware restarts the process on this same
+// Client.
+func (r *Repairer) Client() *Client { return r.m.c }
+
+// Close stops the sidecar: nil if it exited cleanly, else its *ExitError.
+// Call it once the server has stopped serving (http.Server.Shutdown):
+// responses still streaming go on unrepaired.
+func (r *Repairer) Close() error { return r.m.c.Close() }
+
+func newMiddleware(c *Client, opts MiddlewareOptions) *middleware {
 	m := &middleware{c: c, opts: opts, log: opts.Logger}
 	if m.log == nil {
 		m.log = log.Default()
 	}
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !m.wants(r.URL.Path) {
-				next.ServeHTTP(w, r)
-				return
-			}
-			sw := &streamWriter{w: w, m: m, req: r}
-			sw.state, sw.note = baseline(r)
-			defer sw.finish()
-			next.ServeHTTP(sw, r)
-		})
+	switch {
+	case opts.ReplayLimit == 0:
+		m.replayLimit = defaultReplayLimit
+	case opts.ReplayLimit > 0:
+		m.replayLimit = opts.ReplayLimit
 	}
+	return m
+}
+
+func (m *middleware) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !m.wants(r.URL.Path) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		sw := &streamWriter{w: w, m: m, req: r}
+		sw.state, sw.note = baseline(r)
+		defer sw.finish()
+		next.ServeHTTP(sw, r)
+	})
 }
 
 type middleware struct {
-	opts MiddlewareOptions
-	log  *log.Logger
+	opts        MiddlewareOptions
+	log         *log.Logger
+	replayLimit int // 0: none kept
 
 	mu sync.Mutex // guards c, and makes one restart of a dead sidecar out of many callers' attempts
 	c  *Client
@@ -109,54 +215,60 @@ func (m *middleware) wants(path string) bool {
 	return false
 }
 
-// client returns the sidecar's client and the pid of the process it holds,
-// starting it first for Middleware(nil, ...).
-func (m *middleware) client(ctx context.Context) (*Client, int, error) {
+// client returns the sidecar's client and the process it holds, starting it
+// first for Middleware(nil, ...).
+func (m *middleware) client(ctx context.Context) (*Client, *proc, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.c == nil {
-		c, err := Start(ctx, Options{})
+		c, err := Start(ctx, m.opts.Sidecar)
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, err
 		}
 		m.c = c
 	}
-	return m.c, m.c.Process().Pid, nil
+	return m.c, m.c.current(), nil
 }
 
-// restart starts a fresh sidecar, unless the process that was seen dead
-// (pid) has already been replaced by another request's restart.
-func (m *middleware) restart(ctx context.Context, pid int) error {
+// restart starts a fresh sidecar in place of the process that was seen dead
+// (dead), unless another request's restart has already replaced it; it
+// returns the process to use now.
+func (m *middleware) restart(ctx context.Context, dead *proc, why error) (*proc, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.c.Process().Pid != pid {
-		return nil
+	if p := m.c.current(); p != dead {
+		return p, nil
 	}
-	return m.c.Restart(ctx)
+	if err := m.c.Restart(ctx); err != nil {
+		m.log.Printf("agui-state: the sidecar exited (%v), and could not be restarted: %v", why, err)
+		return nil, err
+	}
+	m.log.Printf("agui-state: the sidecar exited (%v); restarted it (pid %d)", why, m.c.Process().Pid)
+	return m.c.current(), nil
 }
 
 // open opens a stream, restarting a sidecar that has exited and trying once
 // more; a baseline the sidecar refuses is dropped for {}, as the proxy does.
-func (m *middleware) open(ctx context.Context, p OpenStreamParams) (*Client, string, error) {
-	c, pid, err := m.client(ctx)
+// It returns the stream's process and id, and the baseline it was opened with.
+func (m *middleware) open(ctx context.Context, p OpenStreamParams) (*proc, string, json.RawMessage, error) {
+	c, on, err := m.client(ctx)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
-	id, err := c.OpenStream(ctx, p)
+	id, err := c.openStreamOn(ctx, on, p)
 	var exited *ExitError
 	if errors.As(err, &exited) {
-		m.log.Printf("agui-state: the sidecar had exited (%v); restarting it", err)
-		if err := m.restart(ctx, pid); err != nil {
-			return nil, "", err
+		if on, err = m.restart(ctx, on, err); err != nil {
+			return nil, "", nil, err
 		}
-		id, err = c.OpenStream(ctx, p)
+		id, err = c.openStreamOn(ctx, on, p)
 	}
 	if p.State != nil && (errors.Is(err, ErrInvalidParams) || errors.Is(err, ErrLimitExceeded)) {
 		m.log.Printf("agui-state: the request's RunAgentInput.state was refused (%v); the stream is repaired from {}", err)
 		p.State = nil
-		id, err = c.OpenStream(ctx, p)
+		id, err = c.openStreamOn(ctx, on, p)
 	}
-	return c, id, err
+	return on, id, p.State, err
 }
 
 // baseline reads the request body for RunAgentInput.state and puts it back

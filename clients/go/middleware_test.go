@@ -323,8 +323,8 @@ func TestMiddlewareUTF8Splits(t *testing.T) {
 	if want := fixed(t, "{}", stream, "--own", "/toolState", "--join-keys"); out != want {
 		t.Errorf("the repaired stream differs from fix's (%d bytes, want %d); U+FFFD in it: %v", len(out), len(want), strings.Contains(out, "\uFFFD"))
 	}
-	if logs.String() != "" {
-		t.Errorf("log: %s", logs)
+	if got, want := loggedOutcomes(t, logs.String()), sidecarOutcomes(t, c, stream); got != want || strings.Count(logs.String(), "\n") != strings.Count(logs.String(), ": findings: ") {
+		t.Errorf("log: %s, want only the findings, %v", logs, want)
 	}
 }
 
@@ -372,50 +372,6 @@ func TestMiddlewareClosesTheStreamOnDisconnect(t *testing.T) {
 	<-returned
 	if logs.String() != "" {
 		t.Errorf("a client that went away is not a failure of the repair: log %s", logs)
-	}
-}
-
-// kill -9 of the sidecar mid-stream: the stream completes, the rest as the
-// handler wrote it, with a line in the log; the next request restarts the
-// sidecar on the same client and is repaired again.
-func TestMiddlewareFailsOpen(t *testing.T) {
-	c, ctx := startClient(t), testCtx(t)
-	release := make(chan struct{}, 1)
-	s, logs := serve(t, c, ownToolState, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		writeSliced(w, sse(sloppy[:3]), 5, true)
-		if r.URL.Query().Get("pause") != "" {
-			<-release
-		}
-		writeSliced(w, sse(sloppy[3:]), 5, true)
-	})
-	pid := c.Process().Pid
-	resp := post(t, ctx, s.URL+"?pause=1", `{}`)
-	head := fixed(t, "{}", sse(sloppy[:3]), "--own", "/toolState", "--join-keys")
-	got := make([]byte, len(head))
-	if _, err := io.ReadFull(resp.Body, got); err != nil || string(got) != head {
-		t.Fatalf("before the kill: %q %v, want %q", got, err, head)
-	}
-	if err := c.Process().Kill(); err != nil {
-		t.Fatal(err)
-	}
-	release <- struct{}{}
-	if rest := readAll(t, resp.Body); rest != sse(sloppy[3:]) {
-		t.Errorf("after the kill: %q, want the rest as written, %q", rest, sse(sloppy[3:]))
-	}
-	if !strings.Contains(logs.String(), "the stream repair failed") || !strings.Contains(logs.String(), "unrepaired") {
-		t.Errorf("log %q", logs)
-	}
-
-	out := readAll(t, post(t, ctx, s.URL, `{}`).Body)
-	if want := fixed(t, "{}", sse(sloppy), "--own", "/toolState", "--join-keys"); out != want {
-		t.Errorf("the next request:\n got %q\nwant %q", out, want)
-	}
-	if c.Process().Pid == pid {
-		t.Error("the sidecar was not restarted")
-	}
-	if !strings.Contains(logs.String(), "restarting") {
-		t.Errorf("log %q", logs)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -60,15 +61,20 @@ type streamWriter struct {
 	cond    *sync.Cond // on mu: drain has finished a call
 	mode    mode
 	c       *Client
+	p       *proc // the process the stream lives on: its id means nothing to another
 	id      string
 	framing string
-	buf     []byte        // written by the handler, not yet handed to the sidecar
-	cut     int           // buf[:cut] is whole events, ready for the sidecar
-	seen    int           // buf[:seen] has been read by scan
-	held    int           // a lower bound of buf[cut:seen]'s length in UTF-16 code units
-	sending bool          // drain is running
-	werr    error         // the first error writing to w: the client is gone
-	done    chan struct{} // closed when the stream ends, to stop the watch
+	params  OpenStreamParams // what it was opened with, to open it again (middleware_recover.go)
+	replay  []byte           // every part the sidecar has taken, to feed a new one; nil once past ReplayLimit
+	reopens int              // how many times the stream was opened again after a crash
+	counted outcomes         // the findings fixStream has counted on this process's stream
+	buf     []byte           // written by the handler, not yet handed to the sidecar
+	cut     int              // buf[:cut] is whole events, ready for the sidecar
+	seen    int              // buf[:seen] has been read by scan
+	held    int              // a lower bound of buf[cut:seen]'s length in UTF-16 code units
+	sending bool             // drain is running
+	werr    error            // the first error writing to w: the client is gone
+	done    chan struct{}    // closed when the stream ends, to stop the watch
 }
 
 func (s *streamWriter) Header() http.Header { return s.w.Header() }
@@ -112,14 +118,19 @@ func (s *streamWriter) open(f string) {
 		s.m.log.Printf("agui-state: %s: %s; the stream is repaired from the state {}", s.req.URL.Path, s.note)
 	}
 	o := s.m.opts
-	c, id, err := s.m.open(ctx, OpenStreamParams{State: s.state, Own: o.Own, Snapshots: o.Snapshots, JoinKeys: o.JoinKeys, Framing: f})
+	params := OpenStreamParams{State: s.state, Own: o.Own, Snapshots: o.Snapshots, JoinKeys: o.JoinKeys, Framing: f}
+	p, id, state, err := s.m.open(ctx, params)
 	if err != nil {
 		if s.req.Context().Err() == nil { // a client that went away needs no word; a timeout does
 			s.m.log.Printf("agui-state: %s: no stream repair (%v); the response goes through unrepaired", s.req.URL.Path, err)
 		}
 		return
 	}
-	s.c, s.id, s.framing, s.mode = c, id, f, repairing
+	params.State = state
+	s.c, s.p, s.id, s.params, s.framing, s.mode = s.m.c, p, id, params, f, repairing
+	if s.m.replayLimit > 0 {
+		s.replay = []byte{}
+	}
 	s.cond = sync.NewCond(&s.mu)
 	s.done = make(chan struct{})
 	go s.watch(s.req.Context(), s.done)
@@ -249,6 +260,7 @@ func (s *streamWriter) passOn() {
 	s.m.log.Printf("agui-state: %s: an event passed %d MiB without its end (the client's SSE limit); the rest of this response goes through unrepaired", s.req.URL.Path, clientLimit>>20)
 	s.end()
 	if r, err := s.close(); err == nil {
+		s.closed(r)
 		_ = s.out(r.Text) // nothing, as it was given only whole events; but its text comes first if any
 	}
 	s.passHeld()
@@ -283,7 +295,7 @@ func (s *streamWriter) drain() {
 		s.cond.Broadcast() // room for a Write held back
 		s.mu.Unlock()
 		ctx, cancel := withCallTimeout(s.req.Context())
-		r, err := s.c.FixStream(ctx, s.id, part)
+		r, err := s.c.fixStreamOn(ctx, s.p, s.id, part)
 		cancel()
 		s.mu.Lock()
 		if s.mode != repairing {
@@ -291,9 +303,14 @@ func (s *streamWriter) drain() {
 		}
 		if err != nil {
 			s.buf = append([]byte(part), s.buf...)
+			s.cut, s.seen = s.cut+n, s.seen+n
+			if err = s.recover(err); err == nil {
+				continue // the part again, on the new sidecar
+			}
 			s.fail(err)
 			return
 		}
+		s.took(part, r)
 		if s.out(r.Text) == nil {
 			_ = s.flush() // a client that is gone shows in the next write
 		}
@@ -329,12 +346,19 @@ func (s *streamWriter) finish() {
 		}
 		part := s.buf[:n]
 		ctx, cancel := withCallTimeout(s.req.Context())
-		r, err := s.c.FixStream(ctx, s.id, string(part))
+		r, err := s.c.fixStreamOn(ctx, s.p, s.id, string(part))
+		for err != nil {
+			if err = s.recover(err); err != nil {
+				break
+			}
+			r, err = s.c.fixStreamOn(ctx, s.p, s.id, string(part))
+		}
 		cancel()
 		if err != nil {
 			s.fail(err)
 			return
 		}
+		s.took(string(part), r)
 		s.buf = s.buf[n:]
 		if r.Text == "" && len(s.buf) == 0 {
 			held = part
@@ -346,11 +370,21 @@ func (s *streamWriter) finish() {
 	}
 	s.end()
 	r, err := s.close()
+	// A new sidecar fed the replay holds the held text too; without the
+	// replay, it is sent as it came.
+	for err != nil && s.replay != nil {
+		if err = s.recover(err); err != nil {
+			break
+		}
+		r, err = s.close()
+	}
+	s.replay = nil
 	if err != nil {
 		s.buf = held
 		s.fail(err)
 		return
 	}
+	s.closed(r)
 	_ = s.out(r.Text)
 }
 
@@ -369,7 +403,11 @@ func (s *streamWriter) out(text string) error {
 func (s *streamWriter) fail(err error) {
 	var exited *ExitError
 	if s.req.Context().Err() == nil {
-		s.m.log.Printf("agui-state: %s: the stream repair failed (%v); the rest of this response goes through unrepaired", s.req.URL.Path, err)
+		again := ""
+		if s.reopens > 0 {
+			again = fmt.Sprintf(", after %d restarts", s.reopens)
+		}
+		s.m.log.Printf("agui-state: %s: the stream repair failed (%v%s); the rest of this response goes through unrepaired", s.req.URL.Path, err, again)
 	}
 	if errors.As(err, &exited) || errors.Is(err, ErrUnknownStream) {
 		s.end() // nothing to close
@@ -400,7 +438,7 @@ func (s *streamWriter) abandon() {
 func (s *streamWriter) close() (*CloseStreamResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
-	return s.c.CloseStream(ctx, s.id)
+	return s.c.closeStreamOn(ctx, s.p, s.id)
 }
 
 // end stops the repair: later writes go through as they are.

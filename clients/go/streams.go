@@ -49,11 +49,17 @@ type CloseStreamResult struct {
 
 // OpenStream opens a stream repair and returns its id. Ids are the process's
 // own: after a Restart, open the stream again (or send the rest as it is).
+// The ...On forms below are bound to one process (Client.callOn), as
+// Middleware uses them.
 func (c *Client) OpenStream(ctx context.Context, p OpenStreamParams) (string, error) {
+	return c.openStreamOn(ctx, c.current(), p)
+}
+
+func (c *Client) openStreamOn(ctx context.Context, on *proc, p OpenStreamParams) (string, error) {
 	var r struct {
 		StreamID string `json:"streamId"`
 	}
-	err := c.Call(ctx, "openStream", p, &r)
+	err := c.callOn(ctx, on, "openStream", p, &r)
 	return r.StreamID, err
 }
 
@@ -62,16 +68,34 @@ func (c *Client) OpenStream(ctx context.Context, p OpenStreamParams) (string, er
 // U+FFFD in place of each bad byte. A stream the sidecar no longer holds
 // fails with ErrUnknownStream.
 func (c *Client) FixStream(ctx context.Context, streamID, text string) (*FixStreamResult, error) {
-	return do[FixStreamResult](ctx, c, "fixStream", struct {
+	return c.fixStreamOn(ctx, c.current(), streamID, text)
+}
+
+func (c *Client) fixStreamOn(ctx context.Context, on *proc, streamID, text string) (*FixStreamResult, error) {
+	var r FixStreamResult
+	err := c.callOn(ctx, on, "fixStream", struct {
 		StreamID string `json:"streamId"`
 		Text     string `json:"text"`
-	}{streamID, text})
+	}{streamID, text}, &r)
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 // CloseStream ends the stream: the output that remained, and the whole
 // stream's counts. Call it also when the client went away (drop the text).
 func (c *Client) CloseStream(ctx context.Context, streamID string) (*CloseStreamResult, error) {
-	return do[CloseStreamResult](ctx, c, "closeStream", struct {
+	return c.closeStreamOn(ctx, c.current(), streamID)
+}
+
+func (c *Client) closeStreamOn(ctx context.Context, on *proc, streamID string) (*CloseStreamResult, error) {
+	var r CloseStreamResult
+	err := c.callOn(ctx, on, "closeStream", struct {
 		StreamID string `json:"streamId"`
-	}{streamID})
+	}{streamID}, &r)
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
 }

@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { HttpAgent } from "@ag-ui/client";
@@ -90,7 +90,9 @@ test("HttpAgent through the Go middleware: no warning, the sidecar's view of eve
   }
   expect((agent.state as JsonObject)["toolState"]).toEqual({ "raster-ops/dataset": "era5 r2", count: 1 });
   expect((agent.state as JsonObject)["todos"]).toEqual(["milk ☕ r1", "milk ☕ r2"]);
-  expect(server.child.stderr).toBe("");
+  // Its log: what the middleware changed, by outcome, and nothing else.
+  expect(server.child.stderr).toMatch(/^agui-state: \/agent: findings: /);
+  expect(server.child.stderr.split("\n").filter((l) => l !== "" && !/^agui-state: \/agent: findings: (\d+ (passed|mended|discarded|kept)(, |$))+/.test(l))).toEqual([]);
 }, 120_000);
 
 test("the same server without the middleware (the negative control): the client warns and its keys are wiped", async () => {
@@ -103,28 +105,59 @@ test("the same server without the middleware (the negative control): the client 
   expect(agent.state).not.toHaveProperty("ui");
 }, 120_000);
 
-test("kill -9 of the sidecar mid-stream: the stream completes unrepaired from there, with a line in the log, and the next request is repaired", async () => {
+/** The pids of a process's children, as the kernel lists them (/proc/PID/task/TID/children). */
+function childrenOf(pid: number): number[] {
+  const tasks = readdirSync(`/proc/${pid}/task`);
+  return tasks.flatMap((tid) => readFileSync(`/proc/${pid}/task/${tid}/children`, "utf8").split(" ").filter(Boolean).map(Number));
+}
+
+test("issue 31: the sidecar runs before the first request (aguistate.NewMiddleware)", async () => {
+  const server = await startServer();
+  // The server printed its URL once NewMiddleware returned, and no request has come yet.
+  const children = childrenOf(server.child.pid);
+  expect(children).toHaveLength(1);
+  expect(readlinkSync(`/proc/${children[0] ?? 0}/exe`)).toBe(realpathSync(BINARY));
+  expect(Number(await (await fetch(`${server.url}/sidecar`)).text())).toBe(children[0]);
+}, 120_000);
+
+/** Waits until the handler of the request paused under `name` has stopped. */
+async function paused(server: Server, name: string): Promise<void> {
+  expect(await (await fetch(`${server.url}/paused?name=${name}`)).text()).toBe("paused");
+}
+const resume = (server: Server, name: string) => fetch(`${server.url}/resume?name=${name}`, { method: "POST" });
+
+test("issue 32 case 8: kill -9 of the sidecar in the middle of two runs: both are repaired to their end, the client keeps its keys, and so does the next run", async () => {
   const server = await startServer();
   const pid = Number(await (await fetch(`${server.url}/sidecar`)).text());
-  const body = input("k1", CLIENT_KEYS);
-  const res = await fetch(`${server.url}/agent?pause=1`, { method: "POST", headers: { "content-type": "application/json" }, body });
-  const text = res.text();
-  expect(await (await fetch(`${server.url}/paused`)).text()).toBe("paused");
+  // a: the real HttpAgent; b: a second response open on the same sidecar.
+  const agent = new HttpAgent({ url: `${server.url}/agent?pause=a`, threadId: "t1", initialState: structuredClone(CLIENT_KEYS) });
+  const run = runCollecting(agent, "k1");
+  await paused(server, "a");
+  const body = input("k2", CLIENT_KEYS);
+  const b = fetch(`${server.url}/agent?pause=b`, { method: "POST", headers: { "content-type": "application/json" }, body }).then((r) => r.text());
+  await paused(server, "b");
   process.kill(pid, "SIGKILL");
-  await fetch(`${server.url}/resume`, { method: "POST" });
 
-  // The four events before the kill as fix writes them, the rest as the agent wrote it.
-  const raw = blocks(await post(`${server.url}/raw`, body));
-  expect(await text).toBe(fixed(CLIENT_KEYS, raw.slice(0, 4).join("")) + raw.slice(4).join(""));
-  expect(server.child.stderr).toMatch(/\/agent: the stream repair failed \(agui-state exited: signal: killed\); the rest of this response goes through unrepaired/);
-
-  // The next request: a fresh sidecar, and the run repaired again.
-  const agent = new HttpAgent({ url: `${server.url}/agent`, threadId: "t1", initialState: structuredClone(CLIENT_KEYS) });
-  expect(await runCollecting(agent, "k2")).toEqual([]);
-  expect(agent.state).toEqual((await sidecarView(server, "k2", CLIENT_KEYS)).state);
+  await resume(server, "b");
+  // The whole response, as fix writes it for the whole stream: as if the sidecar had never died.
+  expect(await b).toBe(fixed(CLIENT_KEYS, await post(`${server.url}/raw`, body)));
+  await resume(server, "a");
+  expect(await run).toEqual([]);
+  expect(agent.state).toEqual((await sidecarView(server, "k1", CLIENT_KEYS)).state);
   expect(agent.state).toMatchObject(CLIENT_KEYS);
-  expect(server.child.stderr).toMatch(/the sidecar had exited .*; restarting it/);
+
+  // The next run: the new sidecar, repaired.
+  const next = new HttpAgent({ url: `${server.url}/agent`, threadId: "t1", initialState: structuredClone(agent.state) });
+  const before = structuredClone(next.state) as JsonObject;
+  expect(await runCollecting(next, "k3")).toEqual([]);
+  expect(next.state).toEqual((await sidecarView(server, "k3", before)).state);
+  expect(next.state).toMatchObject(CLIENT_KEYS);
   expect(Number(await (await fetch(`${server.url}/sidecar`)).text())).not.toBe(pid);
+
+  const log = server.child.stderr;
+  expect(log.match(/^agui-state: the sidecar exited \(agui-state exited: signal: killed\); restarted it \(pid \d+\)$/gm)).toHaveLength(1);
+  expect(log.match(/^agui-state: \/agent: the stream was opened again on the new sidecar, and the \d+ bytes it had repaired fed to it again: the repair goes on$/gm)).toHaveLength(2);
+  expect(log).not.toMatch(/unrepaired/);
   // The server's stdout carried its URL and nothing else.
   expect(server.child.stdout.toString("utf8")).toBe(`${server.url}\n`);
 }, 120_000);

@@ -10,10 +10,13 @@
 //   - an append to /todos before /todos exists.
 //
 // Every event is written in slices of 5 bytes (so writes cut events, lines and
-// UTF-8 characters) and flushed. With ?pause=1 the handler stops after the
-// run's fourth event until POST /resume, and GET /paused answers once it has
-// stopped: a test can then kill the sidecar in the middle of a stream.
-// GET /sidecar answers the sidecar's pid.
+// UTF-8 characters) and flushed. With ?pause=NAME the handler stops after the
+// run's fourth event until POST /resume?name=NAME, and GET /paused?name=NAME
+// answers once it has stopped: a test can then kill the sidecar in the middle
+// of one stream, or of several. GET /sidecar answers the sidecar's pid.
+//
+// The sidecar is started, ready for streams, before the URL is printed
+// (aguistate.NewMiddleware), not at the first request.
 //
 //	AGUI_STATE_BIN=dist/agui-state go run ./examples/sloppyagent
 //
@@ -28,6 +31,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 
 	aguistate "github.com/agui-state/agui-state/clients/go"
 )
@@ -36,44 +40,61 @@ const pauseAfter = 4 // events
 
 func main() {
 	log.SetFlags(0)
-	c, err := aguistate.Start(context.Background(), aguistate.Options{})
+	// The one line: the server owns /toolState, the client everything else;
+	// unescaped keys are joined when that is the only way they apply.
+	repair, err := aguistate.NewMiddleware(context.Background(), aguistate.MiddlewareOptions{Own: []string{"/toolState"}, JoinKeys: true, Paths: []string{"/agent"}})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer c.Close()
+	defer repair.Close()
 
-	paused := make(chan struct{}, 1)
-	resume := make(chan struct{}, 1)
+	var pauses pauses
 	mux := http.NewServeMux()
-	mux.HandleFunc("/agent", agent(paused, resume))
-	mux.HandleFunc("/raw", agent(paused, resume))
+	mux.HandleFunc("/agent", agent(&pauses))
+	mux.HandleFunc("/raw", agent(&pauses))
 	mux.HandleFunc("/sidecar", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, c.Process().Pid)
+		fmt.Fprint(w, repair.Client().Process().Pid)
 	})
 	mux.HandleFunc("/paused", func(w http.ResponseWriter, r *http.Request) {
 		select {
-		case <-paused:
+		case <-pauses.get(r.URL.Query().Get("name")).paused:
 			fmt.Fprint(w, "paused")
 		case <-r.Context().Done():
 		}
 	})
 	mux.HandleFunc("/resume", func(w http.ResponseWriter, r *http.Request) {
-		resume <- struct{}{}
+		pauses.get(r.URL.Query().Get("name")).resume <- struct{}{}
 	})
-
-	// The one line: the server owns /toolState, the client everything else;
-	// unescaped keys are joined when that is the only way they apply.
-	repair := aguistate.Middleware(c, aguistate.MiddlewareOptions{Own: []string{"/toolState"}, JoinKeys: true, Paths: []string{"/agent"}})
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Printf("http://%s\n", ln.Addr())
-	log.Fatal(http.Serve(ln, repair(mux)))
+	log.Fatal(http.Serve(ln, repair.Handler(mux)))
 }
 
-func agent(paused, resume chan struct{}) http.HandlerFunc {
+// pauses are the named points where a handler waits for the test.
+type pauses struct {
+	mu sync.Mutex
+	m  map[string]*pause
+}
+
+type pause struct{ paused, resume chan struct{} }
+
+func (ps *pauses) get(name string) *pause {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.m == nil {
+		ps.m = map[string]*pause{}
+	}
+	if ps.m[name] == nil {
+		ps.m[name] = &pause{make(chan struct{}, 1), make(chan struct{}, 1)}
+	}
+	return ps.m[name]
+}
+
+func agent(pauses *pauses) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var in struct {
 			ThreadID string `json:"threadId"`
@@ -99,9 +120,10 @@ func agent(paused, resume chan struct{}) http.HandlerFunc {
 				frame = frame[n:]
 			}
 			flusher.Flush()
-			if i+1 == pauseAfter && r.URL.Query().Get("pause") != "" {
-				paused <- struct{}{}
-				<-resume
+			if name := r.URL.Query().Get("pause"); i+1 == pauseAfter && name != "" {
+				p := pauses.get(name)
+				p.paused <- struct{}{}
+				<-p.resume
 			}
 		}
 	}

@@ -1,0 +1,117 @@
+package aguistate
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// A stream's life across a crash of the sidecar, and the report of what the
+// sidecar did to it.
+//
+// The sidecar's view of a stream (the mirror of the client's state, its
+// activities and messages, the run it is in) is lost with the process. The
+// stream methods are deterministic: the text fixStream and closeStream
+// return, for the same baseline and flags, is the same however the input was
+// cut (protocol/README.md §14). So a new sidecar fed every part the old one
+// took, from the same baseline, holds the same view again, and its output for
+// that text is exactly what was already sent: it is dropped, and the repair
+// goes on where it stopped, as if nothing had happened. That needs the parts
+// kept (ReplayLimit). Without them, the stream is opened again from the
+// request's state: the repair goes on as far as it can without what was
+// lost, and under Own a STATE_SNAPSHOT is still an add of each owned member,
+// whole (the first owned write the new stream sees, §13), which holds
+// whatever the client holds, so the client's own keys are kept.
+
+// outcomes counts findings by what the repair did with them (§13).
+type outcomes struct{ passed, mended, discarded, kept int }
+
+func (o outcomes) String() string {
+	var parts []string
+	for _, c := range []struct {
+		n    int
+		word string
+	}{{o.passed, "passed"}, {o.mended, "mended"}, {o.discarded, "discarded"}, {o.kept, "kept"}} {
+		if c.n != 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.word))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// took keeps a part the sidecar has taken, for a replay, while the stream's
+// parts stay within ReplayLimit, and reports its findings.
+func (s *streamWriter) took(part string, r *FixStreamResult) {
+	if s.replay != nil {
+		if len(s.replay)+len(part) > s.m.replayLimit {
+			s.replay = nil
+		} else {
+			s.replay = append(s.replay, part...)
+		}
+	}
+	o := outcomes{r.Passed, r.Mended, r.Discarded, r.Kept}
+	s.counted = outcomes{s.counted.passed + o.passed, s.counted.mended + o.mended, s.counted.discarded + o.discarded, s.counted.kept + o.kept}
+	s.report(o)
+}
+
+// closed reports the findings of the text closeStream answered: the stream's
+// counts less those fixStream has reported.
+func (s *streamWriter) closed(r *CloseStreamResult) {
+	t := r.Summary
+	s.report(outcomes{t.Passed - s.counted.passed, t.Mended - s.counted.mended, t.Discarded - s.counted.discarded, t.Kept - s.counted.kept})
+}
+
+func (s *streamWriter) report(o outcomes) {
+	if o != (outcomes{}) {
+		s.m.log.Printf("agui-state: %s: findings: %s", s.req.URL.Path, o)
+	}
+}
+
+// recover opens the stream again on a new sidecar when err says the one it
+// lived on has exited, restarting it unless another response already has,
+// and feeds it the replay. When it cannot (another error, a client that has
+// gone, maxReopens reached, or the new sidecar failing too) it returns the
+// last error, for the caller to fail open with; nil once the stream is open
+// again. Called with mu held: the handler's writes wait for it, as they wait
+// for the back-pressure of any slow call.
+func (s *streamWriter) recover(err error) error {
+	var exited *ExitError
+	for errors.As(err, &exited) && s.req.Context().Err() == nil && s.reopens < maxReopens {
+		s.reopens++
+		if err = s.reopen(err); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+// reopen is one try of recover: the error of the new sidecar, if it failed too.
+func (s *streamWriter) reopen(why error) error {
+	ctx, cancel := withCallTimeout(s.req.Context())
+	defer cancel()
+	p, err := s.m.restart(ctx, s.p, why)
+	if err != nil {
+		return err
+	}
+	id, err := s.c.openStreamOn(ctx, p, s.params)
+	if err != nil {
+		s.p = p // a process that failed here is the one to restart next
+		return err
+	}
+	s.p, s.id, s.counted = p, id, outcomes{}
+	if s.replay == nil {
+		s.m.log.Printf("agui-state: %s: the stream was opened again on the new sidecar, from the request's state: what the old one had seen of it was not kept (ReplayLimit), so the rest is repaired without it", s.req.URL.Path)
+		return nil
+	}
+	if len(s.replay) == 0 {
+		return nil
+	}
+	r, err := s.c.fixStreamOn(ctx, p, id, string(s.replay))
+	if err != nil {
+		return err
+	}
+	// Its findings were reported as the parts first went through.
+	s.counted = outcomes{r.Passed, r.Mended, r.Discarded, r.Kept}
+	s.m.log.Printf("agui-state: %s: the stream was opened again on the new sidecar, and the %d bytes it had repaired fed to it again: the repair goes on", s.req.URL.Path, len(s.replay))
+	return nil
+}
