@@ -268,41 +268,52 @@
           (is (re-find #"openStream failed.*-32602" (str (first @warnings)))))))))
 
 (deftest streams-sharing-a-killed-sidecar-all-recover
-  ;; Two responses on one sidecar, both past their first snapshot when it dies:
-  ;; each resumes on the one new process, in its own new stream. Stream ids
-  ;; start again at s1 there, so a call that followed the restart with its old
-  ;; id could land in the other response's stream: each stream's calls are
-  ;; pinned to the process it was opened on (client/pinned).
+  ;; Two responses on one sidecar, both past their first snapshot when it dies.
+  ;; Stream ids start again at s1 in the new process, so b (s2 in the old one),
+  ;; resuming first, gets s1 there: a (s1 in the old one), resuming while b is
+  ;; still open, would land in b's stream if its calls followed the restart. Each
+  ;; stream's calls are pinned to the process it was opened on (client/pinned):
+  ;; a finds its sidecar gone, and resumes in a stream of its own.
   (with-open [cl (s/start-client)]
-    (let [parked (java.util.concurrent.CountDownLatch. 2)
-          go-on (promise)
+    (let [parked {"a" (promise) "b" (promise)}
+          gates {"a" {3 (promise)} "b" {3 (promise) 4 (promise)}}
+          b-parked-again (promise)
           warnings (atom [])
           handler (fn [req]
                     (let [in (json/read-str (slurp (:body req) :encoding "UTF-8"))
-                          evs (agent/events "t1" (get in "runId"))]
+                          run-id (get in "runId")
+                          evs (agent/events "t1" run-id)]
                       {:status 200 :headers {"Content-Type" "text/event-stream"}
                        :body (reify protocols/StreamableResponseBody
                                (write-body-to-stream [_ _ out]
                                  (with-open [^OutputStream out out]
                                    (doseq [[i e] (map-indexed vector evs)]
-                                     (when (= i 3) (.countDown parked) (deref go-on 60000 nil))
+                                     (when-let [gate (get-in gates [run-id i])]
+                                       (deliver (if (= i 3) (parked run-id) b-parked-again) true)
+                                       (deref gate 60000 nil))
                                      (.write out (agent/sse-bytes e))
                                      (.flush out)))))}))
           app (r/wrap-agui-state handler (assoc opts :client cl :warn #(swap! warnings conj %)))
           before (c/process cl)
-          outs (mapv (fn [run-id] (future (written (app (request "/x" (input client-keys run-id))))))
-                     ["a1" "a2"])]
-      (is (.await parked 60 java.util.concurrent.TimeUnit/SECONDS) "both streams reached their fourth event")
+          ;; a opens first (s1), and b once a has stopped (s2).
+          a (future (written (app (request "/x" (input client-keys "a")))))
+          _ (is (true? (deref (parked "a") 60000 nil)) "a reached its fourth event")
+          b (future (written (app (request "/x" (input client-keys "b")))))]
+      (is (true? (deref (parked "b") 60000 nil)) "b reached its fourth event")
       (kill! cl)
-      (deliver go-on true)
-      (doseq [[run-id out] (map vector ["a1" "a2"] outs)]
-        (let [out (deref out 60000 nil)
-              expected (fix client-keys (utf8 (raw-sse run-id)) flags)]
-          (is (str/includes? out (str "\"run\":\"" run-id "\"")) "its own events, not the other's")
-          (is (not (str/includes? out (str "\"run\":\"" (if (= run-id "a1") "a2" "a1") "\""))))
-          (is (= (client-state client-keys expected) (client-state client-keys out)) run-id)))
+      (deliver (get-in gates ["b" 3]) true)
+      (is (true? (deref b-parked-again 60000 nil)) "b resumed on the new sidecar and stopped again")
+      (deliver (get-in gates ["a" 3]) true)
+      (let [a-out (deref a 60000 nil)]
+        (deliver (get-in gates ["b" 4]) true)
+        (doseq [[run-id out] [["a" a-out] ["b" (deref b 60000 nil)]]]
+          (let [expected (fix client-keys (utf8 (raw-sse run-id)) flags)]
+            (is (str/includes? out (str "\"run\":\"" run-id "\"")) "its own events")
+            (is (not (str/includes? out (str "\"run\":\"" (if (= run-id "a") "b" "a") "\""))) "not the other's")
+            (is (= (client-state client-keys expected) (client-state client-keys out)) run-id))))
       (is (= 2 (count @warnings)) (pr-str @warnings))
-      (is (every? #(re-find #"restarted \(pid \d+\)" %) @warnings))
+      (is (= #{"s1" "s2"} (set (map #(second (re-find #"during fixStream on stream (s\d+) " %)) @warnings)))
+          "each stream resumed, in a stream of its own")
       (is (= 1 (count (distinct (map #(second (re-find #"restarted \(pid (\d+)\)" %)) @warnings))))
           "one new sidecar for both")
       (is (not (identical? before (c/process cl)))))))
