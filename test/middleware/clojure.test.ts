@@ -191,7 +191,7 @@ describe("HttpAgent through wrap-agui-state in Jetty, in front of an agent with 
     const pid = await sidecarPid();
     expect(pid).toBeGreaterThan(0);
     expect(pid).not.toBe(killed);
-    const restarts = [...stderr.matchAll(/agui-state\.ring: the sidecar \(pid (\d+)\) was lost during fixStream on stream s\d+ \(exit status 137\); restarted \(pid (\d+)\), stream s\d+ replayed the (\d+) characters sent so far/g)];
+    const restarts = [...stderr.matchAll(/agui-state\.ring: the sidecar \(pid (\d+)\) was lost during fixStream on stream s\d+ \(exit status 137\); restarted \(pid (\d+)\), stream s\d+ resumes with its mirror rebuilt from the (\d+) characters answered for/g)];
     expect(restarts.map((m) => [Number(m[1]), Number(m[2])])).toEqual([
       [killed, pid],
       [killed, pid],

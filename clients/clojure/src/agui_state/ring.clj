@@ -16,8 +16,8 @@
 
   The shared sidecar starts when wrap-agui-state is called (start! and stop!
   for a system's lifecycle). If it dies in the middle of a stream, it is
-  restarted and the stream resumes, repaired, from the text the client has had
-  (agui-state.ring.sidecar/reopen!). It fails open: if the sidecar cannot be
+  restarted and the stream resumes, repaired, on a mirror rebuilt from the text
+  the old stream answered for (agui-state.ring.stream/repairing-stream). It fails open: if the sidecar cannot be
   brought back, or errors, the rest of that response goes out as the server
   wrote it and a warning is logged; the user's stream is never broken by the
   repair. An event that passes the client's SSE limit without its end
@@ -146,10 +146,11 @@
                 warning, and the first stream tries again); false: on the first
                 stream. stop! ends it.
     :restarts   how many times one response may restart a sidecar that died in
-                its middle before the rest goes out unrepaired; default 2
+                its middle before the rest goes out unrepaired; default 3
     :replay-limit  characters of a response kept to replay to a restarted
-                sidecar (the stream's mirror is rebuilt from them); past it a
-                restart is not tried; default 8 MiB
+                sidecar, which rebuilds the stream's mirror from them; past it
+                the mirror starts again from the request's state and the
+                response's first event; default 2 MiB
     :warn       a function of one string, called for each warning and each
                 restart; default prints it to stderr
     :log        a function of one string, called with the findings of each part
@@ -160,7 +161,7 @@
   is encoded: a response with a Content-Encoding passes untouched, with a warning."
   ([handler] (wrap-agui-state handler {}))
   ([handler opts]
-   (let [opts (merge {:restarts 2 :replay-limit (* 8 1024 1024)}
+   (let [opts (merge {:restarts 3 :replay-limit (* 2 1024 1024)}
                      (-> opts
                          (update :warn #(or % stderr-warning))
                          (update :log #(or % stderr-warning))))

@@ -195,28 +195,31 @@
           events (str/split raw #"\n\n")
           head (apply str (map #(str % "\n\n") (take 3 events)))
           expected (fix client-keys (utf8 raw) flags)
-          restart-line #"^agui-state\.ring: the sidecar \(pid (\d+)\) was lost during (\w+) on stream s\d+ \(exit status 137\); restarted \(pid (\d+)\), stream s\d+ replayed the (\d+) characters sent so far and repairs the rest of this response$"
+          restart-line #"^agui-state\.ring: the sidecar \(pid (\d+)\) was lost during (\w+) on stream s\d+ \(exit status 137\); restarted \(pid (\d+)\), stream s\d+ resumes with its mirror rebuilt from the (\d+) characters answered for$"
           run (fn [at opts]
                 (let [warnings (atom [])
+                      logged (atom [])
                       before (c/process cl)
                       app (r/wrap-agui-state (killing cl raw at)
-                                             (merge opts {:client cl :warn #(swap! warnings conj %)}))
+                                             (merge opts {:client cl :warn #(swap! warnings conj %)
+                                                          :log #(swap! logged conj %)}))
                       out (written (app (request "/x" (input client-keys "r1"))))]
-                  {:out out :warnings @warnings :before before}))]
-      (testing "killed after the first snapshot: the rest of the response is repaired against what the client holds"
-        (let [{:keys [out warnings ^Process before]} (run #{3} opts)
+                  {:out out :warnings @warnings :logged @logged :before before}))]
+      (testing "killed after the first snapshot: the rest of the response is repaired, exactly as fix repairs the whole"
+        (let [{:keys [out warnings logged ^Process before]} (run #{3} opts)
               [line old-pid what new-pid replayed] (re-find restart-line (str (first warnings)))]
-          (is (str/starts-with? out (fix client-keys (utf8 head) flags)) "what went before the kill is fix's")
-          (is (= (client-state client-keys expected) (client-state client-keys out))
-              "every delta applies, and the client ends where fix's output leaves it")
-          (is (= (get (client-state client-keys out) "selectedLayer") "era5") "the client's keys kept")
-          (is (not (str/includes? (subs out (count (fix client-keys (utf8 head) flags))) "STATE_SNAPSHOT"))
-              "the snapshot after the kill went as a delta on /toolState")
+          (is (= expected out))
+          (is (= ["1 mended" "3 kept" "1 mended" "3 kept"] (map #(second (re-find #"^agui-state\.ring: stream s\d+: (.*)$" %)) logged))
+              "each part's findings logged by outcome: the append and the key mended, the client's keys kept")
+          (is (= (assoc client-keys "todos" ["milk"]
+                        "toolState" {"search" {"query" "café ☕" "run" "r1"} "raster-ops/dataset" "era5"})
+                 (client-state client-keys out))
+              "every delta applies (the strict applier), and the client's keys are kept")
           (is (= 1 (count warnings)) (pr-str warnings))
           (is line (str (first warnings)))
           (is (= [(str (.pid before)) "fixStream" (str (.pid (c/process cl)))] [old-pid what new-pid]))
-          (is (= (count (fix client-keys (utf8 head) flags)) (Long/parseLong (or replayed "0")))
-              "it replayed exactly what the client had")
+          (is (= (count head) (Long/parseLong (or replayed "0")))
+              "it replayed exactly what the old stream answered for")
           (is (not (identical? before (c/process cl))))
           (is (.isAlive (c/process cl)))))
       (testing "killed after the last event, before the end: closeStream finds it gone, and the output is fix's"
@@ -246,16 +249,25 @@
           (is (every? #(re-find restart-line %) (take 2 warnings)))
           (is (re-find #"^agui-state\.ring: fixStream failed on stream s\d+: agui-state sidecar exited .*; not restarted again: it was restarted 2 times in this response \(:restarts\); the rest of this response goes out unrepaired$"
                        (str (last warnings))))
-          (is (= (client-state client-keys (str repaired (apply str (map #(str % "\n\n") (drop 4 events)))))
-                 (client-state client-keys out))
-              "repaired up to the third death, then as the server wrote it")
-          (is (str/ends-with? out (apply str (map #(str % "\n\n") (drop 4 events)))))))
-      (testing "a response past :replay-limit is not replayed: the rest goes as written, with one warning"
-        (let [{:keys [out warnings]} (run #{3} (assoc opts :replay-limit 100))]
-          (is (= (str (fix client-keys (utf8 head) flags) (apply str (map #(str % "\n\n") (drop 3 events)))) out))
-          (is (= 1 (count warnings)))
-          (is (re-find #"not restarted: the response had passed :replay-limit \(100 characters\); the rest of this response goes out unrepaired$"
-                       (str (first warnings))))))
+          (is (= (str repaired (apply str (map #(str % "\n\n") (drop 4 events)))) out)
+              "repaired up to the third death, then as the server wrote it")))
+      (testing "past :replay-limit, the new stream starts from the request's state and the first event: under :own the next snapshot is one add of /toolState, and the client's keys stand"
+        (let [{:keys [out warnings logged]} (run #{3} (assoc opts :replay-limit 100))
+              after (subs out (count (fix client-keys (utf8 head) flags)))
+              state (client-state client-keys out)]
+          (is (str/starts-with? out (fix client-keys (utf8 head) flags)))
+          (is (= 1 (count warnings)) (pr-str warnings))
+          (is (re-find #"restarted \(pid \d+\), stream s\d+ resumes from the request's state and the response's first event \(more than :replay-limit, 100 characters, were answered for\)$"
+                       (str (first warnings))))
+          (is (str/includes? after "{\"op\":\"add\",\"path\":\"/toolState\",\"value\":{\"search\":")
+              "the snapshot went as one add of the namespace")
+          (is (not (str/includes? after "STATE_SNAPSHOT")))
+          (is (not-any? #(re-find #"passed" %) logged)
+              "fed the run's RUN_STARTED first, the new stream reads the rest as one run: no FIRST_EVENT")
+          (is (= (merge client-keys {"todos" ["milk"]
+                                     "toolState" {"search" {"query" "café ☕" "run" "r1"} "raster-ops/dataset" "era5"}})
+                 (select-keys state (concat (keys client-keys) ["todos" "toolState"])))
+              "every delta applies (the strict applier), the client's keys stand, toolState is the server's")))
       (testing "the next request is repaired by the new sidecar"
         (let [app (r/wrap-agui-state (streaming (raw-sse "r2") 5) (assoc opts :client cl))]
           (is (= (fix client-keys (utf8 (raw-sse "r2")) flags)
@@ -310,7 +322,7 @@
           (let [expected (fix client-keys (utf8 (raw-sse run-id)) flags)]
             (is (str/includes? out (str "\"run\":\"" run-id "\"")) "its own events")
             (is (not (str/includes? out (str "\"run\":\"" (if (= run-id "a") "b" "a") "\""))) "not the other's")
-            (is (= (client-state client-keys expected) (client-state client-keys out)) run-id))))
+            (is (= expected out) run-id))))
       (is (= 2 (count @warnings)) (pr-str @warnings))
       (is (= #{"s1" "s2"} (set (map #(second (re-find #"during fixStream on stream (s\d+) " %)) @warnings)))
           "each stream resumed, in a stream of its own")

@@ -97,20 +97,20 @@
 (defn reopen!
   "After the sidecar behind `view` was lost in the middle of a stream: restarts
   it (unless another stream already did), opens the stream again with the same
-  `params` and feeds it `sent`, exactly the text the client has had from the
-  stream so far, dropping what comes back. That text applies cleanly (the
-  promise) and so lands the new stream's mirror on what the client holds: the
-  rest of the response is repaired against the client's state as if nothing
-  had happened. Returns {:view :stream-id}, or {:lost e :view v} when the new
-  sidecar is gone too (the caller decides whether to try again). Throws what
-  else fails (a sidecar that cannot start, a refusal)."
-  [c view params ^CharSequence sent]
+  `params` and feeds it `replay`, dropping what comes back. With the text the
+  old stream answered for, the new one holds the very mirror the old one held
+  (the pipeline is deterministic: §14, \"A sidecar that dies\"), and the rest of
+  the response is repaired as if nothing had happened. Returns {:view
+  :stream-id}, or {:lost e :view v} when the new sidecar is gone too (the caller
+  decides whether to try again). Throws what else fails (a sidecar that cannot
+  start, a refusal)."
+  [c view params ^CharSequence replay]
   (restart-if-current! c (client/process view))
   (let [r (open-on c params)]
     (if (:lost r)
       r
       (let [{v :view id :stream-id} r]
-        (try (doseq [part (parts sent replay-part)]
+        (try (doseq [part (parts replay replay-part)]
                (client/fix-stream v {:stream-id id :text part}))
              r
              (catch ExceptionInfo e

@@ -65,6 +65,22 @@
   (let [{:keys [kind exit-status]} (ex-data e)]
     (if (= kind :sidecar-exited) (str "exit status " exit-status) (.getMessage ^Exception e))))
 
+(def ^:private blank-line
+  "The end of an SSE event: two line ends, each CRLF, LF or CR (HTML Living
+  Standard, 9.2.6)."
+  #"(?:\r\n|\n|\r(?!\n))(?:\r\n|\n|\r)")
+
+(defn- opening-event
+  "The first event of `text` (whole events), when it starts a run: what a stream
+  opened again past the replay limit is fed, so that the rest of the run is read
+  as one (§14); nil otherwise."
+  [^String text framing]
+  (let [end (if (= framing "ndjson")
+              (let [i (.indexOf text "\n")] (when (>= i 0) (inc i)))
+              (let [m (re-matcher blank-line text)] (when (.find m) (.end m))))
+        first-event (subs text 0 (or end (.length text)))]
+    (when (str/includes? first-event "\"RUN_STARTED\"") first-event)))
+
 (defn- outcome-line
   "The findings of one reply by outcome (§13's four words), or nil when it has none."
   [reply]
@@ -85,13 +101,16 @@
   sidecar's stream when the response will not end normally.
 
   The sidecar may die in the middle (a kill -9, an out-of-memory kill): it is
-  restarted, the stream opened again with the same params, and the text the
-  client has had so far (kept up to :replay-limit characters) fed to it first,
-  its output dropped, so that the new mirror is what the client holds and the
-  rest of the response is repaired as before (protocol/README.md §14, \"A
-  sidecar that dies\"). At most :restarts times in one response; after that, or
-  past the replay limit, or when the restart fails, the rest goes out as
-  written, with one warning.
+  restarted, the stream opened again with the same params, and the text the old
+  stream answered for (kept up to replay-limit characters) fed to it first, its
+  output dropped, so that it holds the very mirror and the rest of the response
+  is repaired exactly as `fix` repairs the whole. Past replay-limit, only the
+  response's first event is fed (a RUN_STARTED: the rest is read as one run) and
+  the mirror starts again from the request's state: a snapshot under :own is
+  still one add of each owned member, which needs no baseline, and the client's
+  other keys still stand (protocol/README.md §14, \"A sidecar that dies\"). At
+  most `restarts` times in one response; after that, or when the restart fails,
+  the rest goes out as written, with one warning.
 
   The unfinished event is held only up to client-sse-limit: past it the sidecar
   would pass that event and the rest on unread, so the middleware does the same
@@ -111,36 +130,41 @@
         lock (Object.)
         view (volatile! (:view opened))    ; the client pinned to the stream's process
         sid (volatile! (:stream-id opened))
-        sent (StringBuilder.)              ; what the client has had: the replay after a restart
-        replayable (volatile! true)        ; sent holds all of it (within replay-limit)
+        answered (StringBuilder.)          ; the text the sidecar answered for: the replay after a restart
+        replayable (volatile! true)        ; answered holds all of it (within replay-limit)
+        opening (volatile! nil)            ; the response's first event, if it starts a run
         restarted (volatile! 0)
         why (volatile! nil)                ; why a lost sidecar was not restarted
         forget! (fn [] (try (client/close-stream @view @sid) (catch Exception _ nil)))
-        emit! (fn [reply]
-                (let [^String text (:text reply)]
-                  (write-text out text)
-                  (when @replayable
-                    (if (> (+ (.length sent) (.length text)) (long replay-limit))
-                      (do (vreset! replayable false) (.setLength sent 0) (.trimToSize sent))
-                      (.append sent text)))
-                  (when-let [line (outcome-line reply)]
-                    (log (str "agui-state.ring: stream " @sid ": " line)))))
+        ;; `text` was answered for by `reply`: its repair goes out, its findings are
+        ;; said, and it is kept to replay.
+        emit! (fn [^String text reply]
+                (write-text out (:text reply))
+                (when-let [line (outcome-line reply)]
+                  (log (str "agui-state.ring: stream " @sid ": " line)))
+                (when (and (nil? @opening) text)
+                  (vreset! opening (or (opening-event text framing) "")))
+                (when (and @replayable text)
+                  (if (> (+ (.length answered) (.length text)) (long replay-limit))
+                    (do (vreset! replayable false) (.setLength answered 0) (.trimToSize answered))
+                    (.append answered text))))
+        ;; The sidecar behind the stream is gone: a new one, and the stream opened
+        ;; again on it and fed what the old one answered for, so that it holds the
+        ;; very mirror; past replay-limit only the opening event, and the mirror
+        ;; starts again from the request's state (§14). :exact, :partial, or false
+        ;; (`why` says why) when it cannot be brought back.
         recover! (fn [e what]
                    (loop [^Exception e e]
-                     (cond
-                       (not @replayable)
-                       (do (vreset! why (str "not restarted: the response had passed :replay-limit ("
-                                             replay-limit " characters)"))
-                           false)
-                       (>= (long @restarted) (long restarts))
+                     (if (>= (long @restarted) (long restarts))
                        (do (vreset! why (str "not restarted again: it was restarted " @restarted
                                              " times in this response (:restarts)"))
                            false)
-                       :else
                        (let [old-pid (.pid (client/process @view))
                              old-id @sid
+                             exact @replayable
+                             replay (if exact answered (or @opening ""))
                              r (try (vswap! restarted inc)
-                                    (sidecar/reopen! c @view params sent)
+                                    (sidecar/reopen! c @view params replay)
                                     (catch Exception x {:failed x}))]
                          (cond
                            (:failed r) (do (vreset! why (str "restarting it failed: "
@@ -152,10 +176,14 @@
                                (vreset! sid (:stream-id r))
                                (warn (str "agui-state.ring: the sidecar (pid " old-pid ") was lost during "
                                           what " on stream " old-id " (" (loss e) "); restarted (pid "
-                                          (.pid (client/process @view)) "), stream " @sid " replayed the "
-                                          (.length sent) " characters sent so far and repairs the rest"
-                                          " of this response"))
-                               true))))))
+                                          (.pid (client/process @view)) "), stream " @sid " resumes "
+                                          (if exact
+                                            (str "with its mirror rebuilt from the " (.length answered)
+                                                 " characters answered for")
+                                            (str "from the request's state and the response's first event"
+                                                 " (more than :replay-limit, " replay-limit
+                                                 " characters, were answered for)"))))
+                               (if exact :exact :partial)))))))
         decode! (fn [end?]
                   (let [in (ByteBuffer/wrap (.toByteArray pending))
                         chars (CharBuffer/allocate (inc (.remaining in)))]
@@ -197,7 +225,7 @@
                   (let [reply (try (client/fix-stream @view {:stream-id @sid :text text})
                                    (catch Exception e e))]
                     (cond
-                      (not (instance? Exception reply)) (do (emit! reply) reply)
+                      (not (instance? Exception reply)) (do (emit! text reply) reply)
                       (and (sidecar/lost? reply) (recover! reply "fixStream")) (recur)
                       :else (do (fail-open! "fixStream" reply text) nil)))))
         ;; The held text is scanned in place from where the last scan stopped, and
@@ -230,9 +258,11 @@
                         (when (= @mode :repair)
                           (let [reply (try (client/close-stream @view @sid) (catch Exception e e))]
                             (cond
-                              (not (instance? Exception reply)) (emit! reply)
+                              (not (instance? Exception reply)) (emit! nil reply)
                               (and (sidecar/lost? reply) (recover! reply "closeStream"))
-                              (do (when (pos? (.length rest)) (send! rest)) (recur))
+                              ;; The replay holds what the old stream held, unless it was cut short.
+                              (do (when (and (not @replayable) (pos? (.length rest))) (send! rest))
+                                  (recur))
                               :else (fail-open! "closeStream" reply rest))))))))
         ;; Writing to the client failed: it went away. The sidecar's stream is
         ;; closed at once rather than left for its idle limit (§14).
