@@ -109,7 +109,11 @@ function descendants(pid: number): number[] {
   }
   const below: number[] = [];
   const walk = (p: number): void => {
-    for (const [child, ppid] of parent) if (ppid === p) (below.push(child), walk(child));
+    for (const [child, ppid] of parent) {
+      if (ppid !== p) continue;
+      below.push(child);
+      walk(child);
+    }
   };
   walk(pid);
   return below;
@@ -165,7 +169,7 @@ describe("HttpAgent through wrap-agui-state in Jetty, in front of an agent with 
     const said: string[] = [];
     const warn = vi.spyOn(console, "warn").mockImplementation((...a: unknown[]) => void said.push(String(a[0])));
     const error = vi.spyOn(console, "error").mockImplementation((...a: unknown[]) => void said.push(String(a[0])));
-    let killed = 0;
+    let killed: number;
     try {
       const running = agents.map((agent, i) => agent.runAgent({ runId: runIds[i] as string }));
       // Both streams stop after their first snapshot, which the middleware has repaired by then (each write is flushed through fixStream).

@@ -44,10 +44,11 @@
   sidecar/default-client)
 
 (defn start!
-  "Starts the shared sidecar now, if it does not run, and returns its client:
-  for an app that makes its middleware with :start false, or that stopped it.
-  Throws what starting it throws (a missing binary)."
-  [] (sidecar/default-client))
+  "Starts the shared sidecar now, if it does not run, and loads its stream
+  pipeline, so that the first response waits for neither; returns its client.
+  wrap-agui-state calls it (unless :start false); call it yourself after stop!,
+  or from a system's start. Throws what starting it throws (a missing binary)."
+  [] (sidecar/start!))
 
 (defn stop!
   "Ends the shared sidecar, if one runs, and returns whether one did: for a
@@ -141,10 +142,11 @@
     :paths      the request URIs to repair (exact :uri values); nil, every one
     :client     an agui-state.client to use; default (default-client), one per
                 process, shared by every wrap-agui-state
-    :start      true (default): without :client, start the shared sidecar now, so
-                that the first stream does not wait for it (a failure is a
-                warning, and the first stream tries again); false: on the first
-                stream. stop! ends it.
+    :start      true (default): without :client, start the shared sidecar now
+                (start!: the process, and its stream pipeline loaded), so that
+                the first stream does not wait for it; a failure is a warning,
+                and the first stream tries again. false: the first stream starts
+                it. stop! ends it.
     :restarts   how many times one response may restart a sidecar that died in
                 its middle before the rest goes out unrepaired; default 3
     :replay-limit  characters of a response kept to replay to a restarted
@@ -166,7 +168,7 @@
                          (update :warn #(or % stderr-warning))
                          (update :log #(or % stderr-warning))))
          _ (when (and (nil? (:client opts)) (not (false? (:start opts))))
-             (try (default-client)
+             (try (start!)
                   (catch Exception e
                     ((:warn opts) (str "agui-state.ring: the sidecar did not start: " (.getMessage e)
                                        "; the first stream tries again")))))

@@ -2,7 +2,7 @@
   "The sidecar behind agui-state.ring/wrap-agui-state: the one a process shares,
   started when the middleware is made (or by start!) and ended by stop!; opening
   a stream on it; and a stream's way back when the sidecar dies in the middle of
-  it (protocol/README.md §14, \"A sidecar that dies\")."
+  it (protocol/README.md §14)."
   (:require [agui-state.client :as client])
   (:import (clojure.lang ExceptionInfo)))
 
@@ -25,6 +25,28 @@
 (defn running
   "The shared client if it was started and not stopped, else nil; starts nothing."
   [] @shared)
+
+(def ^:private warm-up
+  "A stream of one event, fed once at start: the sidecar loads its stream
+  pipeline on the first openStream (protocol/README.md §14), which the first
+  response would otherwise wait for."
+  "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"agui-state\",\"runId\":\"warm-up\"}\n\n")
+
+(defonce ^:private warmed (atom nil)) ; the process whose pipeline start! loaded
+
+(defn start!
+  "The shared sidecar started if it does not run, and its stream pipeline
+  loaded, so that the first response waits for neither. Returns its client;
+  throws what starting it throws."
+  []
+  (let [c (default-client)
+        p (client/process c)]
+    (when-not (identical? p @warmed)
+      (let [id (:stream-id (client/open-stream c {:framing "sse"}))]
+        (client/fix-stream c {:stream-id id :text warm-up})
+        (client/close-stream c id))
+      (reset! warmed p))
+    c))
 
 (defn stop!
   "Ends the shared sidecar, if one runs, and returns whether one did. Streams
@@ -99,7 +121,7 @@
   it (unless another stream already did), opens the stream again with the same
   `params` and feeds it `replay`, dropping what comes back. With the text the
   old stream answered for, the new one holds the very mirror the old one held
-  (the pipeline is deterministic: §14, \"A sidecar that dies\"), and the rest of
+  (the pipeline is deterministic, §14), and the rest of
   the response is repaired as if nothing had happened. Returns {:view
   :stream-id}, or {:lost e :view v} when the new sidecar is gone too (the caller
   decides whether to try again). Throws what else fails (a sidecar that cannot

@@ -108,7 +108,7 @@
   response's first event is fed (a RUN_STARTED: the rest is read as one run) and
   the mirror starts again from the request's state: a snapshot under :own is
   still one add of each owned member, which needs no baseline, and the client's
-  other keys still stand (protocol/README.md §14, \"A sidecar that dies\"). At
+  other keys still stand (protocol/README.md §14). At
   most `restarts` times in one response; after that, or when the restart fails,
   the rest goes out as written, with one warning.
 
