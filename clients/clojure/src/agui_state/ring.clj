@@ -148,11 +148,11 @@
                 and the first stream tries again. false: the first stream starts
                 it. stop! ends it.
     :restarts   how many times one response may restart a sidecar that died in
-                its middle before the rest goes out unrepaired; default 3
+                its middle before the rest goes out unrepaired; default 2
     :replay-limit  characters of a response kept to replay to a restarted
                 sidecar, which rebuilds the stream's mirror from them; past it
                 the mirror starts again from the request's state and the
-                response's first event; default 2 MiB
+                response's first event; default 8 MiB
     :warn       a function of one string, called for each warning and each
                 restart; default prints it to stderr
     :log        a function of one string, called with the findings of each part
@@ -163,7 +163,7 @@
   is encoded: a response with a Content-Encoding passes untouched, with a warning."
   ([handler] (wrap-agui-state handler {}))
   ([handler opts]
-   (let [opts (merge {:restarts 3 :replay-limit (* 2 1024 1024)}
+   (let [opts (merge {:restarts 2 :replay-limit (* 8 1024 1024)}
                      (-> opts
                          (update :warn #(or % stderr-warning))
                          (update :log #(or % stderr-warning))))
