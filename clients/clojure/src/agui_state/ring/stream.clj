@@ -97,8 +97,8 @@
   the sidecar: the unfinished one stays here, so that whatever the sidecar held
   when it failed can still be sent as the server wrote it. Every reply's
   findings go to `log` by outcome (§13's four words: what the repair changed is
-  said); restarts and failures to `warn`. Returns {:stream :abandon}; abandon closes the
-  sidecar's stream when the response will not end normally.
+  said); restarts and failures to `warn`. Returns {:stream :abandon}; abandon
+  closes the sidecar's stream when the response will not end normally.
 
   The sidecar may die in the middle (a kill -9, an out-of-memory kill): it is
   restarted, the stream opened again with the same params, and the text the old
@@ -108,9 +108,9 @@
   response's first event is fed (a RUN_STARTED: the rest is read as one run) and
   the mirror starts again from the request's state: a snapshot under :own is
   still one add of each owned member, which needs no baseline, and the client's
-  other keys still stand (protocol/README.md §14). At
-  most `restarts` times in one response; after that, or when the restart fails,
-  the rest goes out as written, with one warning.
+  other keys still stand (protocol/README.md §14). At most `restarts` times in
+  one response; after that, or when the restart fails, the rest goes out as
+  written, with one warning.
 
   The unfinished event is held only up to client-sse-limit: past it the sidecar
   would pass that event and the rest on unread, so the middleware does the same
