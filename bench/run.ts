@@ -18,6 +18,7 @@ import { asgiFigures } from "./asgi.js";
 import { goFirstStream, goMiddleware } from "./go-middleware.js";
 import { clientFigures } from "./clients.js";
 import { hardening } from "./hardening.js";
+import { clojureFirstStream } from "./clojure-first-stream.js";
 import { inspectMemory, inspectThroughput } from "./inspect.js";
 import { proxyThroughput } from "./proxy.js";
 import { fixThroughput } from "./stream.js";
@@ -300,5 +301,6 @@ if (wanted("B13", "B13b")) await asgiFigures(row, note, QUICK); // issue 24: the
 if (wanted("B13go")) goMiddleware(row, note, QUICK); // issue 24: the Go middleware, beside B13
 if (wanted("B22go")) goFirstStream(row, note, QUICK); // issue 31: the Go middleware's first stream, NewMiddleware
 clientFigures(row, note, QUICK, wanted); // B16, B17, B5c, B18, B18c: issue 26
+if (wanted("B22clj")) clojureFirstStream(row, note, QUICK); // issue 31: the Ring middleware's first stream, wrap-agui-state
 
 writeTable(path.join(ROOT, "bench/results.md"), (performance.now() - started) / 1000, QUICK ? "--quick" : ONLY === undefined ? undefined : "--only");

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, readdirSync, readlinkSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { HttpAgent } from "@ag-ui/client";
@@ -94,9 +94,49 @@ async function fixed(state: JsonObject, runId: string): Promise<string> {
   return r.stdout.toString("utf8");
 }
 
+/** The processes below `pid` (the clojure launcher may run java as its child), from /proc. */
+function descendants(pid: number): number[] {
+  const parent = new Map<number, number>();
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      // /proc/PID/stat: "pid (comm) state ppid ...", where comm may hold spaces and parentheses.
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      parent.set(Number(name), Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]));
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  const below: number[] = [];
+  const walk = (p: number): void => {
+    for (const [child, ppid] of parent) {
+      if (ppid !== p) continue;
+      below.push(child);
+      walk(child);
+    }
+  };
+  walk(pid);
+  return below;
+}
+
+/** The executable a process runs, or "" if it is gone. */
+const exe = (pid: number): string => {
+  try {
+    return readlinkSync(`/proc/${pid}/exe`);
+  } catch {
+    return "";
+  }
+};
+
 const sidecarPid = async (): Promise<number> => Number((await request(`${url}/sidecar-pid`)).body.toString("utf8"));
 
 describe("HttpAgent through wrap-agui-state in Jetty, in front of an agent with three field mistakes", () => {
+  test("the sidecar runs as soon as the app is made, before any request (issue 31: the first stream does not wait for it)", () => {
+    // No request has been made yet: the server only said it listens, after (wrap-agui-state ...) ran.
+    const sidecars = descendants(server?.pid ?? 0).filter((p) => exe(p) === realpathSync(BINARY));
+    expect(sidecars).toHaveLength(1);
+  });
+
   test("ends on the state of `fix` on the agent's own bytes, with no warning, the client's keys kept", async () => {
     const agent = new HttpAgent({ url: `${url}/agent`, threadId: "t1", initialState: structuredClone(CLIENT_KEYS) });
     for (const runId of ["r1", "r2"]) {
@@ -123,36 +163,56 @@ describe("HttpAgent through wrap-agui-state in Jetty, in front of an agent with 
     expect(agent.state).not.toHaveProperty("ui");
   });
 
-  test("kill -9 of the sidecar mid-stream: the stream completes unrepaired, a warning is logged, the next request is repaired by a new sidecar", async () => {
-    const agent = new HttpAgent({ url: `${url}/agent-gated`, threadId: "t1", initialState: structuredClone(CLIENT_KEYS) });
+  test("kill -9 of the sidecar under two streams: it is restarted once, the rest of both is repaired, no warning, the client's keys kept, the next run repaired", async () => {
+    const runIds = ["k1", "k2"];
+    const agents = runIds.map(() => new HttpAgent({ url: `${url}/agent-gated`, threadId: "t1", initialState: structuredClone(CLIENT_KEYS) }));
     const said: string[] = [];
     const warn = vi.spyOn(console, "warn").mockImplementation((...a: unknown[]) => void said.push(String(a[0])));
+    const error = vi.spyOn(console, "error").mockImplementation((...a: unknown[]) => void said.push(String(a[0])));
     let killed: number;
     try {
-      const running = agent.runAgent({ runId: "k1" });
-      // The agent stops after its first snapshot, which the middleware has repaired by then (each write is flushed through fixStream).
-      const reached = await request(`${url}/gate/reached`);
+      const running = agents.map((agent, i) => agent.runAgent({ runId: runIds[i] as string }));
+      // Both streams stop after their first snapshot, which the middleware has repaired by then (each write is flushed through fixStream).
+      const reached = await request(`${url}/gate/reached?n=2`);
       expect(reached.status).toBe(200);
       killed = Number(reached.body.toString("utf8"));
       expect(killed).toBeGreaterThan(0);
       process.kill(killed, "SIGKILL");
       expect((await request(`${url}/gate/open`, { method: "POST" })).status).toBe(200);
-      await running;
+      await Promise.all(running);
     } finally {
       warn.mockRestore();
+      error.mockRestore();
     }
-    // The run finished; what came after the kill went as the agent wrote it: its unescaped key warned, its snapshot wiped.
-    expect(said.join("\n")).toMatch(/raster-ops/);
-    expect(agent.state).not.toHaveProperty("selectedLayer");
-    expect(stderr).toMatch(/agui-state\.ring: fixStream failed on stream s\d+: agui-state sidecar exited with exit status \d+ .*unrepaired/);
-
-    // The next request: a new sidecar, and the repair as before.
-    const next = new HttpAgent({ url: `${url}/agent`, threadId: "t1", initialState: structuredClone(CLIENT_KEYS) });
-    expect(await runCollecting(next, "k2")).toEqual([]);
-    expect(next.state).toEqual(await clientApply(structuredClone(CLIENT_KEYS), sseEvents(await fixed(structuredClone(CLIENT_KEYS), "k2"))));
-    expect(next.state).toMatchObject(CLIENT_KEYS);
+    // What came after the kill was repaired too: the unescaped key read as one key, the last snapshot a delta on /toolState.
+    expect(said).toEqual([]);
+    for (const [i, agent] of agents.entries()) {
+      const runId = runIds[i] as string;
+      expect(agent.state).toMatchObject(CLIENT_KEYS);
+      expect(agent.state).toEqual(await clientApply(structuredClone(CLIENT_KEYS), sseEvents(await fixed(structuredClone(CLIENT_KEYS), runId))));
+    }
+    // One new sidecar for both streams, each resumed on it from a replay, and said so.
     const pid = await sidecarPid();
     expect(pid).toBeGreaterThan(0);
     expect(pid).not.toBe(killed);
+    const restarts = [...stderr.matchAll(/agui-state\.ring: the sidecar \(pid (\d+)\) was lost during fixStream on stream s\d+ \(exit status 137\); restarted \(pid (\d+)\), stream s\d+ resumes with its mirror rebuilt from the (\d+) characters answered for/g)];
+    expect(restarts.map((m) => [Number(m[1]), Number(m[2])])).toEqual([
+      [killed, pid],
+      [killed, pid],
+    ]);
+    for (const m of restarts) expect(Number(m[3])).toBeGreaterThan(0);
+    expect(stderr).not.toMatch(/unrepaired/);
+    // Whatever the middleware changed is logged by outcome: the mended key, the client's keys kept.
+    expect(stderr).toMatch(/agui-state\.ring: stream s\d+: 1 mended\n/);
+    expect(stderr).toMatch(/agui-state\.ring: stream s\d+: 3 kept\n/);
+
+    // The next run on the same client: repaired by the new sidecar, from the state the kill left.
+    const agent = agents[0] as HttpAgent;
+    const before = structuredClone(agent.state) as JsonObject;
+    const next = new HttpAgent({ url: `${url}/agent`, threadId: "t1", initialState: before });
+    expect(await runCollecting(next, "k3")).toEqual([]);
+    expect(next.state).toEqual(await clientApply(before, sseEvents(await fixed(before, "k3"))));
+    expect(next.state).toMatchObject(CLIENT_KEYS);
+    expect(await sidecarPid()).toBe(pid);
   });
 });

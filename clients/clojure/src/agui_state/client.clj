@@ -178,6 +178,17 @@
   "The java.lang.Process currently behind the client."
   ^Process [client] (:process @(:conn client)))
 
+(defn pinned
+  "A view of client bound to the process behind it now: its calls go to that
+  process only, and once it is gone they throw :kind :sidecar-exited, even after
+  a restart of client has started another. Streams and threads live in one
+  process, and their ids start again in a new one (protocol/README.md §14): a
+  stream's calls made through the view can never reach a stream of the same id
+  in the next process. The view shares client's request ids; do not restart or
+  close it (restart or close client)."
+  [client]
+  (->Client (atom @(:conn client)) (:opts client) (:ids client)))
+
 (defn restart
   "Ends the current process (if it still runs: as close does, waiting up to
   :close-timeout-ms for it to exit once its stdin ends) and starts a fresh one.

@@ -14,60 +14,48 @@
   untouched. The request body is read once for RunAgentInput.state, the client's
   baseline, and handed to the handler again as a fresh InputStream.
 
-  It fails open: if the sidecar dies or errors in the middle of a stream, the
-  rest of that response goes out as the server wrote it and a warning is logged;
-  the user's stream is never broken by the repair. The next request restarts
-  the sidecar. An event that passes the client's SSE limit without its end
+  The shared sidecar starts when wrap-agui-state is called (start! and stop!
+  for a system's lifecycle). If it dies in the middle of a stream, it is
+  restarted and the stream resumes, repaired, on a mirror rebuilt from the text
+  the old stream answered for (agui-state.ring.stream/repairing-stream). It fails open: if the sidecar cannot be
+  brought back, or errors, the rest of that response goes out as the server
+  wrote it and a warning is logged; the user's stream is never broken by the
+  repair. An event that passes the client's SSE limit without its end
   (client-sse-limit) is not held either: it and the rest of the response go
   out as written, as `agui-state fix` passes them (SSE_BUFFER_LIMIT, §13)."
-  (:require [agui-state.client :as client]
+  (:require [agui-state.ring.sidecar :as sidecar]
+            [agui-state.ring.stream :as stream]
             [clojure.data.json :as json]
             [clojure.string :as str]
             [ring.core.protocols :as protocols])
-  (:import (clojure.lang ExceptionInfo)
-           (java.io ByteArrayInputStream ByteArrayOutputStream InputStream IOException
-                    OutputStream)
-           (java.nio ByteBuffer CharBuffer)
-           (java.nio.charset CharsetDecoder CodingErrorAction StandardCharsets)))
+  (:import (java.io ByteArrayInputStream InputStream OutputStream)
+           (java.nio.charset StandardCharsets)))
 
 (set! *warn-on-reflection* true)
 
-;;; The sidecar
+;;; The sidecar (agui-state.ring.sidecar)
 
-(defonce ^:private shared (atom nil))
-
-(defn default-client
+(def ^{:arglists '([])} default-client
   "The client that every wrap-agui-state without :client shares: one sidecar per
-  process, started on first use from AGUI_STATE_BIN, else agui-state on PATH.
-  Each call has a timeout, so that a sidecar that stops answering cannot hold a
-  response (it fails open instead)."
-  []
-  (or @shared
-      (locking shared
-        (or @shared (reset! shared (client/start {:timeout-ms 30000}))))))
+  process, started by wrap-agui-state (or start!) from AGUI_STATE_BIN, else
+  agui-state on PATH; each call has a timeout, so that a sidecar that stops
+  answering cannot hold a response (it fails open instead). Starts it if it does
+  not run."
+  sidecar/default-client)
 
-(defn- restart-if-current!
-  "Restarts c, unless another request already did: `seen` is the process that
-  failed, and only while it is still c's process is it replaced, so that two
-  requests that both saw it die start one new sidecar, not two in turn."
-  [c ^Process seen]
-  (locking c
-    (when (identical? seen (client/process c))
-      (client/restart c))))
+(defn start!
+  "Starts the shared sidecar now, if it does not run, and loads its stream
+  pipeline, so that the first response waits for neither; returns its client.
+  wrap-agui-state calls it (unless :start false); call it yourself after stop!,
+  or from a system's start. Throws what starting it throws (a missing binary)."
+  [] (sidecar/start!))
 
-(defn- open!
-  "openStream on c, restarting the sidecar first if it is gone, or once after a
-  call that found it gone (or silent): the next request after a failure is
-  repaired again. Returns the stream id; throws what the second try throws."
-  [c params]
-  (let [seen (client/process c)]
-    (when-not (.isAlive seen) (restart-if-current! c seen))
-    (try (:stream-id (client/open-stream c params))
-         (catch ExceptionInfo e
-           (if (#{:sidecar-exited :timeout} (:kind (ex-data e)))
-             (do (restart-if-current! c (client/process c))
-                 (:stream-id (client/open-stream c params)))
-             (throw e))))))
+(defn stop!
+  "Ends the shared sidecar, if one runs, and returns whether one did: for a
+  system's stop, a REPL reset or a test's end. Responses still streaming through
+  it go out unrepaired from there (fail-open); a later stream, or start!, starts
+  a new one."
+  [] (sidecar/stop!))
 
 ;;; The request and the response
 
@@ -102,187 +90,19 @@
            (when (map? state) state))
          (catch Exception _ nil))))
 
-;;; The repairing stream
-
-(defn- sse-cut
-  "Scans s from `from` for blank lines, the end of an SSE event (HTML Living
-  Standard, 9.2.6 Interpreting an event stream: a line ends with CRLF, LF or CR,
-  and an empty line dispatches the event). `line-start?` says whether `from` is
-  the start of a line. Returns [cut scanned line-start?]: the end of the last
-  blank line (-1 if none), where to resume, and whether that is a line start. A
-  CR at the very end is left unscanned: the LF that may follow is part of it.
-  s is any CharSequence, so that the held text is scanned where it lies."
-  [^CharSequence s from line-start?]
-  (let [n (.length s)]
-    (loop [i (long from), start? line-start?, cut -1]
-      (if (>= i n)
-        [cut i start?]
-        (let [ch (.charAt s i)]
-          (cond
-            (= ch \newline) (recur (inc i) true (if start? (inc i) cut))
-            (= ch \return) (if (= (inc i) n)
-                             [cut i start?]
-                             (let [j (if (= \newline (.charAt s (inc i))) (+ i 2) (inc i))]
-                               (recur j true (if start? j cut))))
-            :else (recur (inc i) false cut)))))))
-
-(defn- ndjson-cut
-  "[cut scanned line-start?] as sse-cut, for NDJSON, whose events end at LF.
-  Only what came after `from` is looked at: an event that is long in coming is
-  not searched again on every flush."
-  [^CharSequence s from _]
-  (let [n (.length s)]
-    (loop [i (dec n)]
-      (cond (< i (long from)) [-1 n true]
-            (= \newline (.charAt s i)) [(inc i) n true]
-            :else (recur (dec i))))))
-
-(defn- write-text [^OutputStream out ^String s]
-  (when (pos? (.length s)) (.write out (.getBytes s StandardCharsets/UTF_8))))
+;;; The repairing stream (agui-state.ring.stream)
 
 (def client-sse-limit
   "UTF-16 code units of one event, or of the text held without an event's end,
   past which @ag-ui/client fails the run, and the sidecar passes the rest of the
   stream on unread (protocol/README.md §13 SSE_BUFFER_LIMIT, §14)."
-  (* 10 1024 1024))
-
-(def ^:private drain-bytes
-  "Bytes written without a flush after which the stream hands them on anyway,
-  so that a handler that never flushes is still repaired in bounded memory."
-  65536)
-
-(defn- repairing-stream
-  "An OutputStream onto `out` that hands what is written, decoded as UTF-8
-  incrementally (a character a flush cuts in two waits for its other bytes), to
-  fixStream on each flush, and writes what comes back. Only whole events go to
-  the sidecar: the unfinished one stays here, so that whatever the sidecar held
-  when it failed can still be sent as the server wrote it. Returns {:stream
-  :abandon}; abandon closes the sidecar's stream when the response will not end
-  normally.
-
-  The unfinished event is held only up to client-sse-limit: past it the sidecar
-  would pass that event and the rest on unread, so the middleware does the same
-  at once (give-up!) rather than hold an event that may never end. It counts the
-  decoded text, whose length is exactly the UTF-16 length the sidecar counts;
-  the few bytes of a character still being decoded are left out, so it never
-  gives up on an event the sidecar would still read."
-  [^OutputStream out c stream-id framing warn]
-  (let [pending (ByteArrayOutputStream.)  ; written, not yet decoded
-        ^CharsetDecoder decoder (-> StandardCharsets/UTF_8 .newDecoder
-                                    (.onMalformedInput CodingErrorAction/REPLACE)
-                                    (.onUnmappableCharacter CodingErrorAction/REPLACE))
-        tail (StringBuilder.)              ; decoded, not yet sent: the unfinished event
-        scan (volatile! [0 true])          ; sse-cut's place in tail
-        cut-fn (if (= framing "ndjson") ndjson-cut sse-cut)
-        mode (volatile! :repair)           ; :repair, :raw (failed open), :closed
-        lock (Object.)
-        forget! (fn [] (try (client/close-stream c stream-id) (catch Exception _ nil)))
-        decode! (fn [end?]
-                  (let [in (ByteBuffer/wrap (.toByteArray pending))
-                        chars (CharBuffer/allocate (inc (.remaining in)))]
-                    (.decode decoder in chars (boolean end?))
-                    (when end? (.flush decoder chars))
-                    (.append tail (.flip chars))
-                    (.reset pending)
-                    (.write pending (.array in) (.position in) (.remaining in))))
-        fail-open! (fn [what ^Exception e ^String unanswered]
-                     (warn (str "agui-state.ring: " what " failed on stream " stream-id ": "
-                                (.getMessage e) "; the rest of this response goes out unrepaired"))
-                     (vreset! mode :raw)
-                     (when-not (= :sidecar-exited (:kind (ex-data e))) (forget!))
-                     (write-text out unanswered)
-                     (write-text out (str tail))
-                     (.setLength tail 0)
-                     (.writeTo pending out)
-                     (.reset pending))
-        ;; The held text passed the limit. Only whole events went to the sidecar, so
-        ;; closing its stream gives back nothing of this one; whatever it does
-        ;; give back comes before it.
-        give-up! (fn []
-                   (warn (str "agui-state.ring: stream " stream-id ": an event passed "
-                              (quot (long client-sse-limit) (* 1024 1024)) " MiB without its end"
-                              " (the client's SSE limit); the rest of this response goes through"
-                              " unrepaired"))
-                   (vreset! mode :raw)
-                   (when-let [reply (try (client/close-stream c stream-id) (catch Exception _ nil))]
-                     (write-text out (:text reply)))
-                   (write-text out (str tail))
-                   (.setLength tail 0)
-                   (.writeTo pending out)
-                   (.reset pending))
-        send! (fn [^String text]
-                (let [reply (try (client/fix-stream c {:stream-id stream-id :text text})
-                                 (catch Exception e (fail-open! "fixStream" e text) nil))]
-                  (when reply (write-text out (:text reply)))
-                  reply))
-        ;; The held text is scanned in place from where the last scan stopped, and
-        ;; only the whole events are copied out: a flush costs what it brought.
-        drain! (fn []
-                 (decode! false)
-                 (let [[from start?] @scan
-                       [cut scanned start?] (cut-fn tail from start?)]
-                   (if (neg? (long cut))
-                     (vreset! scan [scanned start?])
-                     (let [whole (.substring tail 0 (int cut))]
-                       (.delete tail 0 (int cut))
-                       (vreset! scan [(- (long scanned) (long cut)) start?])
-                       (send! whole)))
-                   (when (and (= @mode :repair) (> (.length tail) (long client-sse-limit)))
-                     (give-up!))))
-        finish! (fn []
-                  (decode! true)
-                  (let [s (str tail)
-                        sent (when (pos? (.length s))
-                               (.setLength tail 0)
-                               (send! s))]
-                    (when (= @mode :repair)
-                      (let [reply (try (client/close-stream c stream-id)
-                                       (catch Exception e
-                                         ;; The sidecar held s: send it as it came, unless
-                                         ;; fixStream already answered part of it.
-                                         (fail-open! "closeStream" e (if (seq (:text sent)) "" s))
-                                         nil))]
-                        (when reply (write-text out (:text reply)))))))
-        ;; Writing to the client failed: it went away. The sidecar's stream is
-        ;; closed at once rather than left for its idle limit (§14).
-        guard (fn [f] (try (f) (catch IOException e
-                                 (when (= @mode :repair) (forget!))
-                                 (vreset! mode :closed)
-                                 (throw e))))
-        stream (proxy [OutputStream] []
-                 (write
-                   ([b] (if (bytes? b)
-                          (let [^bytes bs b] (.write ^OutputStream this bs 0 (alength bs)))
-                          (.write ^OutputStream this (byte-array [(unchecked-byte b)]) 0 1)))
-                   ([bs off len]
-                    (locking lock
-                      (case @mode
-                        :repair (do (.write pending ^bytes bs (int off) (int len))
-                                    (when (> (.size pending) (long drain-bytes)) (guard drain!)))
-                        :raw (.write out ^bytes bs (int off) (int len))
-                        :closed (throw (IOException. "stream closed"))))))
-                 (flush []
-                   (locking lock
-                     (case @mode
-                       :repair (guard (fn [] (drain!) (.flush out)))
-                       :raw (.flush out)
-                       nil)))
-                 (close []
-                   (locking lock
-                     (when-not (= @mode :closed)
-                       (try (when (= @mode :repair) (guard finish!))
-                            (finally (vreset! mode :closed)
-                                     (.close out)))))))]
-    {:stream stream
-     :abandon (fn [] (locking lock
-                       (when (= @mode :repair) (forget!))
-                       (vreset! mode :closed)))}))
+  stream/client-sse-limit)
 
 (defn- repaired-body
   "A StreamableResponseBody that writes `body` through a repairing stream,
   opened when the adapter starts writing. If the stream cannot be opened, the
   body goes as it is, with a warning."
-  [body response framing state {:keys [own snapshots join-keys client warn]}]
+  [body response framing state {:keys [own snapshots join-keys client warn] :as opts}]
   (reify protocols/StreamableResponseBody
     (write-body-to-stream [_ _ out]
       (let [params (cond-> {:framing framing}
@@ -291,7 +111,9 @@
                      snapshots (assoc :snapshots snapshots)
                      join-keys (assoc :join-keys true))
             ;; Starting the sidecar is inside the try: a missing binary fails open too.
-            opened (try (let [c (or client (default-client))] {:c c :id (open! c params)})
+            c (volatile! nil)
+            opened (try (vreset! c (or client (default-client)))
+                        (sidecar/open! @c params)
                         (catch Exception e
                           (warn (str "agui-state.ring: openStream failed: " (.getMessage e)
                                      "; this response goes out unrepaired"))
@@ -299,7 +121,7 @@
         (if-not opened
           (protocols/write-body-to-stream body response out)
           (let [{:keys [^OutputStream stream abandon]}
-                (repairing-stream out (:c opened) (:id opened) framing warn)]
+                (stream/repairing-stream out @c opened params framing opts)]
             (try (protocols/write-body-to-stream body response stream)
                  ;; Ring's protocol closes the stream after the body; a body that
                  ;; does not is closed here (closing twice is nothing).
@@ -319,14 +141,37 @@
                 that is the only way the op applies (`fix --join-keys`)
     :paths      the request URIs to repair (exact :uri values); nil, every one
     :client     an agui-state.client to use; default (default-client), one per
-                process, started on first use
-    :warn       a function of one string, called for each warning; default
-                prints it to stderr
+                process, shared by every wrap-agui-state
+    :start      true (default): without :client, start the shared sidecar now
+                (start!: the process, and its stream pipeline loaded), so that
+                the first stream does not wait for it; a failure is a warning,
+                and the first stream tries again. false: the first stream starts
+                it. stop! ends it.
+    :restarts   how many times one response may restart a sidecar that died in
+                its middle before the rest goes out unrepaired; default 2
+    :replay-limit  characters of a response kept to replay to a restarted
+                sidecar, which rebuilds the stream's mirror from them; past it
+                the mirror starts again from the request's state and the
+                response's first event; default 8 MiB
+    :warn       a function of one string, called for each warning and each
+                restart; default prints it to stderr
+    :log        a function of one string, called with the findings of each part
+                of a stream by outcome (\"stream s3: 1 mended, 2 kept\"), so that
+                whatever the middleware changes is said; default prints it to
+                stderr
   Put it inside any compression middleware, so that it sees the body before it
   is encoded: a response with a Content-Encoding passes untouched, with a warning."
   ([handler] (wrap-agui-state handler {}))
   ([handler opts]
-   (let [opts (update opts :warn #(or % stderr-warning))
+   (let [opts (merge {:restarts 2 :replay-limit (* 8 1024 1024)}
+                     (-> opts
+                         (update :warn #(or % stderr-warning))
+                         (update :log #(or % stderr-warning))))
+         _ (when (and (nil? (:client opts)) (not (false? (:start opts))))
+             (try (start!)
+                  (catch Exception e
+                    ((:warn opts) (str "agui-state.ring: the sidecar did not start: " (.getMessage e)
+                                       "; the first stream tries again")))))
          paths (some-> (:paths opts) set)
          wanted? (fn [request] (or (nil? paths) (contains? paths (:uri request))))
          prepare (fn [request]

@@ -17,15 +17,21 @@
     POST /agent        the agent through wrap-agui-state {:own [\"/toolState\"] :join-keys true}
     POST /agent-gated  the same, but it stops after its first snapshot until POST /gate/open
     POST /raw          the agent without the middleware (left out by :paths)
-    GET  /gate/reached waits until /agent-gated stopped, then answers the sidecar's pid
-    GET  /sidecar-pid  the pid of the middleware's sidecar (default-client)
-  The sidecar is found as a deployment finds it: AGUI_STATE_BIN, else PATH."
+    GET  /gate/reached?n=N  waits until N /agent-gated streams stopped (default 1), then
+                       answers the sidecar's pid
+    POST /gate/open    lets every stopped stream go on
+    GET  /sidecar-pid  the pid of the middleware's sidecar, 0 if none runs (it starts none)
+  The sidecar is found as a deployment finds it: AGUI_STATE_BIN, else PATH. The
+  middleware is made in -main, before the server listens, so that the sidecar
+  runs before the first request (wrap-agui-state starts it)."
   (:require [agui-state.client :as client]
             [agui-state.ring :as agui-ring]
+            [agui-state.ring.sidecar :as sidecar]
             [clojure.data.json :as json]
             [ring.adapter.jetty :as jetty]
             [ring.core.protocols :as protocols])
   (:import (java.io OutputStream)
+           (java.util.concurrent Semaphore TimeUnit)
            (java.nio.charset StandardCharsets)
            (org.eclipse.jetty.server Server ServerConnector)))
 
@@ -59,7 +65,9 @@
       (.write out bs))
     (.flush out)))
 
-(defonce ^:private gate (atom {:reached (promise) :open (promise)}))
+(defonce ^:private gate
+  ;; Each stopped stream releases one permit of `parked`; all wait on `open`.
+  (atom {:parked (Semaphore. 0) :open (promise)}))
 
 (def ^:private hang-guard-ms 120000)
 
@@ -69,7 +77,7 @@
   ([request stop-after]
    (let [input (json/read-str (slurp (:body request) :encoding "UTF-8"))
          evs (events (get input "threadId") (get input "runId"))
-         {:keys [reached open]} @gate]
+         {:keys [^Semaphore parked open]} @gate]
      {:status 200
       :headers {"Content-Type" "text/event-stream" "Cache-Control" "no-cache"}
       :body (reify protocols/StreamableResponseBody
@@ -78,34 +86,39 @@
                   (doseq [[i e] (map-indexed vector evs)]
                     (write-event out e)
                     (when (= i stop-after)
-                      (deliver reached true)
+                      (.release parked)
                       (deref open hang-guard-ms nil))))))})))
 
 (defn- text [status body] {:status status :headers {"Content-Type" "text/plain"} :body (str body)})
 
-(defn- sidecar-pid [] (.pid (client/process (agui-ring/default-client))))
+(defn- sidecar-pid [] (if-let [c (sidecar/running)] (.pid (client/process c)) 0))
 
 (defn router [request]
   (case [(:request-method request) (:uri request)]
     [:post "/agent"] (agent-handler request)
     [:post "/agent-gated"] (agent-handler request 2)
     [:post "/raw"] (agent-handler request)
-    [:get "/gate/reached"] (if (deref (:reached @gate) hang-guard-ms nil)
-                             (text 200 (sidecar-pid))
-                             (text 504 "the gated stream never reached its gate"))
+    [:get "/gate/reached"] (let [n (or (some->> (:query-string request) (re-find #"n=(\d+)") second
+                                                 Long/parseLong)
+                                         1)]
+                             (if (.tryAcquire ^Semaphore (:parked @gate) (int n) hang-guard-ms TimeUnit/MILLISECONDS)
+                               (text 200 (sidecar-pid))
+                               (text 504 "the gated streams never reached their gate")))
     [:post "/gate/open"] (let [{:keys [open]} @gate]
-                           (reset! gate {:reached (promise) :open (promise)})
+                           (swap! gate assoc :open (promise))
                            (deliver open true)
                            (text 200 "open"))
     [:get "/sidecar-pid"] (text 200 (sidecar-pid))
     (text 404 "not found")))
 
-(def app
+(defn app
+  "The router behind wrap-agui-state, which starts the sidecar."
+  []
   (agui-ring/wrap-agui-state router {:own ["/toolState"] :join-keys true
                                      :paths ["/agent" "/agent-gated"]}))
 
 (defn -main [& _]
-  (let [^Server server (jetty/run-jetty app {:host "127.0.0.1" :port 0 :join? false})
+  (let [^Server server (jetty/run-jetty (app) {:host "127.0.0.1" :port 0 :join? false})
         port (.getLocalPort ^ServerConnector (first (.getConnectors server)))]
     (println (str "listening http://127.0.0.1:" port))
     (flush)

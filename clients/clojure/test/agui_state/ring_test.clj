@@ -9,6 +9,8 @@
   (:require [agui-state.client :as c]
             [agui-state.ring :as r]
             [agui-state.ring-agent :as agent]
+            [agui-state.ring.sidecar :as sidecar]
+            [agui-state.ring.stream :as stream]
             [agui-state.test-support :as s]
             [clojure.data.json :as json]
             [clojure.java.io :as io]
@@ -74,7 +76,7 @@
                      (.flush out))))))}))
 
 (deftest sse-event-boundaries
-  (let [cut #(first (#'r/sse-cut % 0 true))]
+  (let [cut #(first (#'stream/sse-cut % 0 true))]
     (is (= 3 (cut "a\n\nb")) "LF LF")
     (is (= 5 (cut "a\r\n\r\nb")) "CRLF CRLF")
     (is (= 3 (cut "a\r\rb")) "CR CR")
@@ -84,8 +86,8 @@
     (is (= 6 (cut "a\n\nb\n\nc\n")) "the last blank line")
     (is (= 1 (cut "\nx")) "a blank line at the start")
     (testing "resumed where the last scan stopped, mid-line"
-      (is (= [-1 2 false] (#'r/sse-cut "ab" 0 true)))
-      (is (= [4 4 true] (#'r/sse-cut "ab\n\n" 2 false))))))
+      (is (= [-1 2 false] (#'stream/sse-cut "ab" 0 true)))
+      (is (= [4 4 true] (#'stream/sse-cut "ab\n\n" 2 false))))))
 
 (deftest repairs-sse-as-fix-does
   (with-open [cl (s/start-client)]
@@ -153,48 +155,221 @@
       (is (= (fix client-keys (utf8 (raw-sse "r1")) flags) (written (app (request "/agent" body)))))
       (is (= @seen (String. body StandardCharsets/UTF_8)) "the handler read the same request body"))))
 
+(defn- kill! [cl]
+  (let [p (c/process cl)] (.destroyForcibly p) (.waitFor p)))
+
 (defn- killing
-  "A handler that writes the agent's first `k` events, kills the sidecar behind
-  `cl` with SIGKILL, and writes the rest."
-  [cl k]
-  (fn [req]
-    (let [in (json/read-str (slurp (:body req) :encoding "UTF-8"))
-          evs (agent/events "t1" (get in "runId"))]
+  "A handler whose SSE body is `text`'s events, written one by one with a flush
+  after each, that kills the sidecar behind `cl` with SIGKILL before each event
+  whose index is in `at`, and at the end, before the body closes, if `at` holds
+  the number of events."
+  [cl ^String text at]
+  (fn [_]
+    (let [evs (mapv #(str % "\n\n") (str/split text #"\n\n"))]
       {:status 200 :headers {"Content-Type" "text/event-stream"}
        :body (reify protocols/StreamableResponseBody
                (write-body-to-stream [_ _ out]
                  (with-open [^OutputStream out out]
                    (doseq [[i e] (map-indexed vector evs)]
-                     (when (= i k)
-                       (let [p (c/process cl)] (.destroyForcibly p) (.waitFor p)))
-                     (.write out (agent/sse-bytes e))
-                     (.flush out)))))})))
+                     (when (contains? at i) (kill! cl))
+                     (.write out (utf8 e))
+                     (.flush out))
+                   (when (contains? at (count evs)) (kill! cl)))))})))
 
-(deftest fails-open-and-restarts
+(defn- sse-events
+  "The events of an SSE text as fix writes it (LF, one data line an event)."
+  [^String text]
+  (for [block (str/split text #"\n\n") :when (str/starts-with? block "data: ")]
+    (json/read-str (subs block 6))))
+
+(defn- client-state
+  "What the browser client holds after `text`, from `state`: its state events
+  replayed by the strict RFC 6902 applier, which throws on any op that does
+  not fit (the client would warn and drop the delta)."
+  [state text]
+  (s/replay state (filter #(#{"STATE_DELTA" "STATE_SNAPSHOT"} (get % "type")) (sse-events text))))
+
+(deftest a-sidecar-killed-mid-stream-is-restarted-and-the-rest-repaired
   (with-open [cl (s/start-client)]
-    (let [warnings (atom [])
-          app (r/wrap-agui-state (killing cl 3) (assoc opts :client cl :warn #(swap! warnings conj %)))
-          events (agent/events "t1" "r1")
-          head (apply str (map #(str "data: " % "\n\n") (take 3 events)))
-          rest-raw (apply str (map #(str "data: " % "\n\n") (drop 3 events)))
-          first-process (c/process cl)]
-      (testing "the sidecar killed in the middle of a stream: the rest goes as the server wrote it"
-        (is (= (str (fix client-keys (utf8 head) flags) rest-raw)
-               (written (app (request "/x" (input client-keys "r1"))))))
-        (is (= 1 (count @warnings)))
-        (is (re-find #"fixStream failed.*exited.*unrepaired" (str (first @warnings)))))
-      (testing "the next request restarts the sidecar and is repaired again"
+    (let [raw (raw-sse "r1")
+          events (str/split raw #"\n\n")
+          head (apply str (map #(str % "\n\n") (take 3 events)))
+          expected (fix client-keys (utf8 raw) flags)
+          restart-line #"^agui-state\.ring: the sidecar \(pid (\d+)\) was lost during (\w+) on stream s\d+ \(exit status 137\); restarted \(pid (\d+)\), stream s\d+ resumes with its mirror rebuilt from the (\d+) characters answered for$"
+          run (fn [at opts]
+                (let [warnings (atom [])
+                      logged (atom [])
+                      before (c/process cl)
+                      app (r/wrap-agui-state (killing cl raw at)
+                                             (merge opts {:client cl :warn #(swap! warnings conj %)
+                                                          :log #(swap! logged conj %)}))
+                      out (written (app (request "/x" (input client-keys "r1"))))]
+                  {:out out :warnings @warnings :logged @logged :before before}))]
+      (testing "killed after the first snapshot: the rest of the response is repaired, exactly as fix repairs the whole"
+        (let [{:keys [out warnings logged ^Process before]} (run #{3} opts)
+              [line old-pid what new-pid replayed] (re-find restart-line (str (first warnings)))]
+          (is (= expected out))
+          (is (= ["1 mended" "3 kept" "1 mended" "3 kept"] (map #(second (re-find #"^agui-state\.ring: stream s\d+: (.*)$" %)) logged))
+              "each part's findings logged by outcome: the append and the key mended, the client's keys kept")
+          (is (= (assoc client-keys "todos" ["milk"]
+                        "toolState" {"search" {"query" "café ☕" "run" "r1"} "raster-ops/dataset" "era5"})
+                 (client-state client-keys out))
+              "every delta applies (the strict applier), and the client's keys are kept")
+          (is (= 1 (count warnings)) (pr-str warnings))
+          (is line (str (first warnings)))
+          (is (= [(str (.pid before)) "fixStream" (str (.pid (c/process cl)))] [old-pid what new-pid]))
+          (is (= (count head) (Long/parseLong (or replayed "0")))
+              "it replayed exactly what the old stream answered for")
+          (is (not (identical? before (c/process cl))))
+          (is (.isAlive (c/process cl)))))
+      (testing "killed after the last event, before the end: closeStream finds it gone, and the output is fix's"
+        (let [{:keys [out warnings]} (run #{(count events)} opts)]
+          (is (= expected out))
+          (is (= [["closeStream"]] (map #(rest (re-find #"during (\w+) on" %)) warnings)))))
+      (testing "killed while an event without its end is held: it goes again to the new sidecar"
+        (let [text (str/replace raw #"\n\n$" "")
+              warnings (atom [])
+              handler (fn [_]
+                        {:status 200 :headers {"Content-Type" "text/event-stream"}
+                         :body (reify protocols/StreamableResponseBody
+                                 (write-body-to-stream [_ _ out]
+                                   (with-open [^OutputStream out out]
+                                     (.write out (utf8 text))
+                                     (.flush out)
+                                     (kill! cl))))})
+              app (r/wrap-agui-state handler (assoc opts :client cl :warn #(swap! warnings conj %)))
+              out (written (app (request "/x" (input client-keys "r1"))))]
+          (is (= (fix client-keys (utf8 text) flags) out))
+          (is (re-find #"during fixStream" (str (first @warnings))))
+          (is (= 1 (count @warnings)))))
+      (testing "a sidecar that keeps dying: restarted :restarts times, then the rest goes as written, with one warning"
+        (let [{:keys [out warnings]} (run #{2 3 4} (assoc opts :restarts 2))
+              repaired (fix client-keys (utf8 (apply str (map #(str % "\n\n") (take 4 events)))) flags)]
+          (is (= 3 (count warnings)) (pr-str warnings))
+          (is (every? #(re-find restart-line %) (take 2 warnings)))
+          (is (re-find #"^agui-state\.ring: fixStream failed on stream s\d+: agui-state sidecar exited .*; not restarted again: it was restarted 2 times in this response \(:restarts\); the rest of this response goes out unrepaired$"
+                       (str (last warnings))))
+          (is (= (str repaired (apply str (map #(str % "\n\n") (drop 4 events)))) out)
+              "repaired up to the third death, then as the server wrote it")))
+      (testing "past :replay-limit, the new stream starts from the request's state and the first event: under :own the next snapshot is one add of /toolState, and the client's keys stand"
+        (let [{:keys [out warnings logged]} (run #{3} (assoc opts :replay-limit 100))
+              after (subs out (count (fix client-keys (utf8 head) flags)))
+              state (client-state client-keys out)]
+          (is (str/starts-with? out (fix client-keys (utf8 head) flags)))
+          (is (= 1 (count warnings)) (pr-str warnings))
+          (is (re-find #"restarted \(pid \d+\), stream s\d+ resumes from the request's state and the response's first event \(more than :replay-limit, 100 characters, were answered for\)$"
+                       (str (first warnings))))
+          (is (str/includes? after "{\"op\":\"add\",\"path\":\"/toolState\",\"value\":{\"search\":")
+              "the snapshot went as one add of the namespace")
+          (is (not (str/includes? after "STATE_SNAPSHOT")))
+          (is (not-any? #(re-find #"passed" %) logged)
+              "fed the run's RUN_STARTED first, the new stream reads the rest as one run: no FIRST_EVENT")
+          (is (= (merge client-keys {"todos" ["milk"]
+                                     "toolState" {"search" {"query" "café ☕" "run" "r1"} "raster-ops/dataset" "era5"}})
+                 (select-keys state (concat (keys client-keys) ["todos" "toolState"])))
+              "every delta applies (the strict applier), the client's keys stand, toolState is the server's")))
+      (testing "the next request is repaired by the new sidecar"
         (let [app (r/wrap-agui-state (streaming (raw-sse "r2") 5) (assoc opts :client cl))]
           (is (= (fix client-keys (utf8 (raw-sse "r2")) flags)
-                 (written (app (request "/x" (input client-keys "r2"))))))
-          (is (not (identical? first-process (c/process cl))))
-          (is (.isAlive (c/process cl)))))
+                 (written (app (request "/x" (input client-keys "r2"))))))))
       (testing "a sidecar that refuses the stream: the response goes as it is"
-        (reset! warnings [])
-        (let [app (r/wrap-agui-state (streaming (raw-sse "r3") 5)
+        (let [warnings (atom [])
+              app (r/wrap-agui-state (streaming (raw-sse "r3") 5)
                                      {:client cl :own ["not-a-pointer"] :warn #(swap! warnings conj %)})]
           (is (= (raw-sse "r3") (written (app (request "/x" (input client-keys "r3"))))))
           (is (re-find #"openStream failed.*-32602" (str (first @warnings)))))))))
+
+(deftest streams-sharing-a-killed-sidecar-all-recover
+  ;; Two responses on one sidecar, both past their first snapshot when it dies.
+  ;; Stream ids start again at s1 in the new process, so b (s2 in the old one),
+  ;; resuming first, gets s1 there: a (s1 in the old one), resuming while b is
+  ;; still open, would land in b's stream if its calls followed the restart. Each
+  ;; stream's calls are pinned to the process it was opened on (client/pinned):
+  ;; a finds its sidecar gone, and resumes in a stream of its own.
+  (with-open [cl (s/start-client)]
+    (let [parked {"a" (promise) "b" (promise)}
+          gates {"a" {3 (promise)} "b" {3 (promise) 4 (promise)}}
+          b-parked-again (promise)
+          warnings (atom [])
+          handler (fn [req]
+                    (let [in (json/read-str (slurp (:body req) :encoding "UTF-8"))
+                          run-id (get in "runId")
+                          evs (agent/events "t1" run-id)]
+                      {:status 200 :headers {"Content-Type" "text/event-stream"}
+                       :body (reify protocols/StreamableResponseBody
+                               (write-body-to-stream [_ _ out]
+                                 (with-open [^OutputStream out out]
+                                   (doseq [[i e] (map-indexed vector evs)]
+                                     (when-let [gate (get-in gates [run-id i])]
+                                       (deliver (if (= i 3) (parked run-id) b-parked-again) true)
+                                       (deref gate 60000 nil))
+                                     (.write out (agent/sse-bytes e))
+                                     (.flush out)))))}))
+          app (r/wrap-agui-state handler (assoc opts :client cl :warn #(swap! warnings conj %)))
+          before (c/process cl)
+          ;; a opens first (s1), and b once a has stopped (s2).
+          a (future (written (app (request "/x" (input client-keys "a")))))
+          _ (is (true? (deref (parked "a") 60000 nil)) "a reached its fourth event")
+          b (future (written (app (request "/x" (input client-keys "b")))))]
+      (is (true? (deref (parked "b") 60000 nil)) "b reached its fourth event")
+      (kill! cl)
+      (deliver (get-in gates ["b" 3]) true)
+      (is (true? (deref b-parked-again 60000 nil)) "b resumed on the new sidecar and stopped again")
+      (deliver (get-in gates ["a" 3]) true)
+      (let [a-out (deref a 60000 nil)]
+        (deliver (get-in gates ["b" 4]) true)
+        (doseq [[run-id out] [["a" a-out] ["b" (deref b 60000 nil)]]]
+          (let [expected (fix client-keys (utf8 (raw-sse run-id)) flags)]
+            (is (str/includes? out (str "\"run\":\"" run-id "\"")) "its own events")
+            (is (not (str/includes? out (str "\"run\":\"" (if (= run-id "a") "b" "a") "\""))) "not the other's")
+            (is (= expected out) run-id))))
+      (is (= 2 (count @warnings)) (pr-str @warnings))
+      (is (= #{"s1" "s2"} (set (map #(second (re-find #"during fixStream on stream (s\d+) " %)) @warnings)))
+          "each stream resumed, in a stream of its own")
+      (is (= 1 (count (distinct (map #(second (re-find #"restarted \(pid (\d+)\)" %)) @warnings))))
+          "one new sidecar for both")
+      (is (not (identical? before (c/process cl)))))))
+
+(deftest the-shared-sidecar-starts-with-the-middleware-and-stop!-ends-it
+  ;; The shared client finds its binary as a deployment does (AGUI_STATE_BIN,
+  ;; else PATH), which a run by hand may not set: here it is the tests' binary.
+  (let [start c/start
+        children #(set (map (fn [^java.lang.ProcessHandle h] (.pid h))
+                            (iterator-seq (.iterator (.children (java.lang.ProcessHandle/current))))))]
+    (with-redefs [c/start (fn [o] (start (merge o {:path (s/bin) :env {"AGUI_STATE_LOG_LEVEL" "warn"}})))]
+      (r/stop!)
+      (testing ":start false starts nothing"
+        (r/wrap-agui-state agent/router {:start false})
+        (is (nil? (sidecar/running))))
+      (testing "wrapping starts it, before any request: a child process of this JVM"
+        (let [app (r/wrap-agui-state agent/router opts)
+              cl (sidecar/running)]
+          (is (some? cl))
+          (is (.isAlive (c/process cl)))
+          (is (contains? (children) (.pid (c/process cl))))
+          (is (identical? cl (do (r/wrap-agui-state agent/router opts) (sidecar/running))) "a second wrap shares it")
+          (is (= (fix client-keys (utf8 (raw-sse "r1")) flags)
+                 (written (app (request "/agent" (input client-keys "r1"))))))
+          (is (identical? cl (sidecar/running)) "the stream used it")
+          (testing "stop! ends it"
+            (is (true? (r/stop!)))
+            (is (not (.isAlive (c/process cl))))
+            (is (nil? (sidecar/running)))
+            (is (false? (r/stop!)) "nothing left to stop"))
+          (testing "a stream after stop! starts it again"
+            (is (= (fix client-keys (utf8 (raw-sse "r2")) flags)
+                   (written (app (request "/agent" (input client-keys "r2"))))))
+            (is (.isAlive (c/process (sidecar/running)))))
+          (r/stop!))))
+    (testing "a binary that is not there: wrapping warns and the responses go as written"
+      (with-redefs [c/start (fn [o] (start (assoc o :path "/nonexistent/agui-state")))]
+        (let [warnings (atom [])
+              app (r/wrap-agui-state agent/router (assoc opts :warn #(swap! warnings conj %)))]
+          (is (re-find #"^agui-state\.ring: the sidecar did not start: .*; the first stream tries again$"
+                       (str (first @warnings))))
+          (is (= (raw-sse "r1") (written (app (request "/agent" (input client-keys "r1"))))))
+          (is (re-find #"openStream failed" (str (second @warnings))))
+          (is (nil? (sidecar/running))))))))
 
 (deftest a-client-that-goes-away-closes-the-sidecar-stream
   (with-open [cl (s/start-client)]

@@ -1,0 +1,300 @@
+(ns agui-state.ring.stream
+  "The OutputStream of agui-state.ring/wrap-agui-state: what the handler writes
+  goes to the sidecar event by event (fixStream, protocol/README.md §14), and
+  what comes back to the client; the sidecar brought back when it dies in the
+  middle (agui-state.ring.sidecar/reopen!)."
+  (:require [agui-state.client :as client]
+            [agui-state.ring.sidecar :as sidecar]
+            [clojure.string :as str])
+  (:import (java.io ByteArrayOutputStream IOException OutputStream)
+           (java.nio ByteBuffer CharBuffer)
+           (java.nio.charset CharsetDecoder CodingErrorAction StandardCharsets)))
+
+(set! *warn-on-reflection* true)
+
+(defn- sse-cut
+  "Scans s from `from` for blank lines, the end of an SSE event (HTML Living
+  Standard, 9.2.6 Interpreting an event stream: a line ends with CRLF, LF or CR,
+  and an empty line dispatches the event). `line-start?` says whether `from` is
+  the start of a line. Returns [cut scanned line-start?]: the end of the last
+  blank line (-1 if none), where to resume, and whether that is a line start. A
+  CR at the very end is left unscanned: the LF that may follow is part of it.
+  s is any CharSequence, so that the held text is scanned where it lies."
+  [^CharSequence s from line-start?]
+  (let [n (.length s)]
+    (loop [i (long from), start? line-start?, cut -1]
+      (if (>= i n)
+        [cut i start?]
+        (let [ch (.charAt s i)]
+          (cond
+            (= ch \newline) (recur (inc i) true (if start? (inc i) cut))
+            (= ch \return) (if (= (inc i) n)
+                             [cut i start?]
+                             (let [j (if (= \newline (.charAt s (inc i))) (+ i 2) (inc i))]
+                               (recur j true (if start? j cut))))
+            :else (recur (inc i) false cut)))))))
+
+(defn- ndjson-cut
+  "[cut scanned line-start?] as sse-cut, for NDJSON, whose events end at LF.
+  Only what came after `from` is looked at: an event that is long in coming is
+  not searched again on every flush."
+  [^CharSequence s from _]
+  (let [n (.length s)]
+    (loop [i (dec n)]
+      (cond (< i (long from)) [-1 n true]
+            (= \newline (.charAt s i)) [(inc i) n true]
+            :else (recur (dec i))))))
+
+(defn- write-text [^OutputStream out ^String s]
+  (when (pos? (.length s)) (.write out (.getBytes s StandardCharsets/UTF_8))))
+
+(def client-sse-limit
+  "UTF-16 code units of one event, or of the text held without an event's end,
+  past which @ag-ui/client fails the run, and the sidecar passes the rest of the
+  stream on unread (protocol/README.md §13 SSE_BUFFER_LIMIT, §14)."
+  (* 10 1024 1024))
+
+(def ^:private drain-bytes
+  "Bytes written without a flush after which the stream hands them on anyway,
+  so that a handler that never flushes is still repaired in bounded memory."
+  65536)
+
+(defn- loss
+  "How a lost sidecar was lost, in a few words."
+  [e]
+  (let [{:keys [kind exit-status]} (ex-data e)]
+    (if (= kind :sidecar-exited) (str "exit status " exit-status) (.getMessage ^Exception e))))
+
+(def ^:private blank-line
+  "The end of an SSE event: two line ends, each CRLF, LF or CR (HTML Living
+  Standard, 9.2.6)."
+  #"(?:\r\n|\n|\r(?!\n))(?:\r\n|\n|\r)")
+
+(defn- opening-event
+  "The first event of `text` (whole events), when it starts a run: what a stream
+  opened again past the replay limit is fed, so that the rest of the run is read
+  as one (§14); nil otherwise."
+  [^String text framing]
+  (let [end (if (= framing "ndjson")
+              (let [i (.indexOf text "\n")] (when (>= i 0) (inc i)))
+              (let [m (re-matcher blank-line text)] (when (.find m) (.end m))))
+        first-event (subs text 0 (or end (.length text)))]
+    (when (str/includes? first-event "\"RUN_STARTED\"") first-event)))
+
+(defn- outcome-line
+  "The findings of one reply by outcome (§13's four words), or nil when it has none."
+  [reply]
+  (let [said (for [k [:passed :mended :discarded :kept]
+                   :let [n (get reply k 0)]
+                   :when (and (number? n) (pos? (long n)))]
+               (str n " " (name k)))]
+    (when (seq said) (str/join ", " said))))
+
+(defn repairing-stream
+  "An OutputStream onto `out` that hands what is written, decoded as UTF-8
+  incrementally (a character a flush cuts in two waits for its other bytes), to
+  fixStream on each flush, and writes what comes back. Only whole events go to
+  the sidecar: the unfinished one stays here, so that whatever the sidecar held
+  when it failed can still be sent as the server wrote it. Every reply's
+  findings go to `log` by outcome (§13's four words: what the repair changed is
+  said); restarts and failures to `warn`. Returns {:stream :abandon}; abandon
+  closes the sidecar's stream when the response will not end normally.
+
+  The sidecar may die in the middle (a kill -9, an out-of-memory kill): it is
+  restarted, the stream opened again with the same params, and the text the old
+  stream answered for (kept up to replay-limit characters) fed to it first, its
+  output dropped, so that it holds the very mirror and the rest of the response
+  is repaired exactly as `fix` repairs the whole. Past replay-limit, only the
+  response's first event is fed (a RUN_STARTED: the rest is read as one run) and
+  the mirror starts again from the request's state: a snapshot under :own is
+  still one add of each owned member, which needs no baseline, and the client's
+  other keys still stand (protocol/README.md §14). At most `restarts` times in
+  one response; after that, or when the restart fails, the rest goes out as
+  written, with one warning.
+
+  The unfinished event is held only up to client-sse-limit: past it the sidecar
+  would pass that event and the rest on unread, so the middleware does the same
+  at once (give-up!) rather than hold an event that may never end. It counts the
+  decoded text, whose length is exactly the UTF-16 length the sidecar counts;
+  the few bytes of a character still being decoded are left out, so it never
+  gives up on an event the sidecar would still read."
+  [^OutputStream out c opened params framing {:keys [warn log restarts replay-limit]}]
+  (let [pending (ByteArrayOutputStream.)  ; written, not yet decoded
+        ^CharsetDecoder decoder (-> StandardCharsets/UTF_8 .newDecoder
+                                    (.onMalformedInput CodingErrorAction/REPLACE)
+                                    (.onUnmappableCharacter CodingErrorAction/REPLACE))
+        tail (StringBuilder.)              ; decoded, not yet sent: the unfinished event
+        scan (volatile! [0 true])          ; sse-cut's place in tail
+        cut-fn (if (= framing "ndjson") ndjson-cut sse-cut)
+        mode (volatile! :repair)           ; :repair, :raw (failed open), :closed
+        lock (Object.)
+        view (volatile! (:view opened))    ; the client pinned to the stream's process
+        sid (volatile! (:stream-id opened))
+        answered (StringBuilder.)          ; the text the sidecar answered for: the replay after a restart
+        replayable (volatile! true)        ; answered holds all of it (within replay-limit)
+        opening (volatile! nil)            ; the response's first event, if it starts a run
+        restarted (volatile! 0)
+        why (volatile! nil)                ; why a lost sidecar was not restarted
+        forget! (fn [] (try (client/close-stream @view @sid) (catch Exception _ nil)))
+        ;; `text` was answered for by `reply`: its repair goes out, its findings are
+        ;; said, and it is kept to replay.
+        emit! (fn [^String text reply]
+                (write-text out (:text reply))
+                (when-let [line (outcome-line reply)]
+                  (log (str "agui-state.ring: stream " @sid ": " line)))
+                (when (and (nil? @opening) text)
+                  (vreset! opening (or (opening-event text framing) "")))
+                (when (and @replayable text)
+                  (if (> (+ (.length answered) (.length text)) (long replay-limit))
+                    (do (vreset! replayable false) (.setLength answered 0) (.trimToSize answered))
+                    (.append answered text))))
+        ;; The sidecar behind the stream is gone: a new one, and the stream opened
+        ;; again on it and fed what the old one answered for, so that it holds the
+        ;; very mirror; past replay-limit only the opening event, and the mirror
+        ;; starts again from the request's state (§14). :exact, :partial, or false
+        ;; (`why` says why) when it cannot be brought back.
+        recover! (fn [e what]
+                   (loop [^Exception e e]
+                     (if (>= (long @restarted) (long restarts))
+                       (do (vreset! why (str "not restarted again: it was restarted " @restarted
+                                             " times in this response (:restarts)"))
+                           false)
+                       (let [old-pid (.pid (client/process @view))
+                             old-id @sid
+                             exact @replayable
+                             replay (if exact answered (or @opening ""))
+                             r (try (vswap! restarted inc)
+                                    (sidecar/reopen! c @view params replay)
+                                    (catch Exception x {:failed x}))]
+                         (cond
+                           (:failed r) (do (vreset! why (str "restarting it failed: "
+                                                             (.getMessage ^Exception (:failed r))))
+                                           false)
+                           (:lost r) (do (vreset! view (:view r)) (recur (:lost r)))
+                           :else
+                           (do (vreset! view (:view r))
+                               (vreset! sid (:stream-id r))
+                               (warn (str "agui-state.ring: the sidecar (pid " old-pid ") was lost during "
+                                          what " on stream " old-id " (" (loss e) "); restarted (pid "
+                                          (.pid (client/process @view)) "), stream " @sid " resumes "
+                                          (if exact
+                                            (str "with its mirror rebuilt from the " (.length answered)
+                                                 " characters answered for")
+                                            (str "from the request's state and the response's first event"
+                                                 " (more than :replay-limit, " replay-limit
+                                                 " characters, were answered for)"))))
+                               (if exact :exact :partial)))))))
+        decode! (fn [end?]
+                  (let [in (ByteBuffer/wrap (.toByteArray pending))
+                        chars (CharBuffer/allocate (inc (.remaining in)))]
+                    (.decode decoder in chars (boolean end?))
+                    (when end? (.flush decoder chars))
+                    (.append tail (.flip chars))
+                    (.reset pending)
+                    (.write pending (.array in) (.position in) (.remaining in))))
+        fail-open! (fn [what ^Exception e ^String unanswered]
+                     (warn (str "agui-state.ring: " what " failed on stream " @sid ": "
+                                (.getMessage e) (some->> @why (str "; "))
+                                "; the rest of this response goes out unrepaired"))
+                     (vreset! mode :raw)
+                     (when-not (sidecar/lost? e) (forget!))
+                     (write-text out unanswered)
+                     (write-text out (str tail))
+                     (.setLength tail 0)
+                     (.writeTo pending out)
+                     (.reset pending))
+        ;; The held text passed the limit. Only whole events went to the sidecar, so
+        ;; closing its stream gives back nothing of this one; whatever it does
+        ;; give back comes before it.
+        give-up! (fn []
+                   (warn (str "agui-state.ring: stream " @sid ": an event passed "
+                              (quot (long client-sse-limit) (* 1024 1024)) " MiB without its end"
+                              " (the client's SSE limit); the rest of this response goes through"
+                              " unrepaired"))
+                   (vreset! mode :raw)
+                   (when-let [reply (try (client/close-stream @view @sid) (catch Exception _ nil))]
+                     (write-text out (:text reply)))
+                   (write-text out (str tail))
+                   (.setLength tail 0)
+                   (.writeTo pending out)
+                   (.reset pending))
+        ;; A part the sidecar did not answer because it was lost goes again, to the
+        ;; new stream once the replay is in.
+        send! (fn [^String text]
+                (loop []
+                  (let [reply (try (client/fix-stream @view {:stream-id @sid :text text})
+                                   (catch Exception e e))]
+                    (cond
+                      (not (instance? Exception reply)) (do (emit! text reply) reply)
+                      (and (sidecar/lost? reply) (recover! reply "fixStream")) (recur)
+                      :else (do (fail-open! "fixStream" reply text) nil)))))
+        ;; The held text is scanned in place from where the last scan stopped, and
+        ;; only the whole events are copied out: a flush costs what it brought.
+        send-whole! (fn []
+                      (let [[from start?] @scan
+                            [cut scanned start?] (cut-fn tail from start?)]
+                        (if (neg? (long cut))
+                          (vreset! scan [scanned start?])
+                          (let [whole (.substring tail 0 (int cut))]
+                            (.delete tail 0 (int cut))
+                            (vreset! scan [(- (long scanned) (long cut)) start?])
+                            (send! whole)))))
+        drain! (fn []
+                 (decode! false)
+                 (send-whole!)
+                 (when (and (= @mode :repair) (> (.length tail) (long client-sse-limit)))
+                   (give-up!)))
+        ;; The whole events, then the unfinished one on its own: the sidecar then
+        ;; holds just that when closeStream comes, and it is what goes again (or
+        ;; as written) if closeStream finds the sidecar gone.
+        finish! (fn []
+                  (decode! true)
+                  (send-whole!)
+                  (when (= @mode :repair)
+                    (let [rest (str tail)]
+                      (.setLength tail 0)
+                      (when (pos? (.length rest)) (send! rest))
+                      (loop []
+                        (when (= @mode :repair)
+                          (let [reply (try (client/close-stream @view @sid) (catch Exception e e))]
+                            (cond
+                              (not (instance? Exception reply)) (emit! nil reply)
+                              (and (sidecar/lost? reply) (recover! reply "closeStream"))
+                              ;; The replay holds what the old stream held, unless it was cut short.
+                              (do (when (and (not @replayable) (pos? (.length rest))) (send! rest))
+                                  (recur))
+                              :else (fail-open! "closeStream" reply rest))))))))
+        ;; Writing to the client failed: it went away. The sidecar's stream is
+        ;; closed at once rather than left for its idle limit (§14).
+        guard (fn [f] (try (f) (catch IOException e
+                                 (when (= @mode :repair) (forget!))
+                                 (vreset! mode :closed)
+                                 (throw e))))
+        stream (proxy [OutputStream] []
+                 (write
+                   ([b] (if (bytes? b)
+                          (let [^bytes bs b] (.write ^OutputStream this bs 0 (alength bs)))
+                          (.write ^OutputStream this (byte-array [(unchecked-byte b)]) 0 1)))
+                   ([bs off len]
+                    (locking lock
+                      (case @mode
+                        :repair (do (.write pending ^bytes bs (int off) (int len))
+                                    (when (> (.size pending) (long drain-bytes)) (guard drain!)))
+                        :raw (.write out ^bytes bs (int off) (int len))
+                        :closed (throw (IOException. "stream closed"))))))
+                 (flush []
+                   (locking lock
+                     (case @mode
+                       :repair (guard (fn [] (drain!) (.flush out)))
+                       :raw (.flush out)
+                       nil)))
+                 (close []
+                   (locking lock
+                     (when-not (= @mode :closed)
+                       (try (when (= @mode :repair) (guard finish!))
+                            (finally (vreset! mode :closed)
+                                     (.close out)))))))]
+    {:stream stream
+     :abandon (fn [] (locking lock
+                       (when (= @mode :repair) (forget!))
+                       (vreset! mode :closed)))}))
