@@ -99,12 +99,12 @@ export function steps(blocks: readonly Block[], scenario: Scenario): Step[] {
   });
 }
 
-/** README.md and every docs/*.md, the files the convention covers. */
-export function documents(): { file: string; text: string }[] {
-  const docs = readdirSync(path.join(ROOT, "docs")).filter((f) => f.endsWith(".md")).sort().map((f) => `docs/${f}`);
-  return ["README.md", ...docs].map((file) => ({ file, text: readFileSync(path.join(ROOT, file), "utf8") }));
+/** README.md and every docs/*.md of the checkout at `root`, the files the convention covers. */
+export function documents(root = ROOT): { file: string; text: string }[] {
+  const docs = readdirSync(path.join(root, "docs")).filter((f) => f.endsWith(".md")).sort().map((f) => `docs/${f}`);
+  return ["README.md", ...docs].map((file) => ({ file, text: readFileSync(path.join(root, file), "utf8") }));
 }
 
-export function allBlocks(): Block[] {
-  return documents().flatMap((d) => parseBlocks(d.file, d.text));
+export function allBlocks(root = ROOT): Block[] {
+  return documents(root).flatMap((d) => parseBlocks(d.file, d.text));
 }

@@ -10,4 +10,7 @@ const JARS = ["data.json", "ring-core", "ring-jetty-adapter"].map((j) => `/usr/s
 const tools = toolchain("Clojure with data.json, Ring and its Jetty adapter (Debian clojure, libdata-json-clojure, libring-core-clojure, libring-jetty-adapter-clojure) and curl", [
   "bash", "-c", `command -v curl && command -v clojure && ls ${JARS.join(" ")}`,
 ]);
-describeScenario("clojure", tools.test, (work) => ({ cwd: freshClone(work), env: readerEnv(work) }));
+describeScenario("clojure", tools.test, tools.available, (work) => {
+  const clone = freshClone(work);
+  return { docs: clone, cwd: clone, env: readerEnv(work) };
+});

@@ -7,4 +7,7 @@ import { describeScenario, freshClone, readerEnv } from "./describe.js";
  * net/http middleware run with `go run` offline, as shown.
  */
 const tools = toolchain("Go (Debian golang-go) and curl", ["bash", "-c", "command -v curl && go version"]);
-describeScenario("go", tools.test, (work) => ({ cwd: freshClone(work), env: readerEnv(work) }));
+describeScenario("go", tools.test, tools.available, (work) => {
+  const clone = freshClone(work);
+  return { docs: clone, cwd: clone, env: readerEnv(work) };
+});

@@ -9,4 +9,7 @@ import { describeScenario, freshClone, readerEnv } from "./describe.js";
 const tools = toolchain("Python venv, Starlette, uvicorn (Debian python3-venv, python3-starlette, python3-uvicorn) and curl", [
   "bash", "-c", "command -v curl && /usr/bin/python3 -c 'import ensurepip, venv, setuptools, wheel, starlette, uvicorn'",
 ]);
-describeScenario("python", tools.test, (work) => ({ cwd: freshClone(work), env: readerEnv(work) }));
+describeScenario("python", tools.test, tools.available, (work) => {
+  const clone = freshClone(work);
+  return { docs: clone, cwd: clone, env: readerEnv(work) };
+});

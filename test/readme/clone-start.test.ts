@@ -7,4 +7,7 @@ import { describeScenario, freshClone, readerEnv } from "./describe.js";
  * `check`, as shown, with nothing built before.
  */
 const tools = toolchain("python3 and curl", ["bash", "-c", "command -v curl && /usr/bin/python3 -c 'import json, subprocess'"]);
-describeScenario("start", tools.test, (work) => ({ cwd: freshClone(work), env: readerEnv(work) }));
+describeScenario("start", tools.test, tools.available, (work) => {
+  const clone = freshClone(work);
+  return { docs: clone, cwd: clone, env: readerEnv(work) };
+});

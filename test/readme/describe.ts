@@ -58,26 +58,33 @@ function explain(r: Result): string {
   return `exit ${r.status}\n--- stdout ---\n${r.stdout}\n--- stderr ---\n${r.stderr}`;
 }
 
+export interface Setting {
+  /** The checkout whose README.md and docs/ hold the blocks: a fresh clone's own, or this one. */
+  docs: string;
+  /** Where the first block runs. */
+  cwd: string;
+  env: Record<string, string>;
+}
+
 /**
- * Defines one test per block of `scenario`, run in order by a ScenarioShell
- * starting in the folder `prepare` returns (a fresh clone, or an empty folder).
- * A block after one that failed fails too, naming the first failure.
+ * Defines one test per block of `scenario`, run in order by a ScenarioShell in
+ * the setting `prepare` makes (a fresh clone whose own README is read, or an
+ * empty folder). A block after one that failed fails too, naming the first
+ * failure. `prepare` runs when the file is collected, and only if the
+ * scenario's toolchain is here.
  */
-export function describeScenario(
-  scenario: Scenario,
-  test: typeof it,
-  prepare: (work: string) => { cwd: string; env: Record<string, string> },
-): void {
-  const list: Step[] = steps(allBlocks(), scenario);
+export function describeScenario(scenario: Scenario, test: typeof it, available: boolean, prepare: (work: string) => Setting): void {
+  const work = mkdtempSync(path.join(tmpdir(), `agui-readme-${scenario}-`));
+  const setting = available ? prepare(work) : undefined;
+  const list: Step[] = steps(allBlocks(setting?.docs ?? ROOT), scenario);
   describe(`the ${scenario} scenario's blocks, run as shown`, () => {
-    const work = mkdtempSync(path.join(tmpdir(), `agui-readme-${scenario}-`));
     let shell: ScenarioShell | undefined;
     let broken = "";
     let last: Result | undefined;
 
     beforeAll(async () => {
-      const { cwd, env } = prepare(work);
-      shell = new ScenarioShell(work, cwd, env, BLOCK_MS);
+      if (!setting) return;
+      shell = new ScenarioShell(work, setting.cwd, setting.env, BLOCK_MS);
       await shell.choosePorts(list);
     }, BLOCK_MS);
 

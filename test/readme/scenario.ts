@@ -96,7 +96,7 @@ export class ScenarioShell {
   }
 
   get cwd(): string {
-    return readFileSync(path.join(this.state, "cwd"), "utf8");
+    return readFileSync(path.join(this.state, "cwd"), "utf8").replace(/\n$/, "");
   }
 
   private script(body: string): string {

@@ -9,9 +9,9 @@ import { describeScenario, readerEnv } from "./describe.js";
  * checkout's built dist/ first on PATH (vitest's global setup builds it), as
  * a reader who followed the README's set-up runs them.
  */
-describeScenario("tree", it, (work) => {
+describeScenario("tree", it, true, (work) => {
   const cwd = path.join(work, "here");
   mkdirSync(cwd);
   const env = readerEnv(work);
-  return { cwd, env: { ...env, PATH: `${path.join(ROOT, "dist")}:${env["PATH"] ?? ""}` } };
+  return { docs: ROOT, cwd, env: { ...env, PATH: `${path.join(ROOT, "dist")}:${env["PATH"] ?? ""}` } };
 });
