@@ -44,6 +44,17 @@ function accepts(port: number): Promise<boolean> {
   });
 }
 
+/** Whether any process of the group `pgid` (a detached child's pid) still runs. */
+function alive(pgid: number | undefined): boolean {
+  if (pgid === undefined) return false;
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** The block's lines joined where one ends in a backslash, each then checked: the first that fails ends the block. */
 function checked(body: string): string {
   const logical: string[] = [];
@@ -144,6 +155,7 @@ export class ScenarioShell {
     const deadline = Date.now() + this.timeoutMs;
     for (const p of ports.map((q) => Number(this.ports.get(q)))) {
       while (!(await accepts(p))) {
+        if (!alive(child.pid)) return { status: null, stdout: "", stderr: `the servers exited, and nothing listens on port ${p}\n${readFileSync(log, "utf8")}` };
         if (Date.now() > deadline) return { status: null, stdout: "", stderr: `nothing listens on port ${p}\n${readFileSync(log, "utf8")}` };
         await new Promise((resolve) => setTimeout(resolve, 200));
       }
