@@ -86,12 +86,12 @@ describe("the README's shape (issue 31)", () => {
       "CI",
     ]);
     const run = blocks.filter((b) => b.file === "README.md" && (SCENARIOS as readonly string[]).includes(b.marker[0] ?? "")).map((b) => b.body).join("\n");
-    // The code of each row's last cell, less the Go row's `h = ` and `(h)` around the call; the typed
-    // client's call (your own state writes) is the clients' READMEs' to test.
+    // The code of each row's last cell; the typed client's call (your own state writes) is the
+    // clients' READMEs' to test.
     const lines = rows.map((r) => /`([^`]+)` \|$/.exec(r)?.[1] ?? "");
     expect(lines.every(Boolean)).toBe(true);
     for (const line of lines.filter((l) => !l.startsWith("s.diff_tool_state"))) {
-      expect(run, line).toContain(line.replace(/^h = /, "").replace(/\(h\)$/, ""));
+      expect(run, line).toContain(line);
     }
   });
 });
