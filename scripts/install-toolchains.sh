@@ -19,6 +19,8 @@ packages=(
   clojure libdata-json-clojure libring-core-clojure libring-jetty-adapter-clojure
   # readelf, for the glibc floor the release reads off the binary
   binutils
+  # the README's examples (test/readme/) call the servers they start with curl
+  curl
   # the release's other targets (test/release/targets.ts): linux-arm64 runs under qemu with
   # Debian's arm64 libc and libstdc++ (multiarch, added below), win-x64 under wine64
   qemu-user-static libc6:arm64 libstdc++6:arm64 wine64

@@ -7,7 +7,7 @@ import { Rng } from "./rng.js";
  * What the simulated agent server sends, and what each answer must be. The
  * server does not read the model to decide what to send: it believes a
  * thread is open until a call says otherwise (-32001), and then reopens it
- * with `openRun` and its stored map, the recovery the README documents. So
+ * with `openRun` and its stored map, the recovery docs/design.md documents. So
  * unknown-thread errors occur as they would in production.
  */
 

@@ -8,7 +8,7 @@ import { ROOT } from "../../scripts/harness/fixtures.js";
 import { BINARY, childEnv, type Command } from "../../scripts/harness/process.js";
 
 /**
- * `npm run demo` prints the wire (README, Quickstart): every AG-UI event it
+ * `npm run demo` prints the wire (docs/contributing.md): every AG-UI event it
  * forwards, one compact JSON per line after the call that returned it, in the
  * order it forwards them, then its checks (issue 22 §6).
  */
