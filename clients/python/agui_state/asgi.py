@@ -14,7 +14,8 @@ import re
 from typing import Any, Awaitable, Callable, Deque, Iterable, List, MutableMapping, Optional, Tuple
 
 from ._async import AsyncAguiState
-from ._fixing import PROCESS, FixedBody, SharedSidecar, log
+from ._fixing import FixedBody
+from ._sidecar import PROCESS, SharedSidecar, log
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
