@@ -57,6 +57,7 @@ class FixedBody:
         self.sidecar, self.send, self.path, self.framing = sidecar, send, path, framing
         self.state, self.policy = state, policy
         self.client: Optional[AsyncAguiState] = None
+        self.generation = 0  # the sidecar's process that `client` talked to (SharedSidecar.generation)
         self.id: Optional[str] = None  # None: no stream on the sidecar (not opened, failed, or let go): raw
         self.answered: Optional[List[str]] = []  # the text answered for, to replay; None past _REPLAY_LIMIT
         self.answered_chars = 0
@@ -89,6 +90,15 @@ class FixedBody:
         await stream._connect(None, "openStream")
         return stream
 
+    def _gone(self) -> Optional[SidecarExitedError]:
+        """Why the process this stream was opened on can no longer be called (another stream found it dead,
+        or it has been replaced), or None. The AsyncAguiState object outlives restart(), and a stream id of
+        the old process may name another stream on the new one, so each call first asks this; nothing is
+        awaited between this and the call's write."""
+        if self.sidecar.ready and self.generation == self.sidecar.generation:
+            return None
+        return SidecarExitedError(None)
+
     async def _connect(self, died: Optional[SidecarExitedError], during: str) -> bool:
         """Opens the stream on the sidecar: at the start (`died` None), or on a new sidecar after the one
         it was on died, with the text answered for so far fed to it again and its output dropped, so that
@@ -96,7 +106,7 @@ class FixedBody:
         failed open, and the rest of the response goes as it comes."""
         while True:
             if died is not None:
-                self.sidecar.died(self.client, died)
+                self.sidecar.died(self.generation, died)
                 if self.restarts == _RESTARTS:
                     self.id = None
                     log.warning("%s: agui-state sidecar died %d times during this response; the rest of it goes "
@@ -105,6 +115,7 @@ class FixedBody:
                 self.restarts += 1
             try:
                 self.client = await self.sidecar.get()
+                self.generation = self.sidecar.generation
                 self.id = (await self.client.open_stream(state=self.state, framing=self.framing,
                                                          **self.policy))["streamId"]
                 if died is not None:
@@ -153,9 +164,9 @@ class FixedBody:
 
     def _fail(self, e: BaseException, during: str) -> None:
         if isinstance(e, SidecarExitedError):
-            self.sidecar.died(self.client, e)
+            self.sidecar.died(self.generation, e)
         elif self.id is not None and not isinstance(e, UnknownStreamError):
-            self._close_later(self.client, self.id)
+            self._close_later(self.id)
         self.id = None
         log.warning("%s: agui-state %s failed (%s: %s); the rest of this response goes through unrepaired",
                     self.path, during, type(e).__name__, e)
@@ -242,6 +253,11 @@ class FixedBody:
 
     async def _fix(self, text: str) -> str:
         while self.client is not None and self.id is not None:
+            gone = self._gone()
+            if gone is not None:
+                if await self._connect(gone, "fixStream"):
+                    continue
+                break
             try:
                 result = await self.client.fix_stream(self.id, text)
             except SidecarExitedError as e:
@@ -258,6 +274,11 @@ class FixedBody:
     async def _close(self) -> Optional[Dict[str, Any]]:
         """closeStream, on a new sidecar if the old one died; None when it failed open."""
         while self.client is not None and self.id is not None:
+            gone = self._gone()
+            if gone is not None:
+                if await self._connect(gone, "closeStream"):
+                    continue
+                break
             try:
                 closed: Dict[str, Any] = await self.client.close_stream(self.id)
             except SidecarExitedError as e:
@@ -277,6 +298,8 @@ class FixedBody:
         as it came, as the sidecar itself would send it."""
         assert self.client is not None and self.id is not None
         stream_id, self.id = self.id, None
+        if self._gone() is not None:
+            return ""  # that process is gone: there is nothing to close
         log.warning("%s: an event passed %d MiB without its end (the client's SSE limit); the rest of this "
                     "response goes through unrepaired", self.path, _CLIENT_LIMIT >> 20)
         try:
@@ -329,15 +352,17 @@ class FixedBody:
         if self.pump is not asyncio.current_task():
             self.pump.cancel()
         if self.id is not None:
-            self._close_later(self.client, self.id)
+            self._close_later(self.id)
             self.id = None
 
-    @staticmethod
-    def _close_later(client: Optional[AsyncAguiState], stream_id: str) -> None:
+    def _close_later(self, stream_id: str) -> None:
+        client, generation, sidecar = self.client, self.generation, self.sidecar
         if client is None:
             return
 
         async def close() -> None:
+            if not sidecar.ready or sidecar.generation != generation:
+                return  # that process is gone, and the id may name another stream on its successor
             try:
                 await client.close_stream(stream_id)
             except Exception as e:  # noqa: BLE001 - a dead sidecar forgot it anyway, and an idle limit holds

@@ -27,6 +27,9 @@ class SharedSidecar:
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.ready = self.dead = False
         self.starting: Optional["asyncio.Task[None]"] = None
+        # Which process this is, counted from 1: an AsyncAguiState stays the same object across restart(),
+        # so a stream that finds the process gone names the one it was using, not the client.
+        self.generation = 0
 
     async def get(self) -> AsyncAguiState:
         loop = asyncio.get_running_loop()
@@ -54,6 +57,7 @@ class SharedSidecar:
         if self.dead or not started(self.client):
             await self.client.restart()  # on an instance never started, restart() starts it
         self.dead, self.ready = False, True
+        self.generation += 1
         if restarting:
             log.warning("agui-state sidecar restarted (pid %d)", self.client.pid)
 
@@ -69,16 +73,18 @@ class SharedSidecar:
             log.warning("agui-state sidecar did not start with the app (%s: %s); the first response starts it",
                         type(e).__name__, e)
 
-    def died(self, client: Optional[AsyncAguiState], why: BaseException) -> None:
-        """`client`'s process is gone (`why`): the next get() starts a new one. Said once per process lost,
-        however many streams find it gone."""
-        if client is not None and client is self.client and self.ready:
+    def died(self, generation: int, why: BaseException) -> None:
+        """The process of that `generation` is gone (`why`): the next get() starts a new one. Said once per
+        process lost, however many streams find it gone."""
+        if generation == self.generation and self.ready:
             self.ready, self.dead = False, True
             log.warning("agui-state sidecar died (%s); starting a new one", why)
 
     async def close(self) -> None:
         """At the server's shutdown: close the process this module started (never the caller's)."""
-        if self.starting is not None and self.loop is asyncio.get_running_loop():
+        if self.loop is not asyncio.get_running_loop():
+            return  # nothing was started on this loop (get() starts anew on a new one)
+        if self.starting is not None:
             await asyncio.wait({self.starting})  # a start under way (at startup) ends before the close
         if not self.given and self.client is not None and self.ready:
             client, self.client, self.ready = self.client, None, False

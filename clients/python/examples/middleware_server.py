@@ -4,8 +4,10 @@ middleware's `paths`, as the control. test/middleware/python.test.ts runs it und
 
     AGUI_STATE_BIN=dist/agui-state /usr/bin/python3 clients/python/examples/middleware_server.py
 
-It listens on an ephemeral port of 127.0.0.1 and prints `listening on PORT` once it serves. A run whose
-forwardedProps hold {"gate": N} stops after N events until POST /release: the test kills the sidecar there.
+It listens on an ephemeral port of 127.0.0.1 and prints `listening on PORT` once it serves: the app has
+started, and with it the middleware's sidecar (ASGI lifespan; `--lifespan off` leaves it to the first
+stream). A run whose forwardedProps hold {"gate": N} stops after N events until POST /release: the test
+kills the sidecar there.
 """
 from __future__ import annotations
 
@@ -57,7 +59,8 @@ async def release(run_id: str) -> Dict[str, bool]:
 async def main() -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    lifespan = sys.argv[sys.argv.index("--lifespan") + 1] if "--lifespan" in sys.argv else "on"
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan=lifespan))
     serving = asyncio.ensure_future(server.serve(sockets=[sock]))
     while not server.started and not serving.done():
         await asyncio.sleep(0.01)

@@ -261,7 +261,10 @@ def kill_between(s: AsyncAguiState, events: List[bytes], kills: List[int], got: 
 
     async def kill(i: int) -> None:
         if i in kills:
-            await forwarded[i].wait()
+            try:  # a hang guard: a middleware that stops repairing never forwards what this waits for
+                await asyncio.wait_for(forwarded[i].wait(), 60)
+            except asyncio.TimeoutError:
+                raise AssertionError(f"the client never had the first {i} events as fix writes them") from None
             if killed is not None:
                 killed.append(s.pid)
             os.kill(s.pid, signal.SIGKILL)
@@ -465,3 +468,107 @@ async def test_one_sidecar_for_the_process_started_on_the_first_stream_and_close
     await shutdown({"type": "lifespan", "asgi": {"version": "3.0"}}, receive, send)
     assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
     assert started[0] not in children(), "closed and reaped at shutdown"
+
+
+def sidecars() -> List[int]:
+    """This process's children that run the sidecar, from /proc (fields after the name in stat)."""
+    found: List[int] = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == os.getpid() and os.readlink(f"/proc/{pid}/exe") == os.path.realpath(BIN):
+                found.append(int(pid))
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    return found
+
+
+async def takes_part(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+    """An app that answers the lifespan protocol itself, as Starlette does."""
+    assert scope["type"] == "lifespan"
+    for reply in ("lifespan.startup.complete", "lifespan.shutdown.complete"):
+        await receive()
+        await send({"type": reply})
+
+
+async def raises(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+    """An app that knows only HTTP, as many hand-written ones do."""
+    assert scope["type"] == "http", f"unsupported scope {scope['type']}"
+
+
+async def returns(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+    """An app that ignores every scope but HTTP."""
+
+
+async def reads_then_raises(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+    await receive()
+    raise RuntimeError("not an HTTP request")
+
+
+async def starts_with_the_app(app: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 31 §4: the sidecar starts at lifespan startup, whether the app takes part in the protocol or
+    not. The server hears lifespan.startup.complete only once the sidecar runs (checked the moment it
+    does), and a request after that finds it; at shutdown it is closed, and reaped, before
+    lifespan.shutdown.complete."""
+    before = sidecars()
+    inbox: "asyncio.Queue[Message]" = asyncio.Queue()
+    heard: List[Any] = []
+
+    async def send(message: Message) -> None:
+        heard.append((message["type"], [p for p in sidecars() if p not in before]))
+
+    mw = AguiStateMiddleware(app, own=["/toolState"])
+    assert sidecars() == before, "nothing starts when the middleware is built"
+    inbox.put_nowait({"type": "lifespan.startup"})
+    lifespan = asyncio.ensure_future(mw({"type": "lifespan", "asgi": {"version": "3.0"}}, inbox.get, send))
+    while not heard:
+        await asyncio.sleep(0)  # the loop turns until the middleware answers startup
+    assert heard[0][0] == "lifespan.startup.complete" and len(heard[0][1]) == 1, heard
+    started = heard[0][1][0]
+    stream = b"".join(map(sse, agent_events(RUN_INPUT)))
+    served = AguiStateMiddleware(stream_app([stream]), own=["/toolState"], join_keys=True)
+    assert body_of(await serve(served, request(json.dumps(RUN_INPUT).encode()))) == fix(stream, STATE)
+    assert [p for p in sidecars() if p not in before] == [started], "the stream ran on the sidecar started then"
+    inbox.put_nowait({"type": "lifespan.shutdown"})
+    await lifespan
+    assert heard[1] == ("lifespan.shutdown.complete", []), heard
+    assert len(heard) == 2
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warnings == [], warnings
+
+
+async def test_the_sidecar_starts_with_an_app_that_answers_lifespan_and_is_closed_with_it(
+        caplog: pytest.LogCaptureFixture) -> None:
+    await starts_with_the_app(takes_part, caplog)
+
+
+async def test_the_sidecar_starts_with_an_app_that_raises_on_lifespan(caplog: pytest.LogCaptureFixture) -> None:
+    await starts_with_the_app(raises, caplog)
+
+
+async def test_the_sidecar_starts_with_an_app_that_ignores_lifespan(caplog: pytest.LogCaptureFixture) -> None:
+    await starts_with_the_app(returns, caplog)
+
+
+async def test_the_sidecar_starts_with_an_app_that_reads_startup_and_raises(caplog: pytest.LogCaptureFixture) -> None:
+    await starts_with_the_app(reads_then_raises, caplog)
+
+
+async def test_an_app_whose_startup_fails_is_heard_and_the_sidecar_closed() -> None:
+    async def fails(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "lifespan.startup.failed", "message": "no database"})
+
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        heard: List[Message] = []
+
+        async def send(message: Message) -> None:
+            heard.append(message)
+        inbox = [{"type": "lifespan.startup"}]
+
+        async def receive() -> Message:
+            return inbox.pop(0)
+        pid = s.pid
+        await AguiStateMiddleware(fails, sidecar=s)({"type": "lifespan", "asgi": {"version": "3.0"}}, receive, send)
+        assert heard == [{"type": "lifespan.startup.failed", "message": "no database"}]
+        assert s.pid == pid and (await s.stats())["streams"] == 0, "a given sidecar is the caller's: left running"
