@@ -513,16 +513,19 @@ async def starts_with_the_app(app: Any, caplog: pytest.LogCaptureFixture) -> Non
     before = sidecars()
     inbox: "asyncio.Queue[Message]" = asyncio.Queue()
     heard: List[Any] = []
+    answered = asyncio.Event()
 
     async def send(message: Message) -> None:
         heard.append((message["type"], [p for p in sidecars() if p not in before]))
+        answered.set()
 
     mw = AguiStateMiddleware(app, own=["/toolState"])
     assert sidecars() == before, "nothing starts when the middleware is built"
     inbox.put_nowait({"type": "lifespan.startup"})
     lifespan = asyncio.ensure_future(mw({"type": "lifespan", "asgi": {"version": "3.0"}}, inbox.get, send))
-    while not heard:
-        await asyncio.sleep(0)  # the loop turns until the middleware answers startup
+    # Until startup is answered, or the lifespan ends without an answer (it raises, then, for the app's error).
+    await asyncio.wait({lifespan, asyncio.ensure_future(answered.wait())}, return_when=asyncio.FIRST_COMPLETED)
+    assert heard, lifespan.result()
     assert heard[0][0] == "lifespan.startup.complete" and len(heard[0][1]) == 1, heard
     started = heard[0][1][0]
     stream = b"".join(map(sse, agent_events(RUN_INPUT)))
