@@ -36,8 +36,8 @@ interface Server {
   child: Sidecar;
 }
 
-async function startServer(lifespan: "on" | "off" = "on"): Promise<Server> {
-  const child = start({ name: "uvicorn (middleware_server.py)", file: PYTHON, args: [SERVER, "--lifespan", lifespan] }, [], { AGUI_STATE_BIN: BINARY, PYTHONDONTWRITEBYTECODE: "1" });
+async function startServer(lifespan: "on" | "off" | "auto" = "on", ...flags: string[]): Promise<Server> {
+  const child = start({ name: "uvicorn (middleware_server.py)", file: PYTHON, args: [SERVER, "--lifespan", lifespan, ...flags] }, [], { AGUI_STATE_BIN: BINARY, PYTHONDONTWRITEBYTECODE: "1" });
   await child.until(() => /listening on \d+\n/.test(child.stdout.toString("utf8")), "the server to listen", 30_000);
   const port = /listening on (\d+)/.exec(child.stdout.toString("utf8"))?.[1] ?? "";
   return { url: `http://127.0.0.1:${port}`, port, child };
@@ -191,6 +191,17 @@ stack.test("the sidecar starts with the app (lifespan), before any request; with
   expect(sidecarsOf(off.child.pid), "nothing started without a lifespan").toEqual([]);
   await repairedRuns(off.url, ["r1"]);
   expect(sidecarsOf(off.child.pid), "started by the first stream").toHaveLength(1);
+
+  // An app that knows only HTTP (it raises on the lifespan scope): the middleware answers the lifespan
+  // itself, so uvicorn starts (with "on", an app that raises there fails its startup) and the sidecar runs.
+  for (const lifespan of ["on", "auto"] as const) {
+    const bare = await startServer(lifespan, "--app-without-lifespan");
+    expect(sidecarsOf(bare.child.pid), `lifespan ${lifespan}: running once uvicorn has started`).toHaveLength(1);
+    await repairedRuns(bare.url, ["r1"]);
+    bare.child.kill("SIGTERM");
+    expect((await bare.child.waitForExit(WAIT_MS)).code).toBe(0);
+    expect(bare.child.stderr).toBe("");
+  }
 });
 
 stack.test("kill -9 of the sidecar mid-stream, three responses on it: it is started again, each stream resumes repaired, the client's keys survive, nothing warns", async () => {
