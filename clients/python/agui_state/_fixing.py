@@ -131,20 +131,26 @@ class FixedBody:
     async def _replay(self) -> str:
         """Feeds the new stream what the old one was answered for (or, past _REPLAY_LIMIT, the opening
         event only), dropping its output: the client has had it. Says what the stream starts from."""
-        assert self.client is not None and self.id is not None
+        async def feed(text: str) -> None:
+            assert self.client is not None and self.id is not None
+            gone = self._gone()
+            if gone is not None:
+                raise gone  # the new process died too, and may have been replaced already
+            await self.client.fix_stream(self.id, text)
+
         if self.answered is not None:
             parts: List[str] = []
             size = 0
             for part in self.answered + [""]:  # joined up to _BATCH per call, as _take does; "" ends it
                 if parts and (size + len(part) > _BATCH or not part):
-                    await self.client.fix_stream(self.id, "".join(parts))
+                    await feed("".join(parts))
                     parts, size = [], 0
                 if part:
                     parts.append(part)
                     size += len(part)
             return f"its mirror rebuilt from the {self.answered_chars} characters answered for"
         if self.opening:
-            await self.client.fix_stream(self.id, self.opening)
+            await feed(self.opening)
         return (f"from the request's state and the response's first event: more than {_REPLAY_LIMIT} "
                 f"characters had been answered for")
 
