@@ -115,3 +115,85 @@ export async function asgiFigures(row: (r: Row) => void, note: (text: string) =>
     await server.waitForExit(60_000).catch(() => server.kill());
   }
 }
+
+/** The ms from sending a request to parsing the first event of its response; the rest is read to its end. */
+function firstEvent(url: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    let first: number | undefined;
+    let text = "";
+    const req = http.request(url, { method: "POST", headers: { "content-type": "application/json" }, agent: false }, (res) => {
+      res.setEncoding("utf8");
+      res.on("data", (d: string) => {
+        if (first !== undefined) return;
+        text += d;
+        const end = text.indexOf("\n\n");
+        if (end < 0) return;
+        JSON.parse(text.slice(text.indexOf("data: ") + 6, end));
+        first = performance.now() - started;
+      });
+      res.on("end", () => (first === undefined ? reject(new Error(`no event came from ${url}`)) : resolve(first)));
+      res.on("error", reject);
+    });
+    req.on("error", reject);
+    req.end(JSON.stringify({ threadId: "t", runId: "r", state: {}, messages: [], tools: [], context: [], forwardedProps: {} }));
+  });
+}
+
+/** A fresh bench/asgi_server.py, with its lifespan on or off; resolves once uvicorn has finished its startup. */
+async function freshServer(lifespan: "on" | "off"): Promise<{ base: string; server: Sidecar }> {
+  const server = new Sidecar({ command: pinned({ name: "uvicorn (bench/asgi_server.py)", file: PYTHON, args: [path.join(ROOT, "bench/asgi_server.py"), "--lifespan", lifespan] }), env: { AGUI_STATE_BIN: BINARY }, stderr: "read" });
+  await server.until(() => /listening on \d+\n/.test(server.stdout.toString("utf8")), "the server's listening line", 60_000);
+  return { base: `http://127.0.0.1:${/listening on (\d+)/.exec(server.stdout.toString("utf8"))?.[1] ?? ""}`, server };
+}
+
+/**
+ * Issue 31's first stream: the time to the first event of the first stream
+ * through the middleware after uvicorn has finished its startup (the sidecar
+ * started in the app's lifespan), against that of a later stream of the same
+ * server (its 5th). A fresh server per round; the figure is the difference of
+ * the medians. The same with the lifespan off (the first stream starts the
+ * sidecar, as before) is a note.
+ */
+export async function asgiFirstStream(row: (r: Row) => void, note: (text: string) => void, quick: boolean): Promise<void> {
+  if (spawnSync(PYTHON, ["-c", "import starlette, uvicorn"], { stdio: "ignore" }).status !== 0) {
+    note("B22py: NOT MEASURED: Debian's python3-starlette and python3-uvicorn are missing.");
+    return;
+  }
+  const url = (base: string) => `${base}/mw/paced?n=1&ms=0`;
+  const round = async (lifespan: "on" | "off"): Promise<[number, number]> => {
+    const { base, server } = await freshServer(lifespan);
+    try {
+      const first = await firstEvent(url(base));
+      let later = 0;
+      for (let i = 0; i < 4; i++) later = await firstEvent(url(base));
+      if (server.stderr !== "") note(`B22py: the server logged: ${server.stderr.trim().split("\n").slice(-3).join(" | ")}`);
+      return [first, later];
+    } finally {
+      server.kill("SIGTERM");
+      await server.waitForExit(60_000).catch(() => server.kill());
+    }
+  };
+  const rounds = quick ? 3 : 7;
+  const on: [number[], number[]] = [[], []];
+  const off: [number[], number[]] = [[], []];
+  for (let r = 0; r < rounds; r++) {
+    for (const [lifespan, into] of [["on", on], ["off", off]] as const) {
+      const [first, later] = await round(lifespan);
+      into[0].push(first);
+      into[1].push(later);
+    }
+  }
+  const [first, later] = [stat(on[0]), stat(on[1])];
+  const added = first.median - later.median;
+  row({
+    id: "B22py",
+    what: "time to the first event of the first stream through the Python middleware after uvicorn has finished its startup (the sidecar started in the lifespan), ms",
+    ours: range(first, 1),
+    reference: `a later stream (the 5th): ${range(later, 1)}`,
+    ratio: `+${f(added, 1)}`,
+    target: "+≤ 20",
+    met: added <= 20,
+  });
+  note(`B22py: with the lifespan off (the first stream starts the sidecar), the first stream's first event came after ${range(stat(off[0]), 1)} ms, a later one's after ${range(stat(off[1]), 1)} ms.`);
+}

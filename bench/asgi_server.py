@@ -5,6 +5,9 @@ it is and at /mw through AguiStateMiddleware(own=["/toolState"]), under uvicorn 
 - POST /{plain,mw}/burst?n=N: N events, each yielded (and so sent) on its own, as fast as the app can.
 - POST /{plain,mw}/paced?n=N&ms=M: N events, one every M ms, each carrying the wall-clock microsecond at
   which the app yielded it, for the latency the middleware adds.
+
+It prints its line once uvicorn has finished its startup, and with it the app's lifespan, where the
+middleware starts its sidecar; `--lifespan off` leaves that to the first stream (B22py's note).
 """
 from __future__ import annotations
 
@@ -67,7 +70,8 @@ app = AguiStateMiddleware(Starlette(routes=[Route("/{via}/burst", burst, methods
 async def main() -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False))
+    lifespan = sys.argv[sys.argv.index("--lifespan") + 1] if "--lifespan" in sys.argv else "on"
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan=lifespan, access_log=False))
     serving = asyncio.ensure_future(server.serve(sockets=[sock]))
     while not server.started and not serving.done():
         await asyncio.sleep(0.01)

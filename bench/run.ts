@@ -14,7 +14,7 @@ import { cpuMicros, statusKiB } from "../scripts/harness/os.js";
 import { startPeer, type Peer } from "../scripts/harness/peer.js";
 import { childEnv, Child, SEA, type Command } from "../scripts/harness/process.js";
 import { runSoak } from "../scripts/soak/driver.js";
-import { asgiFigures } from "./asgi.js";
+import { asgiFigures, asgiFirstStream } from "./asgi.js";
 import { goFirstStream, goMiddleware } from "./go-middleware.js";
 import { clientFigures } from "./clients.js";
 import { hardening } from "./hardening.js";
@@ -298,6 +298,7 @@ if (wanted("B15")) await inspectThroughput(row, QUICK); // issue 25
 if (wanted("B15m")) await inspectMemory(row, QUICK); // issue 25
 if (wanted("H")) await hardening(row, QUICK);
 if (wanted("B13", "B13b")) await asgiFigures(row, note, QUICK); // issue 24: the Python middleware
+if (wanted("B22py")) await asgiFirstStream(row, note, QUICK); // issue 31: the Python middleware's first stream
 if (wanted("B13go")) goMiddleware(row, note, QUICK); // issue 24: the Go middleware, beside B13
 if (wanted("B22go")) goFirstStream(row, note, QUICK); // issue 31: the Go middleware's first stream, NewMiddleware
 clientFigures(row, note, QUICK, wanted); // B16, B17, B5c, B18, B18c: issue 26

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { HttpAgent } from "@ag-ui/client";
 import jsonpatch from "fast-json-patch";
-import { expect } from "vitest";
+import { expect, vi } from "vitest";
 import type { JsonObject } from "../../src/core/index.js";
 import { ROOT } from "../../scripts/harness/fixtures.js";
 import { BINARY, SEA, WAIT_MS, run, start, type Sidecar } from "../../scripts/harness/process.js";
@@ -36,8 +36,8 @@ interface Server {
   child: Sidecar;
 }
 
-async function startServer(): Promise<Server> {
-  const child = start({ name: "uvicorn (middleware_server.py)", file: PYTHON, args: [SERVER] }, [], { AGUI_STATE_BIN: BINARY, PYTHONDONTWRITEBYTECODE: "1" });
+async function startServer(lifespan: "on" | "off" | "auto" = "on", ...flags: string[]): Promise<Server> {
+  const child = start({ name: "uvicorn (middleware_server.py)", file: PYTHON, args: [SERVER, "--lifespan", lifespan, ...flags] }, [], { AGUI_STATE_BIN: BINARY, PYTHONDONTWRITEBYTECODE: "1" });
   await child.until(() => /listening on \d+\n/.test(child.stdout.toString("utf8")), "the server to listen", 30_000);
   const port = /listening on (\d+)/.exec(child.stdout.toString("utf8"))?.[1] ?? "";
   return { url: `http://127.0.0.1:${port}`, port, child };
@@ -154,28 +154,98 @@ stack.test("the same server without the middleware (the negative control): HttpA
   expect(agent.state).not.toHaveProperty("ui");
 });
 
-stack.test("kill -9 of the sidecar mid-stream: the stream completes unrepaired with a warning in the log, the next run is repaired again", async () => {
-  const { url, port, child } = await startServer();
-  await post(`${url}/agent`, runInput(CLIENT_KEYS, "warm-up")).done;
-  const before = sidecarsOf(child.pid);
-  expect(before, "one sidecar, started by the first stream").toHaveLength(1);
+/**
+ * Runs each agent once, all at the same time, each with its forwardedProps;
+ * returns what @ag-ui/client said meanwhile, as runCollecting does (one spy
+ * for all: runCollecting's own would be replaced by the next one's).
+ */
+async function runAllCollecting(runs: { agent: HttpAgent; runId: string; forwardedProps: JsonObject; onEvent: (n: number) => void }[]): Promise<string[]> {
+  const said: string[] = [];
+  const warn = vi.spyOn(console, "warn").mockImplementation((...a: unknown[]) => void said.push(`warn: ${String(a[0])}`));
+  const error = vi.spyOn(console, "error").mockImplementation((...a: unknown[]) => void said.push(`error: ${String(a[0])}`));
+  try {
+    await Promise.all(
+      runs.map(({ agent, runId, forwardedProps, onEvent }) => {
+        let n = 0;
+        return agent.runAgent({ runId, forwardedProps }, { onEvent: () => void onEvent(++n) });
+      }),
+    );
+  } finally {
+    warn.mockRestore();
+    error.mockRestore();
+  }
+  return said;
+}
 
-  const sent = await post(`${url}/raw`, runInput(CLIENT_KEYS, "k1")).done;
-  const events = sent.split(/(?<=\n\n)/);
-  const k = 3; // the agent stops after these until released
-  const repaired = await fix(events.slice(0, k).join(""), CLIENT_KEYS);
-  const stream = post(`${url}/agent`, runInput(CLIENT_KEYS, "k1", { gate: k }));
-  await stream.until((t) => t === repaired, "the first events, repaired");
+stack.test("the sidecar starts with the app (lifespan), before any request; with the lifespan off, on the first stream", async () => {
+  const on = await startServer("on");
+  expect(sidecarsOf(on.child.pid), "running once uvicorn has started").toHaveLength(1);
+  const started = sidecarsOf(on.child.pid);
+  await repairedRuns(on.url, ["r1"]);
+  expect(sidecarsOf(on.child.pid), "the first stream ran on it").toEqual(started);
+  on.child.kill("SIGTERM");
+  expect((await on.child.waitForExit(WAIT_MS)).code, "a clean shutdown (the sidecar closed in it)").toBe(0);
+  expect(on.child.stderr).toBe("");
+
+  const off = await startServer("off");
+  expect(sidecarsOf(off.child.pid), "nothing started without a lifespan").toEqual([]);
+  await repairedRuns(off.url, ["r1"]);
+  expect(sidecarsOf(off.child.pid), "started by the first stream").toHaveLength(1);
+
+  // An app that knows only HTTP (it raises on the lifespan scope): the middleware answers the lifespan
+  // itself, so uvicorn starts (with "on", an app that raises there fails its startup) and the sidecar runs.
+  for (const lifespan of ["on", "auto"] as const) {
+    const bare = await startServer(lifespan, "--app-without-lifespan");
+    expect(sidecarsOf(bare.child.pid), `lifespan ${lifespan}: running once uvicorn has started`).toHaveLength(1);
+    await repairedRuns(bare.url, ["r1"]);
+    bare.child.kill("SIGTERM");
+    expect((await bare.child.waitForExit(WAIT_MS)).code).toBe(0);
+    expect(bare.child.stderr).toBe("");
+  }
+});
+
+stack.test("kill -9 of the sidecar mid-stream, three responses on it: it is started again, each stream resumes repaired, the client's keys survive, nothing warns", async () => {
+  const { url, port, child } = await startServer();
+  const before = sidecarsOf(child.pid);
+  expect(before, "one sidecar, started with the app").toHaveLength(1);
+
+  const k = 3; // each agent's run stops after these events until released: RUN_STARTED, a snapshot, a delta
+  const runIds = ["k1", "k2", "k3"];
+  const agents = runIds.map(() => new HttpAgent({ url: `${url}/agent`, threadId: "t1", initialState: structuredClone(CLIENT_KEYS) }));
+  const gated = runIds.map(() => {
+    let reached = (): void => undefined;
+    return { reached: new Promise<void>((resolve) => (reached = resolve)), onEvent: (n: number) => void (n === k && reached()) };
+  });
+  const runs = runAllCollecting(agents.map((agent, i) => ({ agent, runId: runIds[i] as string, forwardedProps: { gate: k }, onEvent: (gated[i] as (typeof gated)[number]).onEvent })));
+  await Promise.all(gated.map((g) => g.reached)); // every client holds its first k events, repaired
   process.kill(before[0] as number, "SIGKILL");
-  await post(`${url}/release/k1`, "").done;
-  // The stream completes: the events before the kill repaired, the rest as the agent sent them.
-  expect(await stream.done).toBe(repaired + events.slice(k).join(""));
-  expect(child.stderr).toMatch(/^WARNING agui_state\.asgi: \/agent: agui-state fixStream failed \(SidecarExitedError: agui-state exited with status -9 \(signal SIGKILL\)\); the rest of this response goes through unrepaired$/m);
+  for (const runId of runIds) await post(`${url}/release/${runId}`, "").done;
+  expect(await runs, "no warning from any client").toEqual([]);
+
+  // Each client ends exactly where fix takes the whole stream, the events after the kill repaired too.
+  for (const [i, agent] of agents.entries()) {
+    const runId = runIds[i] as string;
+    const sent = await post(`${url}/raw`, runInput(CLIENT_KEYS, runId)).done;
+    expect(sent.split("STATE_SNAPSHOT").length - 1, "snapshots after the kill").toBeGreaterThan(1);
+    expect(agent.state, runId).toEqual(replay(CLIENT_KEYS, await fix(sent, CLIENT_KEYS)));
+    expect(agent.state, runId).toMatchObject(CLIENT_KEYS);
+  }
+  const after = sidecarsOf(child.pid);
+  expect(after, "one new sidecar for the three streams").toHaveLength(1);
+  expect(after[0]).not.toBe(before[0]);
+  const log = child.stderr.trim().split("\n");
+  expect(log.filter((l) => l.includes("sidecar died"))).toEqual(["WARNING agui_state.asgi: agui-state sidecar died (agui-state exited with status -9 (signal SIGKILL)); starting a new one"]);
+  expect(log.filter((l) => l.includes("restarted"))).toEqual([`WARNING agui_state.asgi: agui-state sidecar restarted (pid ${after[0]})`]);
+  expect(log.filter((l) => l.includes("resumes")).map((l) => l.replace(/\d+ characters/, "N characters"))).toEqual(runIds.map(() => "WARNING agui_state.asgi: /agent: the stream resumes on the new agui-state sidecar, its mirror rebuilt from the N characters answered for"));
+  expect(log).toHaveLength(5);
   expect(child.stdout.toString("utf8"), "the server's stdout holds only its own line").toBe(`listening on ${port}\n`);
 
-  // The next runs get a new sidecar, and are repaired again.
-  await repairedRuns(url, ["n1", "n2"]);
-  const after = sidecarsOf(child.pid);
-  expect(after).toHaveLength(1);
-  expect(after[0]).not.toBe(before[0]);
+  // The next runs of the same clients are repaired on the new sidecar.
+  for (const [i, agent] of agents.entries()) {
+    const state = structuredClone(agent.state) as JsonObject;
+    expect(await runCollecting(agent, `n${i}`)).toEqual([]);
+    expect(agent.state).toEqual(replay(state, await fix(await post(`${url}/raw`, runInput(state, `n${i}`)).done, state)));
+    expect(agent.state).toMatchObject(CLIENT_KEYS);
+  }
+  expect(sidecarsOf(child.pid)).toEqual(after);
 });

@@ -1,5 +1,5 @@
-"""The moving parts of agui_state.asgi: the sidecar the middleware shares, and a response body on its way
-through the sidecar's stream methods (protocol/README.md §14), failing open."""
+"""The moving part of agui_state.asgi: a response body on its way through the sidecar's stream methods
+(protocol/README.md §14), on a new sidecar when the old one dies, failing open."""
 from __future__ import annotations
 
 import asyncio
@@ -10,11 +10,10 @@ from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optiona
 
 from ._async import AsyncAguiState
 from ._errors import SidecarExitedError, UnknownStreamError
+from ._sidecar import SharedSidecar, log
 
 Message = MutableMapping[str, Any]
 Send = Callable[[Message], Awaitable[None]]
-
-log = logging.getLogger("agui_state.asgi")
 
 # The end of an SSE event: a blank line, i.e. two line ends, each CRLF, LF or CR (HTML Standard, "Interpreting
 # an event stream"). A CR ends a line only when we can see that no LF follows it, so a part never stops
@@ -22,7 +21,15 @@ log = logging.getLogger("agui_state.asgi")
 _BLANK_LINE = re.compile(r"(?:\r\n|\n|\r(?!\n))(?:\r\n|\n|\r(?=[^\n]))")
 _BATCH = 1 << 20       # characters per fixStream call at most: far below the sidecar's message limit (§7)
 _HIGH_WATER = 1 << 20  # characters waiting for the sidecar before the app's send waits
-_CALL_TIMEOUT = 30.0   # seconds per call on the sidecar this module starts: a hung sidecar fails open too
+# After the sidecar dies mid-response, a new one is started and the stream opened on it again, at most this
+# many times per response; past that the rest goes through unrepaired (a sidecar that keeps dying, say on
+# this very stream, is not started without end).
+_RESTARTS = 3
+# The text of a response answered for so far is kept up to this many characters, to be fed again to a new
+# sidecar after a restart (its output dropped), which so comes to the very mirror the old one had. Past it,
+# only the response's first event is kept, and a restart starts from the request's state (README §14).
+_REPLAY_LIMIT = 2 * 1024 * 1024
+_OUTCOMES = ("passed", "mended", "discarded", "kept")
 # @ag-ui/client 1.0.0 fails the run once its SSE parser holds this many UTF-16 code units without an event's
 # end; the sidecar passes such an event, and the rest of the stream, on as they came (protocol/README.md §13,
 # SSE_BUFFER_LIMIT). Held here past it, an event that never ends would grow the app's process without end.
@@ -33,66 +40,8 @@ class _Raw(str):
     """Queued text that goes out as it came, and after which the whole response does: the held part of an
     event that passed _CLIENT_LIMIT."""
 
+
 _background: Set["asyncio.Task[None]"] = set()  # closeStream calls nobody waits for, kept from the collector
-
-
-class SharedSidecar:
-    """The sidecar a middleware uses: the caller's, or the one of the whole process. Started on the first
-    stream, and started again on the next one after it died."""
-
-    def __init__(self, given: Optional[AsyncAguiState]) -> None:
-        self.client, self.given = given, given is not None
-        self.loop: Optional[asyncio.AbstractEventLoop] = None
-        self.ready = self.dead = False
-        self.starting: Optional["asyncio.Task[None]"] = None
-
-    async def get(self) -> AsyncAguiState:
-        loop = asyncio.get_running_loop()
-        if self.loop is not loop:  # an AsyncAguiState belongs to its loop: a new loop needs its own process
-            self.loop, self.starting, self.ready = loop, None, False
-            if not self.given:
-                self.client = None
-        while not self.ready:
-            if self.starting is None:
-                self.starting = loop.create_task(self._start())
-                self.starting.add_done_callback(lambda t: t.cancelled() or t.exception())
-            starting = self.starting
-            try:
-                await asyncio.shield(starting)  # one start for every request that waits for it
-            finally:
-                if starting.done() and self.starting is starting:
-                    self.starting = None
-        assert self.client is not None
-        return self.client
-
-    async def _start(self) -> None:
-        if self.client is None:
-            self.client = AsyncAguiState(timeout=_CALL_TIMEOUT)
-        if self.dead or not started(self.client):
-            await self.client.restart()  # on an instance never started, restart() starts it
-        self.dead, self.ready = False, True
-
-    def died(self, client: AsyncAguiState) -> None:
-        if client is self.client and self.ready:
-            self.ready, self.dead = False, True
-            log.warning("agui-state sidecar died; the next response starts a new one")
-
-    async def close(self) -> None:
-        """At the server's shutdown: close the process this module started (never the caller's)."""
-        if not self.given and self.client is not None and self.ready:
-            client, self.client, self.ready = self.client, None, False
-            await client.close()
-
-
-def started(client: AsyncAguiState) -> bool:
-    try:
-        client.pid  # raises RuntimeError on an instance that was never started
-        return True
-    except RuntimeError:
-        return False
-
-
-PROCESS = SharedSidecar(None)
 
 
 class FixedBody:
@@ -100,12 +49,20 @@ class FixedBody:
     a task of the stream's own sends what waits to the sidecar, all of it in one call, and the repaired
     text on to the client. So one event at a time costs one round trip, and a fast app's events share
     their calls. Only whole events go to the sidecar, so when it fails, what it has not answered for is
-    exactly what is still here, and goes out as it came."""
+    exactly what is still here, and goes out as it came. When the sidecar dies, that text goes to a new
+    one instead, on the stream opened again there (_connect)."""
 
     def __init__(self, sidecar: SharedSidecar, send: Send, path: str, framing: str,
-                 client: Optional[AsyncAguiState], stream_id: Optional[str]) -> None:
+                 state: Optional[Dict[str, Any]], policy: Dict[str, Any]) -> None:
         self.sidecar, self.send, self.path, self.framing = sidecar, send, path, framing
-        self.client, self.id = client, stream_id
+        self.state, self.policy = state, policy
+        self.client: Optional[AsyncAguiState] = None
+        self.generation = 0  # the sidecar's process that `client` talked to (SharedSidecar.generation)
+        self.id: Optional[str] = None  # None: no stream on the sidecar (not opened, failed, or let go): raw
+        self.answered: Optional[List[str]] = []  # the text answered for, to replay; None past _REPLAY_LIMIT
+        self.answered_chars = 0
+        self.opening: Optional[str] = None  # the response's first event, once it was answered for
+        self.restarts = 0
         self.decoder = codecs.getincrementaldecoder("utf-8")("replace")  # as the client's TextDecoder
         self.held: List[str] = []  # decoded text after the last whole event
         self.held_chars = 0        # its length in code points: never more than in UTF-16 code units
@@ -129,21 +86,93 @@ class FixedBody:
                    state: Optional[Dict[str, Any]], policy: Dict[str, Any]) -> "FixedBody":
         """The body of a response whose request held `state`, repaired with `policy` (open_stream's
         keywords); passed on as it comes if the stream cannot be opened."""
-        client: Optional[AsyncAguiState] = None
-        try:
-            client = await sidecar.get()
-            opened = await client.open_stream(state=state, framing=framing, **policy)
-            stream = cls(sidecar, send, path, framing, client, opened["streamId"])
-        except Exception as e:  # noqa: BLE001 - whatever it is, the response goes out unrepaired
-            stream = cls(sidecar, send, path, framing, client, None)
-            stream._fail(e, "openStream")
+        stream = cls(sidecar, send, path, framing, state, policy)
+        await stream._connect(None, "openStream")
         return stream
 
+    def _gone(self) -> Optional[SidecarExitedError]:
+        """Why the process this stream was opened on can no longer be called (another stream found it dead,
+        or it has been replaced), or None. The AsyncAguiState object outlives restart(), and a stream id of
+        the old process may name another stream on the new one, so each call first asks this; nothing is
+        awaited between this and the call's write."""
+        if self.sidecar.ready and self.generation == self.sidecar.generation:
+            return None
+        return SidecarExitedError(None)
+
+    async def _connect(self, died: Optional[SidecarExitedError], during: str) -> bool:
+        """Opens the stream on the sidecar: at the start (`died` None), or on a new sidecar after the one
+        it was on died, with the text answered for so far fed to it again and its output dropped, so that
+        it goes on from where the client is (protocol/README.md §14, after a sidecar restart). False: it
+        failed open, and the rest of the response goes as it comes."""
+        while True:
+            if died is not None:
+                self.sidecar.died(self.generation, died)
+                if self.restarts == _RESTARTS:
+                    self.id = None
+                    log.warning("%s: agui-state sidecar died %d times during this response; the rest of it goes "
+                                "through unrepaired", self.path, _RESTARTS + 1)
+                    return False
+                self.restarts += 1
+            try:
+                self.client = await self.sidecar.get()
+                self.generation = self.sidecar.generation
+                self.id = (await self.client.open_stream(state=self.state, framing=self.framing,
+                                                         **self.policy))["streamId"]
+                if died is not None:
+                    replayed = await self._replay()
+                    log.warning("%s: the stream resumes on the new agui-state sidecar, %s", self.path, replayed)
+                return True
+            except SidecarExitedError as e:
+                died = e
+            except Exception as e:  # noqa: BLE001 - whatever it is, the response goes out unrepaired
+                self._fail(e, during)
+                return False
+
+    async def _replay(self) -> str:
+        """Feeds the new stream what the old one was answered for (or, past _REPLAY_LIMIT, the opening
+        event only), dropping its output: the client has had it. Says what the stream starts from."""
+        async def feed(text: str) -> None:
+            assert self.client is not None and self.id is not None
+            gone = self._gone()
+            if gone is not None:
+                raise gone  # the new process died too, and may have been replaced already
+            await self.client.fix_stream(self.id, text)
+
+        if self.answered is not None:
+            parts: List[str] = []
+            size = 0
+            for part in self.answered + [""]:  # joined up to _BATCH per call, as _take does; "" ends it
+                if parts and (size + len(part) > _BATCH or not part):
+                    await feed("".join(parts))
+                    parts, size = [], 0
+                if part:
+                    parts.append(part)
+                    size += len(part)
+            return f"its mirror rebuilt from the {self.answered_chars} characters answered for"
+        if self.opening:
+            await feed(self.opening)
+        return (f"from the request's state and the response's first event: more than {_REPLAY_LIMIT} "
+                f"characters had been answered for")
+
+    def _answered(self, text: str, result: Dict[str, Any]) -> None:
+        """`text` was answered for by `result`: kept to replay, and its findings said."""
+        if self.opening is None and text:
+            self.opening = _opening(text, self.framing)
+        if self.answered is not None:
+            if self.answered_chars + len(text) <= _REPLAY_LIMIT:
+                self.answered.append(text)
+                self.answered_chars += len(text)
+            else:
+                self.answered, self.answered_chars = None, 0
+        found = [f"{result.get(o, 0)} {o}" for o in _OUTCOMES if result.get(o, 0)]
+        if found:
+            log.info("%s: agui-state findings: %s", self.path, ", ".join(found))
+
     def _fail(self, e: BaseException, during: str) -> None:
-        if isinstance(e, SidecarExitedError) and self.client is not None:
-            self.sidecar.died(self.client)
+        if isinstance(e, SidecarExitedError):
+            self.sidecar.died(self.generation, e)
         elif self.id is not None and not isinstance(e, UnknownStreamError):
-            self._close_later(self.client, self.id)
+            self._close_later(self.id)
         self.id = None
         log.warning("%s: agui-state %s failed (%s: %s); the rest of this response goes through unrepaired",
                     self.path, during, type(e).__name__, e)
@@ -229,12 +258,45 @@ class FixedBody:
         return text
 
     async def _fix(self, text: str) -> str:
-        assert self.client is not None and self.id is not None
-        try:
-            return str((await self.client.fix_stream(self.id, text))["text"])
-        except Exception as e:  # noqa: BLE001 - fail open
-            self._fail(e, "fixStream")
-            return text
+        while self.client is not None and self.id is not None:
+            gone = self._gone()
+            if gone is not None:
+                if await self._connect(gone, "fixStream"):
+                    continue
+                break
+            try:
+                result = await self.client.fix_stream(self.id, text)
+            except SidecarExitedError as e:
+                if await self._connect(e, "fixStream"):
+                    continue  # the text the old sidecar never answered for goes to the new one
+                break
+            except Exception as e:  # noqa: BLE001 - fail open
+                self._fail(e, "fixStream")
+                break
+            self._answered(text, result)
+            return str(result["text"])
+        return text
+
+    async def _close(self) -> Optional[Dict[str, Any]]:
+        """closeStream, on a new sidecar if the old one died; None when it failed open."""
+        while self.client is not None and self.id is not None:
+            gone = self._gone()
+            if gone is not None:
+                if await self._connect(gone, "closeStream"):
+                    continue
+                break
+            try:
+                closed: Dict[str, Any] = await self.client.close_stream(self.id)
+            except SidecarExitedError as e:
+                if await self._connect(e, "closeStream"):
+                    continue
+                break
+            except Exception as e:  # noqa: BLE001 - fail open
+                self._fail(e, "closeStream")
+                break
+            self.id = None
+            return closed
+        return None
 
     async def _let_go(self) -> str:
         """An event passed _CLIENT_LIMIT: the sidecar's stream is closed (it was sent whole events only, so
@@ -242,6 +304,8 @@ class FixedBody:
         as it came, as the sidecar itself would send it."""
         assert self.client is not None and self.id is not None
         stream_id, self.id = self.id, None
+        if self._gone() is not None:
+            return ""  # that process is gone: there is nothing to close
         log.warning("%s: an event passed %d MiB without its end (the client's SSE limit); the rest of this "
                     "response goes through unrepaired", self.path, _CLIENT_LIMIT >> 20)
         try:
@@ -268,15 +332,15 @@ class FixedBody:
             if last and not self.raw:
                 last = await self._fix(self.tail)
             if not self.raw:
-                assert self.client is not None and self.id is not None
-                try:
-                    closed = await self.client.close_stream(self.id)
-                    last += closed["text"]
-                    log.debug("%s: event stream fixed: %s", self.path, closed["summary"])
-                except Exception as e:  # noqa: BLE001 - fail open: the end that was not answered for goes as it came
-                    self._fail(e, "closeStream")
+                closed = await self._close()
+                if closed is None:  # fail open: the end that was not answered for goes as it came
                     last = last or self.tail
-                self.id = None
+                else:
+                    last += closed["text"]
+                    summary = closed["summary"]
+                    changed = any(summary.get(o) for o in _OUTCOMES)
+                    log.log(logging.INFO if changed else logging.DEBUG, "%s: event stream fixed: %s", self.path,
+                            summary)
             self.closed = True
             await send({"type": "http.response.body", "body": last.encode("utf-8"), "more_body": False})
         except Exception as e:  # noqa: BLE001 - the client's connection failed: the app's next send says so
@@ -294,15 +358,17 @@ class FixedBody:
         if self.pump is not asyncio.current_task():
             self.pump.cancel()
         if self.id is not None:
-            self._close_later(self.client, self.id)
+            self._close_later(self.id)
             self.id = None
 
-    @staticmethod
-    def _close_later(client: Optional[AsyncAguiState], stream_id: str) -> None:
+    def _close_later(self, stream_id: str) -> None:
+        client, generation, sidecar = self.client, self.generation, self.sidecar
         if client is None:
             return
 
         async def close() -> None:
+            if not sidecar.ready or sidecar.generation != generation:
+                return  # that process is gone, and the id may name another stream on its successor
             try:
                 await client.close_stream(stream_id)
             except Exception as e:  # noqa: BLE001 - a dead sidecar forgot it anyway, and an idle limit holds
@@ -311,3 +377,23 @@ class FixedBody:
         task = asyncio.get_running_loop().create_task(close())
         _background.add(task)
         task.add_done_callback(_background.discard)
+
+
+def _opening(text: str, framing: str) -> str:
+    """The first event of a response that starts `text` (whole events only), if it starts a run: what a
+    stream opened again past _REPLAY_LIMIT is fed, so that the rest of the run is read as one."""
+    end = -1
+    if framing == "ndjson":
+        at = 0
+        for line in text.splitlines(keepends=True):
+            at += len(line)
+            if line.strip():
+                end = at
+                break
+    else:
+        for m in _BLANK_LINE.finditer(text):
+            if text[:m.start()].strip():
+                end = m.end()
+                break
+    first = text[:end] if end >= 0 else ""
+    return first if '"RUN_STARTED"' in first else ""

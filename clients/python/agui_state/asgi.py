@@ -3,8 +3,11 @@ sidecar's stream methods (§14), for servers whose events a framework writes (is
 
     app.add_middleware(AguiStateMiddleware, own=["/toolState"])     # FastAPI or Starlette
 
-It is plain ASGI 3 and imports no framework. It fails open: whatever happens to the sidecar, the response
-reaches the client, unrepaired from that point on, with a warning on the `agui_state.asgi` logger.
+It is plain ASGI 3 and imports no framework. The sidecar starts with the app (ASGI lifespan), or on the first
+stream where the server sends no lifespan events, and is started again when it dies, the streams it was
+repairing resumed on the new one. It fails open: whatever happens to the sidecar, the response reaches the
+client, unrepaired from the point where it cannot be repaired, with a warning on the `agui_state.asgi`
+logger; the findings of each stream are said there at INFO.
 """
 from __future__ import annotations
 
@@ -14,7 +17,9 @@ import re
 from typing import Any, Awaitable, Callable, Deque, Iterable, List, MutableMapping, Optional, Tuple
 
 from ._async import AsyncAguiState
-from ._fixing import PROCESS, FixedBody, SharedSidecar, log
+from ._fixing import FixedBody
+from ._lifespan import Lifespan
+from ._sidecar import PROCESS, SharedSidecar, log
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -33,7 +38,8 @@ class AguiStateMiddleware:
     "delta") and `join_keys`. The baseline is the request's RunAgentInput.state.
 
     `sidecar`: an AsyncAguiState to use (started here if it is not); by default one process serves every
-    middleware of the Python process, started on the first stream. `paths`: only requests whose path is
+    middleware of the Python process, started at the app's lifespan startup (or, without one, on the
+    first stream) and closed at its shutdown. `paths`: only requests whose path is
     one of these, or lies below one, are handled; by default all are. Every other response passes
     untouched. Put it inside any compression middleware (added before it), so that it sees plain text.
     """
@@ -62,7 +68,7 @@ class AguiStateMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await self.app(scope, receive, self._on_shutdown(send))
+            await Lifespan(self.app, self.sidecar, receive, send).run(scope)
         elif scope["type"] != "http" or not self._handles(scope.get("path", "")):
             await self.app(scope, receive, send)
         else:
@@ -72,13 +78,6 @@ class AguiStateMiddleware:
                 await self.app(scope, exchange.receive, exchange.send)
             finally:
                 exchange.finish()
-
-    def _on_shutdown(self, send: Send) -> Send:
-        async def send_closing(message: Message) -> None:
-            if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
-                await self.sidecar.close()
-            await send(message)
-        return send_closing
 
 
 def _framing(headers: Iterable[Tuple[bytes, bytes]]) -> Tuple[Optional[str], bool]:

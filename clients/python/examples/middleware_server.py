@@ -4,8 +4,12 @@ middleware's `paths`, as the control. test/middleware/python.test.ts runs it und
 
     AGUI_STATE_BIN=dist/agui-state /usr/bin/python3 clients/python/examples/middleware_server.py
 
-It listens on an ephemeral port of 127.0.0.1 and prints `listening on PORT` once it serves. A run whose
-forwardedProps hold {"gate": N} stops after N events until POST /release: the test kills the sidecar there.
+It listens on an ephemeral port of 127.0.0.1 and prints `listening on PORT` once it serves: the app has
+started, and with it the middleware's sidecar (ASGI lifespan; `--lifespan off` leaves it to the first
+stream). A run whose forwardedProps hold {"gate": N} stops after N events until POST /release: the test
+kills the sidecar there. `--app-without-lifespan` serves the same routes as an app that knows only HTTP
+(it raises on a lifespan scope, as many hand-written ASGI apps do), wrapped as `AguiStateMiddleware(app,
+...)`: the middleware answers the lifespan itself.
 """
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ import logging
 import socket
 import sys
 from pathlib import Path
-from typing import AsyncIterator, Dict
+from typing import Any, AsyncIterator, Callable, Dict
 
 import uvicorn
 from fastapi import FastAPI, Request
@@ -26,8 +30,10 @@ from sloppy_agent import agent_events, sse  # noqa: E402
 
 from agui_state.asgi import AguiStateMiddleware  # noqa: E402
 
+WITHOUT_LIFESPAN = "--app-without-lifespan" in sys.argv
 app = FastAPI()
-app.add_middleware(AguiStateMiddleware, own=["/toolState"], join_keys=True, paths=["/agent"])
+if not WITHOUT_LIFESPAN:
+    app.add_middleware(AguiStateMiddleware, own=["/toolState"], join_keys=True, paths=["/agent"])
 gates: Dict[str, asyncio.Event] = {}
 
 
@@ -54,10 +60,19 @@ async def release(run_id: str) -> Dict[str, bool]:
     return {"released": True}
 
 
+async def http_only(scope: Dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+    if scope["type"] != "http":
+        raise RuntimeError(f"this app serves HTTP only, not {scope['type']}")
+    await app(scope, receive, send)
+
+
 async def main() -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    lifespan = sys.argv[sys.argv.index("--lifespan") + 1] if "--lifespan" in sys.argv else "on"
+    served = AguiStateMiddleware(http_only, own=["/toolState"], join_keys=True, paths=["/agent"]) \
+        if WITHOUT_LIFESPAN else app
+    server = uvicorn.Server(uvicorn.Config(served, log_level="warning", lifespan=lifespan))
     serving = asyncio.ensure_future(server.serve(sockets=[sock]))
     while not server.started and not serving.done():
         await asyncio.sleep(0.01)

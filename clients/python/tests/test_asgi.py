@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Dict, List, Optional
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
 import jsonpatch
 import pytest
@@ -242,37 +242,145 @@ async def test_a_disconnect_or_a_failed_send_closes_the_stream() -> None:
         assert (await s.stats())["streams"] == 0
 
 
-async def test_kill_9_mid_stream_fails_open_and_the_next_stream_is_repaired(caplog: pytest.LogCaptureFixture) -> None:
+def kill_between(s: AsyncAguiState, events: List[bytes], kills: List[int], got: List[bytes],
+                 killed: Optional[List[int]] = None
+                 ) -> Tuple[Callable[[int], Awaitable[None]], Callable[[Message], Awaitable[None]]]:
+    """The app's `between` and the server's `send` of a stream whose sidecar is killed (-9) before each
+    event numbered in `kills` goes to the app's send, once the client has had every event before it as
+    fix writes them (each such output must differ from the last): so each kill comes between two fixStream
+    calls, wherever the loop is. `killed` gets the pids killed."""
+    expected = {k: fix(b"".join(events[:k]), STATE) for k in kills}
+    assert len(set(expected.values())) == len(kills), "each kill waits for output of its own"
+    forwarded = {k: asyncio.Event() for k in kills}
+
+    async def record(message: Message) -> None:
+        got.append(message.get("body", b""))
+        for k, event in forwarded.items():
+            if b"".join(got) == expected[k]:
+                event.set()
+
+    async def kill(i: int) -> None:
+        if i in kills:
+            try:  # a hang guard: a middleware that stops repairing never forwards what this waits for
+                await asyncio.wait_for(forwarded[i].wait(), 60)
+            except asyncio.TimeoutError:
+                raise AssertionError(f"the client never had the first {i} events as fix writes them") from None
+            if killed is not None:
+                killed.append(s.pid)
+            os.kill(s.pid, signal.SIGKILL)
+    return kill, record
+
+
+def said(caplog: pytest.LogCaptureFixture) -> List[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "agui_state.asgi" and r.levelno >= logging.WARNING]
+
+
+async def test_kill_9_mid_stream_restarts_the_sidecar_and_the_rest_is_repaired(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # Issue 32 §6: after the kill, the stream goes on on a new sidecar that was fed what the old one had
+    # answered for, so it holds the very mirror: the whole body is what fix writes, byte for byte.
     events = [sse(e) for e in agent_events(RUN_INPUT)]
     body = json.dumps(RUN_INPUT).encode()
     async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
         first_pid = s.pid
-        forwarded = asyncio.Event()
-        k = 3  # events repaired before the kill
-
-        async def record(message: Message) -> None:
-            got.append(message.get("body", b""))
-            if fix(b"".join(events[:k]), STATE) == b"".join(got):
-                forwarded.set()
-
-        async def kill_after_k(i: int) -> None:
-            if i == k and s.pid == first_pid:  # the first k events are out, repaired: now it dies (once)
-                await forwarded.wait()
-                os.kill(s.pid, signal.SIGKILL)
-
         got: List[bytes] = []
-        mw = AguiStateMiddleware(stream_app(events, between=kill_after_k), own=["/toolState"], join_keys=True,
+        between, record = kill_between(s, events, [3], got)
+        mw = AguiStateMiddleware(stream_app(events, between=between), own=["/toolState"], join_keys=True,
                                  sidecar=s)
         with caplog.at_level(logging.WARNING, logger="agui_state.asgi"):
             sent = await serve(mw, request(body), send=record)
-        # The stream completes: what was repaired, then the rest as the app sent it.
-        assert body_of(sent) == fix(b"".join(events[:k]), STATE) + b"".join(events[k:])
-        warnings = [r.getMessage() for r in caplog.records if r.name == "agui_state.asgi"]
-        assert any("fixStream failed (SidecarExitedError" in w and "unrepaired" in w for w in warnings), warnings
-        # The next request gets a new sidecar and is repaired again.
-        sent = await serve(mw, request(body))
+        assert s.pid != first_pid, "a new sidecar"
         assert body_of(sent) == fix(b"".join(events), STATE)
-        assert s.pid != first_pid
+        state = replay(STATE, body_of(sent))
+        assert {k: state[k] for k in STATE} == STATE, "the client's keys survive the kill"
+        # The negative control: the snapshots after the kill, as sent, wipe them.
+        assert "selectedLayer" not in replay(replay(STATE, fix(b"".join(events[:3]), STATE)), events[3])
+        assert said(caplog) == [
+            "agui-state sidecar died (agui-state exited with status -9 (signal SIGKILL)); starting a new one",
+            f"agui-state sidecar restarted (pid {s.pid})",
+            "/agent: the stream resumes on the new agui-state sidecar, its mirror rebuilt from the "
+            f"{len(b''.join(events[:3]).decode())} characters answered for"]
+        assert (await s.stats())["streams"] == 0, "closed at the end, on the new sidecar"
+        # The next request is repaired on the same new sidecar.
+        pid = s.pid
+        mw = AguiStateMiddleware(stream_app(events), own=["/toolState"], join_keys=True, sidecar=s)
+        assert body_of(await serve(mw, request(body))) == fix(b"".join(events), STATE)
+        assert s.pid == pid
+
+
+async def test_past_the_replay_limit_a_restart_starts_from_the_request_state_and_the_snapshot_adds_the_namespace(
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Past _REPLAY_LIMIT the text answered for is not kept: the new stream starts from the request's state
+    # and the run's first event, and the next snapshot goes out as one add of the owned member, which
+    # applies whatever the client holds. The client's keys survive, and it ends on fix's state.
+    import agui_state._fixing as fixing
+    monkeypatch.setattr(fixing, "_REPLAY_LIMIT", 100)  # more than RUN_STARTED, less than the first three
+    events = [sse(e) for e in agent_events(RUN_INPUT)]
+    assert len(events[0]) <= 100 < len(b"".join(events[:3]))
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        got: List[bytes] = []
+        between, record = kill_between(s, events, [3], got)
+        mw = AguiStateMiddleware(stream_app(events, between=between), own=["/toolState"], join_keys=True,
+                                 sidecar=s)
+        with caplog.at_level(logging.WARNING, logger="agui_state.asgi"):
+            sent = await serve(mw, request(body := json.dumps(RUN_INPUT).encode()), send=record)
+        out = body_of(sent)
+        head = fix(b"".join(events[:3]), STATE)
+        assert out.startswith(head)
+        first_after = json.loads(out[len(head):].split(b"\n\n")[0][6:])
+        assert first_after["type"] == "STATE_DELTA" and first_after["delta"] == [
+            {"op": "add", "path": "/toolState", "value": {"raster-ops/zoom": 3, "raster-ops/dataset": "era5"}}]
+        assert replay(STATE, out) == replay(STATE, fix(b"".join(events), STATE))
+        assert said(caplog)[-1] == ("/agent: the stream resumes on the new agui-state sidecar, from the "
+                                    "request's state and the response's first event: more than 100 characters "
+                                    "had been answered for")
+        mw = AguiStateMiddleware(stream_app(events), own=["/toolState"], join_keys=True, sidecar=s)
+        assert body_of(await serve(mw, request(body))) == fix(b"".join(events), STATE)
+
+
+async def test_a_sidecar_that_keeps_dying_is_restarted_three_times_then_the_rest_goes_unrepaired(
+        caplog: pytest.LogCaptureFixture) -> None:
+    events = [sse(e) for e in agent_events(RUN_INPUT)]
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        got: List[bytes] = []
+        pids: List[int] = []
+        between, record = kill_between(s, events, [1, 2, 3, 5], got, pids)  # (event 3 adds no output)
+        mw = AguiStateMiddleware(stream_app(events, between=between), own=["/toolState"], join_keys=True,
+                                 sidecar=s)
+        with caplog.at_level(logging.WARNING, logger="agui_state.asgi"):
+            sent = await serve(mw, request(json.dumps(RUN_INPUT).encode()), send=record)
+        assert len(set(pids)) == 4, "four sidecars killed: the first and three restarted"
+        # Repaired up to the fourth death; from there on, as the app sent it.
+        assert body_of(sent) == fix(b"".join(events[:5]), STATE) + b"".join(events[5:])
+        gave_up = [w for w in said(caplog) if "died 4 times" in w]
+        assert gave_up == ["/agent: agui-state sidecar died 4 times during this response; the rest of it goes "
+                           "through unrepaired"]
+        assert said(caplog).count("agui-state sidecar died (agui-state exited with status -9 (signal SIGKILL)); "
+                                  "starting a new one") == 4
+        # The next request starts a fifth sidecar, and is repaired.
+        mw = AguiStateMiddleware(stream_app(events), own=["/toolState"], join_keys=True, sidecar=s)
+        assert body_of(await serve(mw, request(json.dumps(RUN_INPUT).encode()))) == fix(b"".join(events), STATE)
+        assert s.pid not in pids
+
+
+async def test_every_finding_is_said_with_its_outcome(caplog: pytest.LogCaptureFixture) -> None:
+    events = [sse(e) for e in agent_events(RUN_INPUT)]
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        mw = AguiStateMiddleware(stream_app(events), own=["/toolState"], join_keys=True, sidecar=s)
+        with caplog.at_level(logging.INFO, logger="agui_state.asgi"):
+            await serve(mw, request(json.dumps(RUN_INPUT).encode()))
+    lines = [r.getMessage() for r in caplog.records if r.name == "agui_state.asgi" and r.levelno == logging.INFO]
+    found = [line for line in lines if "agui-state findings:" in line]
+    summary = [line for line in lines if "event stream fixed" in line]
+    assert len(summary) == 1, lines
+    counts = {o: 0 for o in ("passed", "mended", "discarded", "kept")}
+    for line in found:
+        for part in line.split("findings: ")[1].split(", "):
+            n, outcome = part.split(" ")
+            counts[outcome] += int(n)
+    assert counts["mended"] > 0 and counts["kept"] > 0, found
+    for outcome, n in counts.items():
+        assert f"'{outcome}': {n}" in summary[0], (summary, counts)
 
 
 async def test_an_event_that_never_ends_is_passed_on_past_10_mib_not_held(caplog: pytest.LogCaptureFixture) -> None:
@@ -360,3 +468,110 @@ async def test_one_sidecar_for_the_process_started_on_the_first_stream_and_close
     await shutdown({"type": "lifespan", "asgi": {"version": "3.0"}}, receive, send)
     assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
     assert started[0] not in children(), "closed and reaped at shutdown"
+
+
+def sidecars() -> List[int]:
+    """This process's children that run the sidecar, from /proc (fields after the name in stat)."""
+    found: List[int] = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == os.getpid() and os.readlink(f"/proc/{pid}/exe") == os.path.realpath(BIN):
+                found.append(int(pid))
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    return found
+
+
+async def takes_part(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+    """An app that answers the lifespan protocol itself, as Starlette does."""
+    assert scope["type"] == "lifespan"
+    for reply in ("lifespan.startup.complete", "lifespan.shutdown.complete"):
+        await receive()
+        await send({"type": reply})
+
+
+async def raises(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+    """An app that knows only HTTP, as many hand-written ones do."""
+    assert scope["type"] == "http", f"unsupported scope {scope['type']}"
+
+
+async def returns(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+    """An app that ignores every scope but HTTP."""
+
+
+async def reads_then_raises(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+    await receive()
+    raise RuntimeError("not an HTTP request")
+
+
+async def starts_with_the_app(app: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 31 §4: the sidecar starts at lifespan startup, whether the app takes part in the protocol or
+    not. The server hears lifespan.startup.complete only once the sidecar runs (checked the moment it
+    does), and a request after that finds it; at shutdown it is closed, and reaped, before
+    lifespan.shutdown.complete."""
+    before = sidecars()
+    inbox: "asyncio.Queue[Message]" = asyncio.Queue()
+    heard: List[Any] = []
+    answered = asyncio.Event()
+
+    async def send(message: Message) -> None:
+        heard.append((message["type"], [p for p in sidecars() if p not in before]))
+        answered.set()
+
+    mw = AguiStateMiddleware(app, own=["/toolState"])
+    assert sidecars() == before, "nothing starts when the middleware is built"
+    inbox.put_nowait({"type": "lifespan.startup"})
+    lifespan = asyncio.ensure_future(mw({"type": "lifespan", "asgi": {"version": "3.0"}}, inbox.get, send))
+    # Until startup is answered, or the lifespan ends without an answer (it raises, then, for the app's error).
+    await asyncio.wait({lifespan, asyncio.ensure_future(answered.wait())}, return_when=asyncio.FIRST_COMPLETED)
+    assert heard, lifespan.result()
+    assert heard[0][0] == "lifespan.startup.complete" and len(heard[0][1]) == 1, heard
+    started = heard[0][1][0]
+    stream = b"".join(map(sse, agent_events(RUN_INPUT)))
+    served = AguiStateMiddleware(stream_app([stream]), own=["/toolState"], join_keys=True)
+    assert body_of(await serve(served, request(json.dumps(RUN_INPUT).encode()))) == fix(stream, STATE)
+    assert [p for p in sidecars() if p not in before] == [started], "the stream ran on the sidecar started then"
+    inbox.put_nowait({"type": "lifespan.shutdown"})
+    await lifespan
+    assert heard[1] == ("lifespan.shutdown.complete", []), heard
+    assert len(heard) == 2
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warnings == [], warnings
+
+
+async def test_the_sidecar_starts_with_an_app_that_answers_lifespan_and_is_closed_with_it(
+        caplog: pytest.LogCaptureFixture) -> None:
+    await starts_with_the_app(takes_part, caplog)
+
+
+async def test_the_sidecar_starts_with_an_app_that_raises_on_lifespan(caplog: pytest.LogCaptureFixture) -> None:
+    await starts_with_the_app(raises, caplog)
+
+
+async def test_the_sidecar_starts_with_an_app_that_ignores_lifespan(caplog: pytest.LogCaptureFixture) -> None:
+    await starts_with_the_app(returns, caplog)
+
+
+async def test_the_sidecar_starts_with_an_app_that_reads_startup_and_raises(caplog: pytest.LogCaptureFixture) -> None:
+    await starts_with_the_app(reads_then_raises, caplog)
+
+
+async def test_an_app_whose_startup_fails_is_heard_and_the_sidecar_closed() -> None:
+    async def fails(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "lifespan.startup.failed", "message": "no database"})
+
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        heard: List[Message] = []
+
+        async def send(message: Message) -> None:
+            heard.append(message)
+        inbox = [{"type": "lifespan.startup"}]
+
+        async def receive() -> Message:
+            return inbox.pop(0)
+        pid = s.pid
+        await AguiStateMiddleware(fails, sidecar=s)({"type": "lifespan", "asgi": {"version": "3.0"}}, receive, send)
+        assert heard == [{"type": "lifespan.startup.failed", "message": "no database"}]
+        assert s.pid == pid and (await s.stats())["streams"] == 0, "a given sidecar is the caller's: left running"

@@ -1,0 +1,102 @@
+"""The sidecar agui_state.asgi shares: one process for every middleware of the Python process (or the one
+the caller gives), started at the app's startup (lifespan) or on the first stream, and started again when
+it dies."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Optional
+
+from ._async import AsyncAguiState
+
+log = logging.getLogger("agui_state.asgi")
+
+_CALL_TIMEOUT = 30.0  # seconds per call on the sidecar this module starts: a hung sidecar fails open too
+# A stream of one event, fed once at startup: the sidecar loads its stream pipeline on the first openStream
+# (protocol/README.md §14), which the first response would otherwise wait for (docs/benchmarks.md, B13first).
+_WARM_UP = 'data: {"type":"RUN_STARTED","threadId":"agui-state","runId":"warm-up"}\n\n'
+
+
+class SharedSidecar:
+    """The sidecar a middleware uses: the caller's, or the one of the whole process. Started by start() at
+    the app's startup, else on the first stream; started again by the first caller that finds it dead
+    (died()), once for every stream that waits for it."""
+
+    def __init__(self, given: Optional[AsyncAguiState]) -> None:
+        self.client, self.given = given, given is not None
+        self.loop: Optional[asyncio.AbstractEventLoop] = None
+        self.ready = self.dead = False
+        self.starting: Optional["asyncio.Task[None]"] = None
+        # Which process this is, counted from 1: an AsyncAguiState stays the same object across restart(),
+        # so a stream that finds the process gone names the one it was using, not the client.
+        self.generation = 0
+
+    async def get(self) -> AsyncAguiState:
+        loop = asyncio.get_running_loop()
+        if self.loop is not loop:  # an AsyncAguiState belongs to its loop: a new loop needs its own process
+            self.loop, self.starting, self.ready = loop, None, False
+            if not self.given:
+                self.client = None
+        while not self.ready:
+            if self.starting is None:
+                self.starting = loop.create_task(self._start())
+                self.starting.add_done_callback(lambda t: t.cancelled() or t.exception())
+            starting = self.starting
+            try:
+                await asyncio.shield(starting)  # one start for every request that waits for it
+            finally:
+                if starting.done() and self.starting is starting:
+                    self.starting = None
+        assert self.client is not None
+        return self.client
+
+    async def _start(self) -> None:
+        if self.client is None:
+            self.client = AsyncAguiState(timeout=_CALL_TIMEOUT)
+        restarting = self.dead
+        if self.dead or not started(self.client):
+            await self.client.restart()  # on an instance never started, restart() starts it
+        self.dead, self.ready = False, True
+        self.generation += 1
+        if restarting:
+            log.warning("agui-state sidecar restarted (pid %d)", self.client.pid)
+
+    async def start(self) -> None:
+        """At the app's startup: the process started, and its stream pipeline loaded, so that the first
+        response waits for neither. Fails open: the first stream tries again."""
+        try:
+            client = await self.get()
+            opened = await client.open_stream(framing="sse")
+            await client.fix_stream(opened["streamId"], _WARM_UP)
+            await client.close_stream(opened["streamId"])
+        except Exception as e:  # noqa: BLE001 - the app starts whatever happens to the sidecar
+            log.warning("agui-state sidecar did not start with the app (%s: %s); the first response starts it",
+                        type(e).__name__, e)
+
+    def died(self, generation: int, why: BaseException) -> None:
+        """The process of that `generation` is gone (`why`): the next get() starts a new one. Said once per
+        process lost, however many streams find it gone."""
+        if generation == self.generation and self.ready:
+            self.ready, self.dead = False, True
+            log.warning("agui-state sidecar died (%s); starting a new one", why)
+
+    async def close(self) -> None:
+        """At the server's shutdown: close the process this module started (never the caller's)."""
+        if self.loop is not asyncio.get_running_loop():
+            return  # nothing was started on this loop (get() starts anew on a new one)
+        if self.starting is not None:
+            await asyncio.wait({self.starting})  # a start under way (at startup) ends before the close
+        if not self.given and self.client is not None and self.ready:
+            client, self.client, self.ready = self.client, None, False
+            await client.close()
+
+
+def started(client: AsyncAguiState) -> bool:
+    try:
+        client.pid  # raises RuntimeError on an instance that was never started
+        return True
+    except RuntimeError:
+        return False
+
+
+PROCESS = SharedSidecar(None)
