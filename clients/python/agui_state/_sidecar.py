@@ -13,7 +13,7 @@ log = logging.getLogger("agui_state.asgi")
 
 _CALL_TIMEOUT = 30.0  # seconds per call on the sidecar this module starts: a hung sidecar fails open too
 # A stream of one event, fed once at startup: the sidecar loads its stream pipeline on the first openStream
-# (protocol/README.md §14), which the first response would otherwise wait for (docs/benchmarks.md, B13first).
+# (protocol/README.md §14), which the first response would otherwise wait for (docs/benchmarks.md, B22py).
 _WARM_UP = 'data: {"type":"RUN_STARTED","threadId":"agui-state","runId":"warm-up"}\n\n'
 
 
