@@ -1,10 +1,15 @@
 package aguistate
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 )
+
+// runStarted finds a RUN_STARTED event's type member in an event's data.
+var runStarted = regexp.MustCompile(`"type"\s*:\s*"RUN_STARTED"`)
 
 // A stream's life across a crash of the sidecar, and the report of what the
 // sidecar did to it.
@@ -44,6 +49,7 @@ func (o outcomes) String() string {
 func (s *streamWriter) took(part string, r *FixStreamResult) {
 	if s.replay != nil {
 		if len(s.replay)+len(part) > s.m.replayLimit {
+			s.opening = openingRun(append(s.replay, part...))
 			s.replay = nil
 		} else {
 			s.replay = append(s.replay, part...)
@@ -52,6 +58,20 @@ func (s *streamWriter) took(part string, r *FixStreamResult) {
 	o := outcomes{r.Passed, r.Mended, r.Discarded, r.Kept}
 	s.counted = outcomes{s.counted.passed + o.passed, s.counted.mended + o.mended, s.counted.discarded + o.discarded, s.counted.kept + o.kept}
 	s.report(o)
+}
+
+// openingRun is the first SSE event of text when it is a RUN_STARTED (whole, with its blank line),
+// else nil: what a new sidecar is fed past ReplayLimit (protocol/README.md §14).
+func openingRun(text []byte) []byte {
+	end := bytes.Index(text, []byte("\n\n"))
+	if end < 0 {
+		return nil
+	}
+	first := text[:end+2]
+	if !runStarted.Match(first) {
+		return nil
+	}
+	return append([]byte(nil), first...)
 }
 
 // closed reports the findings of the text closeStream answered: the stream's
@@ -100,6 +120,13 @@ func (s *streamWriter) reopen(why error) error {
 	}
 	s.p, s.id, s.counted = p, id, outcomes{}
 	if s.replay == nil {
+		// The run's RUN_STARTED alone, so that the rest is read as the same run (a new stream's first
+		// event must open a run, §13), its output dropped: the client has it.
+		if len(s.opening) > 0 {
+			if _, err := s.c.fixStreamOn(ctx, p, id, string(s.opening)); err != nil {
+				return err
+			}
+		}
 		s.m.log.Printf("agui-state: %s: the stream was opened again on the new sidecar, from the request's state: what the old one had seen of it was not kept (ReplayLimit), so the rest is repaired without it", s.req.URL.Path)
 		return nil
 	}

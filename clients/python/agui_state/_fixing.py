@@ -24,11 +24,11 @@ _HIGH_WATER = 1 << 20  # characters waiting for the sidecar before the app's sen
 # After the sidecar dies mid-response, a new one is started and the stream opened on it again, at most this
 # many times per response; past that the rest goes through unrepaired (a sidecar that keeps dying, say on
 # this very stream, is not started without end).
-_RESTARTS = 3
+_RESTARTS = 2
 # The text of a response answered for so far is kept up to this many characters, to be fed again to a new
 # sidecar after a restart (its output dropped), which so comes to the very mirror the old one had. Past it,
 # only the response's first event is kept, and a restart starts from the request's state (README §14).
-_REPLAY_LIMIT = 2 * 1024 * 1024
+_REPLAY_LIMIT = 8 * 1024 * 1024
 _OUTCOMES = ("passed", "mended", "discarded", "kept")
 # @ag-ui/client 1.0.0 fails the run once its SSE parser holds this many UTF-16 code units without an event's
 # end; the sidecar passes such an event, and the rest of the stream, on as they came (protocol/README.md §13,
