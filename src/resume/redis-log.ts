@@ -36,7 +36,9 @@ interface Writing {
 
 /** Opens the log and reads (or, first, writes) the key credentials are hashed under, shared by all who use this database. */
 export async function openRedisLog(url: string, caps: LogCaps, log: Log): Promise<{ runLog: RedisLog; key: Buffer }> {
-  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 2, enableAutoPipelining: true, connectTimeout: 5000 });
+  // Every command is written at once and in order (no auto-pipelining, which holds commands for a tick
+  // and would let a MULTI overtake the XADDs issued before it): the log is kept in the order it was written.
+  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 2, connectTimeout: 5000 });
   redis.on("error", (e: Error) => log.warn({ err: e.message }, "redis: connection error"));
   await redis.connect();
   await redis.set(`${P}key`, randomBytes(32).toString("base64"), "NX");

@@ -83,6 +83,8 @@ export function resumableFetch(options: ResumeOptions = {}): FetchFn {
     let held: Uint8Array = new Uint8Array(0);
     // The last id a rejoin after a clean end started from.
     let politeFrom: string | undefined;
+    // Whether any of the body came from a rejoin.
+    let rejoined = false;
 
     /** The body again, from after the last whole event; undefined when no rejoin was had. */
     const rejoin = async (error: unknown): Promise<ReadableStreamDefaultReader<Uint8Array> | undefined> => {
@@ -118,6 +120,7 @@ export function resumableFetch(options: ResumeOptions = {}): FetchFn {
             held = new Uint8Array(0);
             const next = await rejoin(error);
             if (!next) throw error;
+            rejoined = true;
             reader = next;
             continue;
           }
@@ -129,10 +132,14 @@ export function resumableFetch(options: ResumeOptions = {}): FetchFn {
               held = new Uint8Array(0);
               const next = await rejoin(new Error("the stream ended before the run did")).catch(() => undefined);
               if (next) {
+                rejoined = true;
                 reader = next;
                 continue;
               }
             }
+            // A stream we rejoined that still ends before the run did was cut where no rejoin can reach:
+            // that is an error the client must see, not a run that looks complete.
+            if (rejoined && !state.ended) throw new Error("the event stream ended before its run did, and no rejoin could continue it");
             if (held.length > 0) controller.enqueue(held);
             controller.close();
             return;
