@@ -123,6 +123,8 @@ await step(`esbuild ${path.relative(root, entry)} -> dist/agui-state.cjs`, () =>
 );
 fs.chmodSync(bundleTmp, 0o755);
 fs.renameSync(bundleTmp, bundle);
+await step("esbuild src/web/resume -> dist/resume (the agui-state-sidecar/resume module)", () => import("./build-resume.mjs"));
+
 if (bundleOnly) {
   console.error(`[build] done in ${Math.round(performance.now() - t0)} ms (bundle only)`);
   process.exit(0);
