@@ -1,6 +1,9 @@
 /** Our event ids as the proxy and the stream methods write them (protocol/README.md §16): `<run>.<seq>.<nonce>`. */
 export const ID_LINE = /^id: [A-Za-z0-9_-]{16}\.[1-9][0-9]*\.[A-Za-z0-9_-]{16}\n/;
 
+/** `text` with each of our id lines written as `id: <id>`: for comparing a stream whose ids are random. */
+export const anyId = (text: string): string => text.replace(new RegExp(ID_LINE.source.slice(1), "gm"), "id: <id>\n");
+
 /**
  * An SSE text as it was before our ids were stamped on it: each block's first line, when it is one
  * of our ids, is taken out. Throws when a block with data has no id, or one has two: for tests that
