@@ -1,13 +1,13 @@
 import { createReadStream, writeFileSync } from "node:fs";
 import type { Writable } from "node:stream";
-import { parseArgs, type ParseArgsConfig } from "node:util";
+import type { ParseArgsConfig } from "node:util";
 import type { JsonObject } from "../core/json.js";
 import { StreamChecker } from "../stream/checker.js";
 import { formatFinding, formatSummary } from "../stream/format.js";
 import { EXIT } from "./exit.js";
 import { plainNumbers } from "../json/parse.js";
 import { describeInput, readJsonInput, unreadable } from "./json-input.js";
-import { UsageError } from "./options.js";
+import { parseFlags, UsageError } from "./options.js";
 
 /**
  * `agui-state check [FILE|-] [--state FILE] [--json]`: replays an AG-UI event
@@ -22,13 +22,7 @@ import { UsageError } from "./options.js";
 export class Unreadable extends Error {}
 
 export function streamArgs(name: string, argv: string[], flag: string, extra: ParseArgsConfig["options"] = {}): { file: string; state: JsonObject; flag: boolean; values: Record<string, unknown> } {
-  let parsed;
-  try {
-    parsed = parseArgs({ args: argv, options: { ...extra, state: { type: "string" }, [flag]: { type: "boolean" } }, strict: true, allowPositionals: true });
-  } catch (e) {
-    throw new UsageError(`${name}: ${(e as Error).message}`);
-  }
-  const { values, positionals } = parsed;
+  const { values, positionals } = parseFlags(name, argv, { ...extra, state: { type: "string" }, [flag]: { type: "boolean" } });
   if (positionals.length > 1) throw new UsageError(`${name} takes at most one FILE; see agui-state ${name} --help`);
   const stateFile = values["state"];
   const file = positionals[0] ?? "-";

@@ -24,7 +24,7 @@ Usage:
   agui-state [serve] [flags]          serve JSON-RPC 2.0 on stdin/stdout (the sidecar)
   agui-state normalize [--state FILE] [--strict] [OPS_FILE|-]
   agui-state diff OLD.json NEW.json
-  agui-state escape SEGMENT...
+  agui-state escape [--] SEGMENT...
   agui-state parse POINTER
   agui-state check [FILE|-] [--state FILE] [--json] [--html FILE]
                                       report the events of an AG-UI stream the client would not apply
@@ -35,6 +35,11 @@ Usage:
   agui-state --version
 
 Run "agui-state help serve" for the flags, limits and environment variables.
+
+Flags, the same for every command: -h or --help prints the command's help; a
+flag the command does not know is a usage error (exit 2, one line on stderr
+that ends with the command's usage), never taken as an argument; "--" ends the
+flags, so an argument after it may start with "-" (agui-state escape -- -x).
 
 ${EXIT_TABLE}
 Examples:
@@ -49,8 +54,9 @@ Serves JSON-RPC 2.0 on stdin/stdout until stdin ends or SIGTERM/SIGINT, then
 exits 0. stdout carries protocol frames only; logs are JSON lines on stderr.
 
 Flags (a flag wins over its environment variable):
-  --framing auto|ndjson|lsp   default auto: "{" or "[" first means newline-delimited JSON,
-                              anything else Content-Length headers
+  --framing auto|ndjson|lsp   default auto: a message that starts with "{" or "[" is a
+                              JSON line, anything else Content-Length headers; a line
+                              that is neither gets -32700 and reading goes on
   --log-level LEVEL           fatal, error, warn, info, debug, trace or silent
                               default info        env AGUI_STATE_LOG_LEVEL
 ${limitLines}
@@ -101,16 +107,18 @@ Exit status: 0; 2 for a usage error or input that cannot be read or is malformed
 Example:
   agui-state diff before.json after.json
 `,
-  escape: `agui-state escape SEGMENT...
+  escape: `agui-state escape [--] SEGMENT...
 
 Prints the RFC 6901 pointer, as a JSON string, for raw segments ("~" becomes
 "~0" first, then "/" becomes "~1"). Every argument after "--" is a segment,
-even one that starts with "-". At least one segment is needed, so that an
-empty variable does not silently give the root; "escape --" prints "", the
-root, on purpose.
+even one that starts with "-"; before "--", such an argument is a flag, and
+escape has none (an unknown flag exits 2). "-" alone is a segment. At least
+one segment is needed, so that an empty variable does not silently give the
+root; "escape --" prints "", the root, on purpose.
 
 Example:
   agui-state escape toolState raster-ops/dataset     # "/toolState/raster-ops~1dataset"
+  agui-state escape -- -x todos -                    # "/-x/todos/-"
 `,
   parse: `agui-state parse POINTER
 
@@ -219,6 +227,15 @@ Examples:
 
 /** Whether `agui-state help TOPIC` has a page for it. */
 export const isHelpTopic = (topic: string): boolean => Object.prototype.hasOwnProperty.call(HELP, topic);
+
+/**
+ * The usage line a usage error ends with: the synopsis that opens the
+ * command's help, on one line; for no command, how to find them.
+ */
+export function usageLine(command?: string): string {
+  if (command === undefined || !isHelpTopic(command) || command === "main") return "agui-state COMMAND [flags] (agui-state --help lists them)";
+  return (help(command).split("\n\n")[0] as string).replace(/\s+/g, " ").trim();
+}
 
 /** The help text of a command, or the main one. */
 export function help(command?: string): string {
