@@ -7,6 +7,7 @@ import { formatFinding, formatSummary } from "../stream/format.js";
 import { EXIT } from "./exit.js";
 import { plainNumbers } from "../json/parse.js";
 import { describeInput, readJsonInput, unreadable } from "./json-input.js";
+import { CI_OPTIONS, ciOutputs } from "./ci-outputs.js";
 import { parseFlags, UsageError } from "./options.js";
 
 /**
@@ -79,14 +80,16 @@ export async function guardedRead(name: string, run: () => Promise<number>): Pro
 
 export function checkCommand(argv: string[]): Promise<number> {
   return guardedRead("check", async () => {
-    const { file, state, flag: json, values } = streamArgs("check", argv, "json", { html: { type: "string" } });
+    const { file, state, flag: json, values } = streamArgs("check", argv, "json", { html: { type: "string" }, ...CI_OPTIONS });
     const htmlFile = values["html"] as string | undefined;
     if (htmlFile === "") throw new UsageError("check: --html needs a FILE to write");
+    const ci = ciOutputs(values);
     const report = htmlFile === undefined ? undefined : await import("../inspect/report.js").then((m) => new m.Report(file === "-" ? "(stdin)" : file, state));
     const checker = new StreamChecker(state, report?.stream.observe);
     const out = writer(process.stdout);
     const emit = async (findings: ReturnType<StreamChecker["push"]>): Promise<boolean> => {
       let text = "";
+      ci?.add(findings);
       for (const f of findings) text += (json ? JSON.stringify(f) : formatFinding(f)) + "\n";
       return out(text);
     };
@@ -102,6 +105,8 @@ export function checkCommand(argv: string[]): Promise<number> {
         throw new Unreadable(`cannot write --html ${htmlFile}: ${(e as Error).message}`);
       }
     }
-    return s.dropped + s.ignored + s.fatal + s.wiped > 0 ? 1 : 0;
+    const status = s.dropped + s.ignored + s.fatal + s.wiped > 0 ? 1 : 0;
+    ci?.write(file, s, status);
+    return status;
   });
 }

@@ -26,7 +26,7 @@ Usage:
   agui-state diff OLD.json NEW.json
   agui-state escape [--] SEGMENT...
   agui-state parse POINTER
-  agui-state check [FILE|-] [--state FILE] [--json] [--html FILE]
+  agui-state check [FILE|-] [--state FILE] [--json] [--html FILE] [--sarif FILE] [--junit FILE]
                                       report the events of an AG-UI stream the client would not apply
   agui-state fix [FILE|-] [--state FILE] [--report] [--own POINTER]... [--snapshots pass|delta] [--join-keys]
                                       write the stream back with every delta made to apply
@@ -129,6 +129,7 @@ Example:
   agui-state parse /toolState/raster-ops~1dataset    # ["toolState","raster-ops/dataset"]
 `,
   check: `agui-state check [FILE|-] [--state FILE] [--json] [--html FILE]
+                 [--sarif FILE] [--junit FILE]
 
 Replays an AG-UI event stream exactly as @ag-ui/client 1.0.0 would, and
 reports every event the client would not apply:
@@ -160,6 +161,15 @@ CRLF runs together into one event (SSE_LINE_ENDS; fix writes LF).
                  (the inspector's, as proxy --inspect serves it) with each
                  event, its findings and the state the client holds after it;
                  a CI artifact to look at instead of reading --json
+  --sarif FILE   also write the findings as a SARIF 2.1.0 log (GitHub code
+                 scanning): one result per finding, its rule the finding's
+                 code (every code's rule, with its help, is in the log), at
+                 the input file and the event's line; level error for
+                 fatal and dropped, warning for wiped and ignored
+  --junit FILE   also write JUnit XML: one failed test case per event with
+                 findings; one passing test case when there are none
+  These files are written even when nothing is found, and change neither
+  stdout nor the exit status.
 
 Each finding names the event's number and its line in the input, the op and
 its pointer, a code (the skip codes of protocol/README.md §4, or §13's), and a
@@ -173,6 +183,7 @@ Examples:
   agui-state check run.sse
   curl -N -d @run.json http://localhost:8000/agent | agui-state check --json
   agui-state check run.sse --html run.html
+  agui-state check run.sse --sarif check.sarif --junit check.xml
 `,
   fix: `agui-state fix [FILE|-] [--state FILE] [--report] [--own POINTER]...
                 [--snapshots pass|delta] [--join-keys]
