@@ -4,6 +4,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "no
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createRequire } from "node:module";
+import type Ajv04Class from "ajv-draft-04";
+import type addFormatsFn from "ajv-formats";
 import { SaxesParser } from "saxes";
 import { afterAll, describe, expect, it } from "vitest";
 import { BINARY, childEnv } from "../../scripts/harness/process.js";
@@ -26,8 +28,8 @@ const SCHEMA_FILE = path.join(ROOT, "test/fixtures/sarif/sarif-schema-2.1.0.json
 const schemaText = readFileSync(SCHEMA_FILE, "utf8");
 // Both are CommonJS whose module.exports is the class (the function): read as such.
 const require = createRequire(import.meta.url);
-const Ajv04 = require("ajv-draft-04") as typeof import("ajv-draft-04").default;
-const addFormats = require("ajv-formats") as typeof import("ajv-formats").default;
+const Ajv04 = require("ajv-draft-04") as typeof Ajv04Class;
+const addFormats = require("ajv-formats") as typeof addFormatsFn;
 const ajv = new Ajv04({ allErrors: true, strict: false });
 addFormats(ajv);
 const validate = ajv.compile(JSON.parse(schemaText) as object);
