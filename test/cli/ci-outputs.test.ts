@@ -28,8 +28,8 @@ const SCHEMA_FILE = path.join(ROOT, "test/fixtures/sarif/sarif-schema-2.1.0.json
 const schemaText = readFileSync(SCHEMA_FILE, "utf8");
 // Both are CommonJS whose module.exports is the class (the function): read as such.
 const require = createRequire(import.meta.url);
-const Ajv04 = require("ajv-draft-04") as typeof Ajv04Class;
-const addFormats = require("ajv-formats") as typeof addFormatsFn;
+const Ajv04 = require("ajv-draft-04") as typeof Ajv04Class.default;
+const addFormats = require("ajv-formats") as typeof addFormatsFn.default;
 const ajv = new Ajv04({ allErrors: true, strict: false });
 addFormats(ajv);
 const validate = ajv.compile(JSON.parse(schemaText) as object);
