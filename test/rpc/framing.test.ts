@@ -106,8 +106,12 @@ describe("a message in either framing is never left waiting (protocol/README.md 
       splitEverywhere("auto", line(1) + "hello\r\n" + line(2), [`ndjson: ${req(1)}`, 'ndjson: stray "hello"', `ndjson: ${req(2)}`]);
       splitEverywhere("auto", lsp(req(1)) + "hello\r\n" + lsp(req(2)), [`lsp: ${req(1)}`, 'lsp: stray "hello"', `lsp: ${req(2)}`]);
     });
-    it("reads each message in its own framing, so that neither framing waits on the other", () => {
-      splitEverywhere("auto", line(1) + lsp(req(2)) + line(3) + lsp(req(4)), [`ndjson: ${req(1)}`, `lsp: ${req(2)}`, `ndjson: ${req(3)}`, `lsp: ${req(4)}`]);
+    it("reads an LSP frame after JSON lines; after an LSP frame, a JSON line is a stray line: neither waits on the other", () => {
+      splitEverywhere("auto", line(1) + lsp(req(2)) + line(3) + lsp(req(4)), [`ndjson: ${req(1)}`, `lsp: ${req(2)}`, `lsp: stray ${JSON.stringify(req(3))}`, `lsp: ${req(4)}`]);
+    });
+    it("after an LSP frame, skips a broken block's body to the next Content-Length, as --framing lsp does", () => {
+      const body = '{"a":1}';
+      splitEverywhere("auto", lsp(req(1)) + `Content-Length: \r\n\r\n${body}Content-Type: x\r\n` + lsp(req(2)), [`lsp: ${req(1)}`, 'lsp: bad-header (bad Content-Length "")', `lsp: ${req(2)}`]);
     });
     it("ends a header block at a line that is not a header, and reads that line", () => {
       splitEverywhere("auto", "hello: world\n" + line(1), ["-: bad-header (a line that is not a header cut the header block off)", `ndjson: ${req(1)}`]);
@@ -116,6 +120,10 @@ describe("a message in either framing is never left waiting (protocol/README.md 
     it("reads on after a header block without Content-Length: a JSON line is not lost, nor the next LSP frame", () => {
       splitEverywhere("auto", "x: y\n\n" + line(1), ["-: bad-header (missing Content-Length)", `ndjson: ${req(1)}`]);
       splitEverywhere("auto", 'X-Nothing: 1\r\n\r\n{"lost":true}' + lsp(req(1)), ["-: bad-header (missing Content-Length)", `lsp: ${req(1)}`]);
+    });
+    it("reads what is left of a body whose Content-Length was too short as LSP, even when it starts with {", () => {
+      const body = '[{"a":1},{"b":2}]';
+      splitEverywhere("auto", `Content-Length: 9\r\n\r\n${body}` + lsp(req(2)), ['lsp: [{"a":1},', "lsp: bad-header (bytes before Content-Length)", `lsp: ${req(2)}`]);
     });
     it("keeps an NDJSON conversation in NDJSON through random junk lines, and answers what follows", () => {
       let a = 7;
@@ -129,7 +137,7 @@ describe("a message in either framing is never left waiting (protocol/README.md 
       expect(frames.slice(-2)).toEqual([`ndjson: ${req(2)}`, `ndjson: ${req(3)}`]);
       expect(frames.filter((f) => f.startsWith("lsp:"))).toEqual([]);
     });
-    it("takes LF alone as the end of a header line", () => splitEverywhere("auto", `Content-Length: ${req(1).length}\n\n${req(1)}` + line(2), [`lsp: ${req(1)}`, `ndjson: ${req(2)}`]));
+    it("takes LF alone as the end of a header line", () => splitEverywhere("auto", `Content-Length: ${req(1).length}\n\n${req(1)}` + lsp(req(2)), [`lsp: ${req(1)}`, `lsp: ${req(2)}`]));
     it("answers a BOM that is not at the start (a second file run together) as a stray line", () => {
       splitEverywhere("auto", Buffer.concat([Buffer.from(line(1)), BOM, Buffer.from(line(2))]), [`ndjson: ${req(1)}`, `ndjson: stray ${JSON.stringify("\ufeff" + req(2))}`]);
     });
