@@ -1,4 +1,5 @@
 import { diffValue, formatPointer, normalize, parsePointer, toWireOp, type Json, type JsonObject } from "../core/index.js";
+import { escapeHidden, showText } from "../json/show.js";
 import { stringifyJson } from "../json/stringify.js";
 import { DEFAULT_LIMITS } from "../protocol/limits.js";
 import { EXIT } from "./exit.js";
@@ -84,7 +85,7 @@ export function parseCommand(argv: string[], io: Io): number {
   const r = parsePointer(pointer);
   // A malformed pointer is malformed input: nothing is printed, exit 2, as for a file that is not JSON.
   if (!r.ok) {
-    io.err(`agui-state parse: ${JSON.stringify(pointer.slice(0, 80))}: ${r.error.code}: ${r.error.message}\n`);
+    io.err(`agui-state parse: ${showText(pointer, 80)}: ${r.error.code}: ${escapeHidden(r.error.message)}\n`);
     return EXIT.refused;
   }
   print(io, r.value);

@@ -131,6 +131,7 @@ const TABLE: Record<string, Row[]> = {
     { case: "malformed pointer", args: ["no-slash"], status: 2, stdout: "", stderr: { source: '"no-slash"', pointer: "", code: "INVALID_POINTER" } },
     { case: "usage error: an unknown flag", args: ["--bogus"], ...usage },
     { case: "success: the pointer after --", args: ["--", "/a"], status: 0, stdout: '["a"]\n', stderr: "" },
+    { case: "a malformed pointer with a BOM in it, shown escaped", args: ["\ufeff/a"], status: 2, stdout: "", stderr: { source: '"\\ufeff/a"', pointer: "", code: "INVALID_POINTER" } },
   ],
   check: [
     { case: "success", args: ["--state", "state.json", "clean.ndjson"], status: 0, stdout: "3 events, 1 delta: the client applies every one\n", stderr: "" },
