@@ -88,8 +88,8 @@ export function checkCommand(argv: string[]): Promise<number> {
     const checker = new StreamChecker(state, report?.stream.observe);
     const out = writer(process.stdout);
     const emit = async (findings: ReturnType<StreamChecker["push"]>): Promise<boolean> => {
-      let text = "";
       ci?.add(findings);
+      let text = "";
       for (const f of findings) text += (json ? JSON.stringify(f) : formatFinding(f)) + "\n";
       return out(text);
     };
