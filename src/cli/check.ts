@@ -1,13 +1,14 @@
 import { createReadStream, writeFileSync } from "node:fs";
 import type { Writable } from "node:stream";
-import { parseArgs, type ParseArgsConfig } from "node:util";
+import type { ParseArgsConfig } from "node:util";
 import type { JsonObject } from "../core/json.js";
 import { StreamChecker } from "../stream/checker.js";
 import { formatFinding, formatSummary } from "../stream/format.js";
 import { EXIT } from "./exit.js";
 import { plainNumbers } from "../json/parse.js";
 import { describeInput, readJsonInput, unreadable } from "./json-input.js";
-import { UsageError } from "./options.js";
+import { CI_OPTIONS, ciOutputs } from "./ci-outputs.js";
+import { parseFlags, UsageError } from "./options.js";
 
 /**
  * `agui-state check [FILE|-] [--state FILE] [--json]`: replays an AG-UI event
@@ -22,13 +23,7 @@ import { UsageError } from "./options.js";
 export class Unreadable extends Error {}
 
 export function streamArgs(name: string, argv: string[], flag: string, extra: ParseArgsConfig["options"] = {}): { file: string; state: JsonObject; flag: boolean; values: Record<string, unknown> } {
-  let parsed;
-  try {
-    parsed = parseArgs({ args: argv, options: { ...extra, state: { type: "string" }, [flag]: { type: "boolean" } }, strict: true, allowPositionals: true });
-  } catch (e) {
-    throw new UsageError(`${name}: ${(e as Error).message}`);
-  }
-  const { values, positionals } = parsed;
+  const { values, positionals } = parseFlags(name, argv, { ...extra, state: { type: "string" }, [flag]: { type: "boolean" } });
   if (positionals.length > 1) throw new UsageError(`${name} takes at most one FILE; see agui-state ${name} --help`);
   const stateFile = values["state"];
   const file = positionals[0] ?? "-";
@@ -85,13 +80,15 @@ export async function guardedRead(name: string, run: () => Promise<number>): Pro
 
 export function checkCommand(argv: string[]): Promise<number> {
   return guardedRead("check", async () => {
-    const { file, state, flag: json, values } = streamArgs("check", argv, "json", { html: { type: "string" } });
+    const { file, state, flag: json, values } = streamArgs("check", argv, "json", { html: { type: "string" }, ...CI_OPTIONS });
     const htmlFile = values["html"] as string | undefined;
     if (htmlFile === "") throw new UsageError("check: --html needs a FILE to write");
+    const ci = ciOutputs(values);
     const report = htmlFile === undefined ? undefined : await import("../inspect/report.js").then((m) => new m.Report(file === "-" ? "(stdin)" : file, state));
     const checker = new StreamChecker(state, report?.stream.observe);
     const out = writer(process.stdout);
     const emit = async (findings: ReturnType<StreamChecker["push"]>): Promise<boolean> => {
+      ci?.add(findings);
       let text = "";
       for (const f of findings) text += (json ? JSON.stringify(f) : formatFinding(f)) + "\n";
       return out(text);
@@ -111,6 +108,8 @@ export function checkCommand(argv: string[]): Promise<number> {
         throw new Unreadable(`cannot write --html ${htmlFile}: ${(e as Error).message}`);
       }
     }
-    return s.dropped + s.ignored + s.fatal + s.wiped > 0 ? 1 : 0;
+    const status = s.dropped + s.ignored + s.fatal + s.wiped > 0 ? 1 : 0;
+    ci?.write(file, s, status);
+    return status;
   });
 }

@@ -18,7 +18,8 @@ export const EXIT_TABLE = `Exit status, the same for every command:
   1  done, and the input had problems: check's findings, normalize --strict's
      skips, fix's events the client refuses that went out as they came
   2  nothing done: a usage error (an unknown command or flag, a missing
-     argument), or input that cannot be read or is malformed (not JSON, an
+     argument; the line on stderr ends with the command's usage; "--" ends
+     the flags), or input that cannot be read or is malformed (not JSON, an
      integer beyond ±(2^53 − 1), a number beyond a double's range, nested
      too deep, too large, a state that is not an object, a malformed
      pointer), or a proxy that cannot listen;

@@ -24,9 +24,9 @@ Usage:
   agui-state [serve] [flags]          serve JSON-RPC 2.0 on stdin/stdout (the sidecar)
   agui-state normalize [--state FILE] [--strict] [OPS_FILE|-]
   agui-state diff OLD.json NEW.json
-  agui-state escape SEGMENT...
+  agui-state escape [--] SEGMENT...
   agui-state parse POINTER
-  agui-state check [FILE|-] [--state FILE] [--json] [--html FILE]
+  agui-state check [FILE|-] [--state FILE] [--json] [--html FILE] [--sarif FILE] [--junit FILE]
                                       report the events of an AG-UI stream the client would not apply
   agui-state fix [FILE|-] [--state FILE] [--report] [--own POINTER]... [--snapshots pass|delta] [--join-keys]
                                       write the stream back with every delta made to apply
@@ -35,6 +35,11 @@ Usage:
   agui-state --version
 
 Run "agui-state help serve" for the flags, limits and environment variables.
+
+Flags, the same for every command: -h or --help prints the command's help; a
+flag the command does not know is a usage error (exit 2, one line on stderr
+that ends with the command's usage), never taken as an argument; "--" ends the
+flags, so an argument after it may start with "-" (agui-state escape -- -x).
 
 ${EXIT_TABLE}
 Examples:
@@ -49,8 +54,9 @@ Serves JSON-RPC 2.0 on stdin/stdout until stdin ends or SIGTERM/SIGINT, then
 exits 0. stdout carries protocol frames only; logs are JSON lines on stderr.
 
 Flags (a flag wins over its environment variable):
-  --framing auto|ndjson|lsp   default auto: "{" or "[" first means newline-delimited JSON,
-                              anything else Content-Length headers
+  --framing auto|ndjson|lsp   default auto: a message that starts with "{" or "[" is a
+                              JSON line, anything else Content-Length headers; a line
+                              that is neither gets -32700 and reading goes on
   --log-level LEVEL           fatal, error, warn, info, debug, trace or silent
                               default info        env AGUI_STATE_LOG_LEVEL
 ${limitLines}
@@ -101,16 +107,18 @@ Exit status: 0; 2 for a usage error or input that cannot be read or is malformed
 Example:
   agui-state diff before.json after.json
 `,
-  escape: `agui-state escape SEGMENT...
+  escape: `agui-state escape [--] SEGMENT...
 
 Prints the RFC 6901 pointer, as a JSON string, for raw segments ("~" becomes
 "~0" first, then "/" becomes "~1"). Every argument after "--" is a segment,
-even one that starts with "-". At least one segment is needed, so that an
-empty variable does not silently give the root; "escape --" prints "", the
-root, on purpose.
+even one that starts with "-"; before "--", such an argument is a flag, and
+escape has none (an unknown flag exits 2). "-" alone is a segment. At least
+one segment is needed, so that an empty variable does not silently give the
+root; "escape --" prints "", the root, on purpose.
 
 Example:
   agui-state escape toolState raster-ops/dataset     # "/toolState/raster-ops~1dataset"
+  agui-state escape -- -x todos -                    # "/-x/todos/-"
 `,
   parse: `agui-state parse POINTER
 
@@ -121,6 +129,7 @@ Example:
   agui-state parse /toolState/raster-ops~1dataset    # ["toolState","raster-ops/dataset"]
 `,
   check: `agui-state check [FILE|-] [--state FILE] [--json] [--html FILE]
+                 [--sarif FILE] [--junit FILE]
 
 Replays an AG-UI event stream exactly as @ag-ui/client 1.0.0 would, and
 reports every event the client would not apply:
@@ -152,6 +161,15 @@ CRLF runs together into one event (SSE_LINE_ENDS; fix writes LF).
                  (the inspector's, as proxy --inspect serves it) with each
                  event, its findings and the state the client holds after it;
                  a CI artifact to look at instead of reading --json
+  --sarif FILE   also write the findings as a SARIF 2.1.0 log (GitHub code
+                 scanning): one result per finding, its rule the finding's
+                 code (every code's rule, with its help, is in the log), at
+                 the input file and the event's line; level error for
+                 fatal and dropped, warning for wiped and ignored
+  --junit FILE   also write JUnit XML: one failed test case per event with
+                 findings; one passing test case when there are none
+  These files are written even when nothing is found, and change neither
+  stdout nor the exit status.
 
 Each finding names the event's number and its line in the input, the op and
 its pointer, a code (the skip codes of protocol/README.md §4, or §13's), and a
@@ -165,6 +183,7 @@ Examples:
   agui-state check run.sse
   curl -N -d @run.json http://localhost:8000/agent | agui-state check --json
   agui-state check run.sse --html run.html
+  agui-state check run.sse --sarif check.sarif --junit check.xml
 `,
   fix: `agui-state fix [FILE|-] [--state FILE] [--report] [--own POINTER]...
                 [--snapshots pass|delta] [--join-keys]
@@ -219,6 +238,15 @@ Examples:
 
 /** Whether `agui-state help TOPIC` has a page for it. */
 export const isHelpTopic = (topic: string): boolean => Object.prototype.hasOwnProperty.call(HELP, topic);
+
+/**
+ * The usage line a usage error ends with: the synopsis that opens the
+ * command's help, on one line; for no command, how to find them.
+ */
+export function usageLine(command?: string): string {
+  if (command === undefined || !isHelpTopic(command) || command === "main") return "agui-state COMMAND [flags] (agui-state --help lists them)";
+  return (help(command).split("\n\n")[0] as string).replace(/\s+/g, " ").trim();
+}
 
 /** The help text of a command, or the main one. */
 export function help(command?: string): string {

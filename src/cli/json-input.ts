@@ -14,6 +14,7 @@ import { DEFAULT_LIMITS, ENVELOPE_DEPTH } from "../protocol/limits.js";
  *   --max-state-bytes at their defaults, a list of ops to --max-depth below
  *   its envelope, as the RPC's `normalize` holds its params;
  * - the root (§11): a state is a JSON object; a list of ops is an array.
+ * A UTF-8 byte order mark at the start is skipped (RFC 8259 §8.1).
  */
 
 /** What an input is meant to be. */
@@ -62,6 +63,8 @@ export function readJsonInput(file: string, kind: InputKind, readStdin: () => st
 export function decodeJsonInput(text: string, source: string, kind: InputKind): Result<Json, InputProblem> {
   const problem = (pointer: string, code: InputCode, message: string) => err<InputProblem>({ source, pointer, code, message });
   let value: Json;
+  // RFC 8259 §8.1: a parser may ignore a byte order mark, and editors on Windows write one.
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
   try {
     value = parseJson(text) as Json;
   } catch (e) {

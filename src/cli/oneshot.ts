@@ -1,10 +1,10 @@
-import { parseArgs } from "node:util";
 import { diffValue, formatPointer, normalize, parsePointer, toWireOp, type Json, type JsonObject } from "../core/index.js";
+import { escapeHidden, showText } from "../json/show.js";
 import { stringifyJson } from "../json/stringify.js";
 import { DEFAULT_LIMITS } from "../protocol/limits.js";
 import { EXIT } from "./exit.js";
 import { describeInput, readJsonInput, type InputKind, type InputProblem } from "./json-input.js";
-import { UsageError } from "./options.js";
+import { parseFlags, UsageError } from "./options.js";
 
 /** What a one-shot command touches of the process: stdin, stdout and stderr. */
 export interface Io {
@@ -34,7 +34,7 @@ function readAll(io: Io, inputs: readonly [file: string, kind: InputKind][]) {
 }
 
 export function normalizeCommand(argv: string[], io: Io): number {
-  const { values, positionals } = args(argv, { state: { type: "string" }, strict: { type: "boolean" } });
+  const { values, positionals } = parseFlags("normalize", argv, { state: { type: "string" }, strict: { type: "boolean" } });
   if (positionals.length > 1) throw new UsageError("normalize takes at most one OPS_FILE; see agui-state normalize --help");
   const opsFile = positionals[0] ?? "-";
   const stateFile = values["state"];
@@ -49,7 +49,7 @@ export function normalizeCommand(argv: string[], io: Io): number {
 }
 
 export function diffCommand(argv: string[], io: Io): number {
-  const { positionals } = args(argv, {});
+  const { positionals } = parseFlags("diff", argv, {});
   if (positionals.length !== 2) throw new UsageError("diff takes two files: OLD.json NEW.json");
   const [a, b] = positionals as [string, string];
   if (a === "-" && b === "-") throw new UsageError("diff: only one of the files can be stdin");
@@ -69,31 +69,25 @@ export function diffCommand(argv: string[], io: Io): number {
  * (""): `agui-state escape $KEY` with KEY unset would otherwise print the
  * root, the one pointer that names a whole state, which no emitted op may
  * name (protocol/README.md §11). `escape --` asks for the root on purpose.
+ * A segment that starts with "-" goes after `--`, as every command reads its
+ * flags (options.ts): before it, it is a flag, and escape has none.
  */
 export function escapeCommand(argv: string[], io: Io): number {
   if (argv.length === 0) throw new UsageError('escape takes at least one SEGMENT ("escape --" for the root, "")');
-  // Segments are data: "--" and "-x" are segments too, so no flag parsing here.
-  print(io, formatPointer(argv[0] === "--" ? argv.slice(1) : argv));
+  print(io, formatPointer(parseFlags("escape", argv, {}).positionals));
   return EXIT.done;
 }
 
 export function parseCommand(argv: string[], io: Io): number {
-  if (argv.length !== 1) throw new UsageError("parse takes one POINTER");
-  const pointer = argv[0] as string;
+  const { positionals } = parseFlags("parse", argv, {});
+  if (positionals.length !== 1) throw new UsageError("parse takes one POINTER");
+  const pointer = positionals[0] as string;
   const r = parsePointer(pointer);
   // A malformed pointer is malformed input: nothing is printed, exit 2, as for a file that is not JSON.
   if (!r.ok) {
-    io.err(`agui-state parse: ${JSON.stringify(pointer.slice(0, 80))}: ${r.error.code}: ${r.error.message}\n`);
+    io.err(`agui-state parse: ${showText(pointer, 80)}: ${r.error.code}: ${escapeHidden(r.error.message)}\n`);
     return EXIT.refused;
   }
   print(io, r.value);
   return EXIT.done;
-}
-
-function args(argv: string[], options: Record<string, { type: "string" | "boolean" }>) {
-  try {
-    return parseArgs({ args: argv, options, strict: true, allowPositionals: true });
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
 }

@@ -1,4 +1,5 @@
-import { parseArgs } from "node:util";
+import { parseArgs, type ParseArgsConfig } from "node:util";
+import { escapeHidden, showText } from "../json/show.js";
 import { LOG_LEVELS, type LogLevel } from "../log.js";
 import { DEFAULT_LIMITS } from "../protocol/limits.js";
 import type { Limits } from "../protocol/types.js";
@@ -29,7 +30,46 @@ export const SERVE_FLAGS = {
   ...Object.fromEntries(LIMIT_FLAGS.map((l) => [l.flag, { type: "string" }])),
 } as const;
 
+/** A usage error: the command line asks for something the command does not take. Exit 2, with the usage line (run.ts). */
 export class UsageError extends Error {}
+
+/** `-h` or `--help` among a command's flags: its help is printed, and it exits 0. */
+export class HelpWanted extends UsageError {}
+
+type FlagOptions = NonNullable<ParseArgsConfig["options"]>;
+export type FlagValues = Record<string, string | boolean | string[] | undefined>;
+
+/**
+ * The one reader of every command's flags (node:util parseArgs, strict):
+ * - a flag the command does not know is a usage error, never an argument:
+ *   `escape --bogus` exits 2 rather than printing "/--bogus";
+ * - `--` ends the flags: every argument after it is one, even "-x";
+ * - `-h` and `--help`, anywhere before `--`, ask for the command's help.
+ * A lone "-" is an argument (stdin, or the segment "-").
+ */
+export function parseFlags(command: string, argv: string[], options: FlagOptions, takesArguments = true): { values: FlagValues; positionals: string[] } {
+  let parsed: { values: FlagValues; positionals: string[] };
+  try {
+    parsed = parseArgs({ args: argv, options: { ...options, help: { type: "boolean", short: "h" } }, strict: true, allowPositionals: takesArguments }) as { values: FlagValues; positionals: string[] };
+  } catch (e) {
+    throw new UsageError(`${command}: ${flagProblem(e as Error & { code?: string }, takesArguments)}`);
+  }
+  if (parsed.values["help"] === true) throw new HelpWanted(command);
+  return parsed;
+}
+
+/** parseArgs's complaint in one line, the argument it is about shown escaped. */
+function flagProblem(e: Error & { code?: string }, takesArguments: boolean): string {
+  const quoted = /'([^']*)'/.exec(e.message)?.[1] ?? "";
+  switch (e.code) {
+    case "ERR_PARSE_ARGS_UNKNOWN_OPTION":
+      return `unknown flag ${showText(quoted)}${takesArguments ? ' (an argument that starts with "-" goes after "--")' : ""}`;
+    case "ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL":
+      return `takes no argument, got ${showText(quoted)}`;
+    default:
+      return escapeHidden(e.message.replace(/\s+/g, " "));
+  }
+}
 
 /** Accepts plain integers, with an optional KiB/MiB/GiB suffix for byte sizes (e.g. 64MiB). */
 function parseCount(text: string, what: string, min: number): number {
@@ -56,11 +96,5 @@ export function serveOptions(values: Record<string, string | boolean | undefined
 }
 
 export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv): ServeOptions {
-  try {
-    const { values } = parseArgs({ args: argv, options: SERVE_FLAGS, strict: true, allowPositionals: false });
-    return serveOptions(values, env);
-  } catch (e) {
-    if (e instanceof UsageError) throw e;
-    throw new UsageError((e as Error).message);
-  }
+  return serveOptions(parseFlags("serve", argv, SERVE_FLAGS, false).values as Record<string, string | boolean | undefined>, env);
 }

@@ -1,8 +1,7 @@
-import { parseArgs } from "node:util";
 import { LOG_LEVELS, type LogLevel } from "../log.js";
 // A type only, erased from the bundle: the server itself is loaded in proxyCommand.
 import type { ProxyOptions } from "../proxy/main.js";
-import { UsageError } from "./options.js";
+import { parseFlags, UsageError } from "./options.js";
 import { INSPECT_OPTIONS, inspectOptions } from "./inspect-flags.js";
 import { REPAIR_OPTIONS, repairPolicy } from "./repair-flags.js";
 import { RESUME_OPTIONS, resumeFlags } from "./resume-flags.js";
@@ -129,17 +128,7 @@ export function parseUpstream(text: string | undefined): URL {
 }
 
 export function parseProxyArgs(argv: string[], env: NodeJS.ProcessEnv): ProxyOptions {
-  let values: Record<string, string | boolean | string[] | undefined>;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: { upstream: { type: "string" }, listen: { type: "string" }, grace: { type: "string" }, "log-level": { type: "string" }, ...REPAIR_OPTIONS, ...INSPECT_OPTIONS, ...RESUME_OPTIONS },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
+  const { values } = parseFlags("proxy", argv, { upstream: { type: "string" }, listen: { type: "string" }, grace: { type: "string" }, "log-level": { type: "string" }, ...REPAIR_OPTIONS, ...INSPECT_OPTIONS, ...RESUME_OPTIONS }, false);
   const upstream = parseUpstream(values["upstream"] as string | undefined);
   const { host, port } = parseListen(String(values["listen"] ?? "127.0.0.1:8787"));
   const graceText = String(values["grace"] ?? "10");

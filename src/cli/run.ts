@@ -1,9 +1,9 @@
 import { readFileSync } from "node:fs";
 import pkg from "../../package.json" with { type: "json" };
 import { EXIT } from "./exit.js";
-import { help, isHelpTopic } from "./help.js";
+import { help, isHelpTopic, usageLine } from "./help.js";
 import { diffCommand, escapeCommand, normalizeCommand, parseCommand, type Io } from "./oneshot.js";
-import { parseServeArgs, UsageError } from "./options.js";
+import { HelpWanted, parseFlags, parseServeArgs, UsageError } from "./options.js";
 import { serveCommand } from "./serve.js";
 
 const io: Io = {
@@ -32,18 +32,23 @@ const STREAM: Record<string, () => Promise<(argv: string[]) => Promise<number>>>
 
 const wantsHelp = (argv: string[]) => argv[0] === "--help" || argv[0] === "-h";
 
-const usageFailed = (e: unknown): void => {
-  if (!(e instanceof UsageError)) throw e;
-  process.stderr.write(`agui-state: ${e.message}\n`);
-  process.exitCode = EXIT.refused;
-};
+/**
+ * A usage error is one line on stderr, the problem then the command's usage
+ * line, and exit 2; `--help` among the flags prints the command's help.
+ */
+const usageFailed =
+  (command: string | undefined) =>
+  (e: unknown): void => {
+    if (e instanceof HelpWanted) return void process.stdout.write(help(command));
+    if (!(e instanceof UsageError)) throw e;
+    process.stderr.write(`agui-state: ${e.message}; usage: ${usageLine(command)}\n`);
+    process.exitCode = EXIT.refused;
+  };
 
-function guarded(fn: () => void): void {
-  try {
-    fn();
-  } catch (e) {
-    usageFailed(e);
-  }
+/** The command an argv runs: serve when it starts with a flag or is empty, undefined for an unknown one. */
+function commandOf(first: string | undefined): string | undefined {
+  if (first === undefined || first === "serve" || (first.startsWith("-") && first !== "--version" && first !== "-v")) return "serve";
+  return isHelpTopic(first) || first === "help" ? first : undefined;
 }
 
 /**
@@ -54,37 +59,54 @@ function guarded(fn: () => void): void {
  */
 export function runCli(argv: string[]): void {
   const [first, ...rest] = argv;
-  guarded(() => {
-    if (first === "--version" || first === "-v") return void process.stdout.write(`${pkg.version}\n`);
-    if (first === "help" && rest[0] !== undefined && !isHelpTopic(rest[0])) throw new UsageError(`help: no command ${JSON.stringify(rest[0])}; see agui-state --help`);
-    if (first === "help" || wantsHelp(argv)) return void process.stdout.write(help(rest[0]));
-    const stream = first !== undefined ? STREAM[first] : undefined;
-    if (stream) {
-      if (wantsHelp(rest)) return void process.stdout.write(help(first));
-      void stream()
-        .then((command) => command(rest))
-        .then((code) => void (process.exitCode = code), usageFailed);
-      return;
-    }
-    if (first === "proxy") {
-      if (wantsHelp(rest)) return void process.stdout.write(help(first));
-      // proxyCommand manages the process's lifetime and exit code itself.
-      void import("./proxy.js").then(({ proxyCommand }) => proxyCommand(rest)).catch(usageFailed);
-      return;
-    }
-    const oneshot = first !== undefined ? ONESHOT[first] : undefined;
-    if (oneshot) {
-      if (wantsHelp(rest)) return void process.stdout.write(help(first));
-      process.exitCode = oneshot(rest, io);
-      return;
-    }
-    const serveArgs = first === "serve" ? rest : argv;
-    if (wantsHelp(serveArgs)) return void process.stdout.write(help("serve"));
-    if (first !== undefined && first !== "serve" && !first.startsWith("-")) throw new UsageError(`unknown command ${JSON.stringify(first)}; see agui-state --help`);
-    const options = parseServeArgs(serveArgs, process.env);
-    if (process.stdin.isTTY) {
-      process.stderr.write(`agui-state ${pkg.version}: reading JSON-RPC 2.0 from stdin, one message per line. Try:\n  {"jsonrpc":"2.0","id":1,"method":"escapePointer","params":{"path":["toolState","raster-ops/dataset"]}}\n(Ctrl-D to end; agui-state --help for more)\n`);
-    }
-    serveCommand(options);
-  });
+  const failed = usageFailed(commandOf(first));
+  try {
+    run(first, rest, argv, failed);
+  } catch (e) {
+    failed(e);
+  }
+}
+
+/** Runs one command line; a UsageError or HelpWanted thrown here, or passed to `failed`, is reported by runCli. */
+function run(first: string | undefined, rest: string[], argv: string[], failed: (e: unknown) => void): void {
+  if (first === "--version" || first === "-v") {
+    parseFlags(first, rest, {}, false);
+    return void process.stdout.write(`${pkg.version}\n`);
+  }
+  if (first === "help") {
+    const { positionals } = parseFlags("help", rest, {});
+    const topic = positionals[0];
+    if (positionals.length > 1) throw new UsageError("help takes at most one COMMAND");
+    if (topic !== undefined && !isHelpTopic(topic)) throw new UsageError(`help: no command ${JSON.stringify(topic)}; see agui-state --help`);
+    return void process.stdout.write(help(topic));
+  }
+  if (wantsHelp(argv)) return void process.stdout.write(help());
+  const stream = first !== undefined ? STREAM[first] : undefined;
+  if (stream) {
+    if (wantsHelp(rest)) return void process.stdout.write(help(first));
+    void stream()
+      .then((command) => command(rest))
+      .then((code) => void (process.exitCode = code), failed);
+    return;
+  }
+  if (first === "proxy") {
+    if (wantsHelp(rest)) return void process.stdout.write(help(first));
+    // proxyCommand manages the process's lifetime and exit code itself.
+    void import("./proxy.js").then(({ proxyCommand }) => proxyCommand(rest)).catch(failed);
+    return;
+  }
+  const oneshot = first !== undefined ? ONESHOT[first] : undefined;
+  if (oneshot) {
+    if (wantsHelp(rest)) return void process.stdout.write(help(first));
+    process.exitCode = oneshot(rest, io);
+    return;
+  }
+  const serveArgs = first === "serve" ? rest : argv;
+  if (wantsHelp(serveArgs)) return void process.stdout.write(help("serve"));
+  if (first !== undefined && first !== "serve" && !first.startsWith("-")) throw new UsageError(`unknown command ${JSON.stringify(first)}; see agui-state --help`);
+  const options = parseServeArgs(serveArgs, process.env);
+  if (process.stdin.isTTY) {
+    process.stderr.write(`agui-state ${pkg.version}: reading JSON-RPC 2.0 from stdin, one message per line. Try:\n  {"jsonrpc":"2.0","id":1,"method":"escapePointer","params":{"path":["toolState","raster-ops/dataset"]}}\n(Ctrl-D to end; agui-state --help for more)\n`);
+  }
+  serveCommand(options);
 }

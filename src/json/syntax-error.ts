@@ -1,4 +1,5 @@
 import { formatPointer } from "../core/index.js";
+import { showText } from "./show.js";
 
 /** Where JSON text stops being JSON (RFC 8259 §2): its line and column, and the pointer of the value being read there. */
 export interface SyntaxErrorAt {
@@ -15,6 +16,8 @@ type Frame = { array: true; index: number } | { array: false; key: string | unde
 type Want = "value" | "value-or-close" | "key" | "key-or-close" | "colon" | "comma-or-close" | "end";
 
 const NUMBER = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
+/** A character as a message shows it: escaped when invisible, and a byte order mark named as one. */
+const seen = (c: string): string => showText(c) + (c === "\ufeff" ? " (a byte order mark, U+FEFF)" : "");
 const isSpace = (c: number): boolean => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
 
 /**
@@ -55,7 +58,7 @@ export function locateSyntaxError(text: string): SyntaxErrorAt | undefined {
     if (i >= n) return want === "end" ? undefined : fail("the text ends before the value does");
     const c = text[i] as string;
     const top = stack[stack.length - 1];
-    if (want === "end") return fail(`unexpected ${JSON.stringify(c)} after the value`);
+    if (want === "end") return fail(`unexpected ${seen(c)} after the value`);
     if ((want === "value-or-close" && c === "]") || (want === "key-or-close" && c === "}")) {
       stack.pop();
       i++;
@@ -73,18 +76,18 @@ export function locateSyntaxError(text: string): SyntaxErrorAt | undefined {
       } else {
         NUMBER.lastIndex = i;
         const literal = NUMBER.test(text) ? NUMBER.lastIndex - i : ["true", "false", "null"].find((w) => text.startsWith(w, i))?.length;
-        if (literal === undefined) return fail(`unexpected ${JSON.stringify(c)} where a value belongs`);
+        if (literal === undefined) return fail(`unexpected ${seen(c)} where a value belongs`);
         i += literal;
         want = afterValue();
       }
     } else if (want === "key" || want === "key-or-close") {
       const end = c === '"' ? stringEnd(i) : -1;
-      if (end === -1) return fail(`expected a member name in double quotes, found ${JSON.stringify(c)}`);
+      if (end === -1) return fail(`expected a member name in double quotes, found ${seen(c)}`);
       if (top && !top.array) top.key = JSON.parse(text.slice(i, end)) as string;
       i = end;
       want = "colon";
     } else if (want === "colon") {
-      if (c !== ":") return fail(`expected ":" after the member name, found ${JSON.stringify(c)}`);
+      if (c !== ":") return fail(`expected ":" after the member name, found ${seen(c)}`);
       i++;
       want = "value";
     } else if (top) {
@@ -102,7 +105,7 @@ export function locateSyntaxError(text: string): SyntaxErrorAt | undefined {
           top.key = undefined;
           want = "key";
         }
-      } else return fail(`expected "," or "${close}", found ${JSON.stringify(c)}`);
+      } else return fail(`expected "," or "${close}", found ${seen(c)}`);
     }
   }
 }

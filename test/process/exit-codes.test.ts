@@ -48,6 +48,13 @@ const files: Record<string, string> = {
   "deep.json": tooDeep.text,
   "deep-ops.json": `[{"op":"add","path":"/x","value":${tooDeep.text}}]`,
   "huge.json": J({ s: "x".repeat(32 * 1024 * 1024) }),
+  // Issue 32: a UTF-8 byte order mark, as editors on Windows write one, before every kind of input.
+  "bom-state.json": '\ufeff{"n":1}',
+  "bom-new.json": '\ufeff{"n":2}',
+  "bom-ops.json": '\ufeff[{"op":"replace","path":"/n","value":2}]',
+  "bom-clean.ndjson": "\ufeff" + streams["clean.ndjson"],
+  // An invisible character where JSON breaks: the message must show it escaped.
+  "hidden.json": '{"a":\u200b1}',
 };
 beforeAll(() => {
   for (const [name, text] of Object.entries(files)) writeFileSync(path.join(work, name), text);
@@ -88,6 +95,11 @@ const TABLE: Record<string, Row[]> = {
     { case: "too deep", args: ["deep-ops.json"], ...refused("deep-ops.json", `/0/value${tooDeep.innermost}`, "LIMIT_EXCEEDED") },
     { case: "too deep a --state", args: ["--state", "deep.json", "ops.json"], ...refused("deep.json", tooDeep.innermost, "LIMIT_EXCEEDED") },
     { case: "too large a --state", args: ["--state", "huge.json", "ops.json"], ...refused("huge.json", "", "LIMIT_EXCEEDED") },
+    { case: "a BOM before the ops and the --state", args: ["--state", "bom-state.json", "bom-ops.json"], status: 0, stdout: J({ delta: [{ op: "replace", path: "/n", value: 2 }], skipped: [], state: { n: 2 } }) + "\n", stderr: "" },
+    { case: "a BOM before ops on stdin", args: [], stdin: '\ufeff[{"op":"add","path":"/x","value":1}]', status: 0, stdout: J({ delta: [{ op: "add", path: "/x", value: 1 }], skipped: [], state: { x: 1 } }) + "\n", stderr: "" },
+    { case: "an invisible character where JSON breaks", args: ["hidden.json"], ...refused("hidden.json", "/a", "PARSE_ERROR") },
+    { case: "usage error: an unknown flag", args: ["--bogus", "ops.json"], ...usage },
+    { case: "-- ends the flags: a file named --strict", args: ["--", "--strict"], ...refused("--strict", "", "UNREADABLE") },
   ],
   diff: [
     { case: "success", args: ["state.json", "new.json"], status: 0, stdout: '[{"op":"replace","path":"/n","value":2}]\n', stderr: "" },
@@ -100,16 +112,26 @@ const TABLE: Record<string, Row[]> = {
     { case: "a scalar on stdin", args: ["state.json", "-"], stdin: "7", ...refused("stdin", "", "ROOT_NOT_OBJECT") },
     { case: "an unsafe integer in a file", args: ["state.json", "unsafe.json"], ...refused("unsafe.json", "/ids/1", "UNSAFE_INTEGER") },
     { case: "too deep", args: ["deep.json", "state.json"], ...refused("deep.json", tooDeep.innermost, "LIMIT_EXCEEDED") },
+    { case: "a BOM before both states", args: ["bom-state.json", "bom-new.json"], status: 0, stdout: '[{"op":"replace","path":"/n","value":2}]\n', stderr: "" },
+    { case: "usage error: an unknown flag", args: ["state.json", "new.json", "--bogus"], ...usage },
   ],
   escape: [
     { case: "success", args: ["a/b", "~"], status: 0, stdout: '"/a~1b/~0"\n', stderr: "" },
     { case: "success: the root, asked for with --", args: ["--"], status: 0, stdout: '""\n', stderr: "" },
     { case: "usage error: no segment", args: [], ...usage },
+    // Issue 32: an unknown flag was taken as a segment and printed, exit 0.
+    { case: "usage error: an unknown flag", args: ["--bogus"], ...usage },
+    { case: "usage error: an unknown short flag among segments", args: ["a", "-x"], ...usage },
+    { case: "success: after --, a segment that starts with -", args: ["--", "--bogus", "-"], status: 0, stdout: '"/--bogus/-"\n', stderr: "" },
+    { case: "success: - alone is a segment", args: ["todos", "-"], status: 0, stdout: '"/todos/-"\n', stderr: "" },
   ],
   parse: [
     { case: "success", args: ["/a~1b/~01"], status: 0, stdout: '["a/b","~1"]\n', stderr: "" },
     { case: "usage error", args: [], ...usage },
     { case: "malformed pointer", args: ["no-slash"], status: 2, stdout: "", stderr: { source: '"no-slash"', pointer: "", code: "INVALID_POINTER" } },
+    { case: "usage error: an unknown flag", args: ["--bogus"], ...usage },
+    { case: "success: the pointer after --", args: ["--", "/a"], status: 0, stdout: '["a"]\n', stderr: "" },
+    { case: "a malformed pointer with a BOM in it, shown escaped", args: ["\ufeff/a"], status: 2, stdout: "", stderr: { source: '"\\ufeff/a"', pointer: "", code: "INVALID_POINTER" } },
   ],
   check: [
     { case: "success", args: ["--state", "state.json", "clean.ndjson"], status: 0, stdout: "3 events, 1 delta: the client applies every one\n", stderr: "" },
@@ -122,6 +144,9 @@ const TABLE: Record<string, Row[]> = {
     { case: "an unsafe integer in --state", args: ["--state", "unsafe.json", "clean.ndjson"], ...refused("unsafe.json", "/ids/1", "UNSAFE_INTEGER") },
     { case: "too deep a --state", args: ["--state", "deep.json", "clean.ndjson"], ...refused("deep.json", tooDeep.innermost, "LIMIT_EXCEEDED") },
     { case: "a --state on stdin", args: ["--state", "-", "clean.ndjson"], stdin: "[]", ...refused("stdin", "", "ROOT_NOT_OBJECT") },
+    { case: "a BOM before the --state and the stream", args: ["--state", "bom-state.json", "bom-clean.ndjson"], status: 0, stdout: "3 events, 1 delta: the client applies every one\n", stderr: "" },
+    { case: "a BOM before a --state on stdin", args: ["--state", "-", "clean.ndjson"], stdin: '\ufeff{"n":1}', status: 0, stdout: "3 events, 1 delta: the client applies every one\n", stderr: "" },
+    { case: "usage error: an unknown flag after the file", args: ["clean.ndjson", "--bogus"], ...usage },
   ],
   fix: [
     { case: "success", args: ["--state", "state.json", "clean.ndjson"], status: 0, stdout: streams["clean.ndjson"], stderr: "" },
@@ -133,18 +158,25 @@ const TABLE: Record<string, Row[]> = {
     { case: "a state that is not an object", args: ["--state", "array.json", "clean.ndjson"], ...refused("array.json", "", "ROOT_NOT_OBJECT") },
     { case: "an unsafe integer in --state", args: ["--state", "unsafe.json", "clean.ndjson"], ...refused("unsafe.json", "/ids/1", "UNSAFE_INTEGER") },
     { case: "too deep a --state", args: ["--state", "deep.json", "clean.ndjson"], ...refused("deep.json", tooDeep.innermost, "LIMIT_EXCEEDED") },
+    { case: "a BOM before the --state", args: ["--state", "bom-state.json", "clean.ndjson"], status: 0, stdout: streams["clean.ndjson"], stderr: "" },
+    { case: "usage error: an unknown flag", args: ["--bogus", "clean.ndjson"], ...usage },
   ],
   serve: [
     { case: "success: stdin ends", args: [], stdin: J({ jsonrpc: "2.0", id: 1, method: "escapePointer", params: { path: ["a/b"] } }) + "\n", status: 0, stdout: J({ jsonrpc: "2.0", id: 1, result: { pointer: "/a~1b" } }) + "\n", stderr: "" },
     { case: "usage error: a bad flag value", args: ["--max-ops", "0"], ...usage },
     { case: "usage error: a positional", args: ["serve", "extra"], ...usage },
     { case: "usage error: an unknown command", args: ["frobnicate"], ...usage },
+    { case: "usage error: an unknown flag", args: ["serve", "--bogus"], ...usage },
   ],
   help: [
     { case: "success", args: ["diff"], status: 0, stdout: expect.stringMatching(/^agui-state diff OLD\.json NEW\.json\n/) as string, stderr: "" },
     { case: "usage error: no such command", args: ["frobnicate"], ...usage },
+    { case: "usage error: an unknown flag", args: ["--bogus"], ...usage },
   ],
-  "--version": [{ case: "success", args: [], status: 0, stdout: `${pkg.version}\n`, stderr: "" }],
+  "--version": [
+    { case: "success", args: [], status: 0, stdout: `${pkg.version}\n`, stderr: "" },
+    { case: "usage error: an unknown flag", args: ["--bogus"], ...usage },
+  ],
 };
 
 function agui(args: string[], stdin = "") {
@@ -162,7 +194,8 @@ describe("the exit-code table, run against the binary", () => {
           expect(r.status, r.stderr).toBe(row.status);
           expect(r.stdout).toEqual(row.stdout);
           if (row.stderr === "") expect(r.stderr).toBe("");
-          else if (row.stderr === "usage") expect(r.stderr).toMatch(/^agui-state: [^\n]+\n$/);
+          // One line: the problem, then the command's usage line (its help's synopsis).
+          else if (row.stderr === "usage") expect(r.stderr).toMatch(new RegExp(`^agui-state: [^\\n]+; usage: agui-state ${command === "serve" ? "" : command === "help" || command === "--version" ? "COMMAND" : quote(command)}[^\\n]*\\n$`));
           else {
             // One line: the command, the file (or stdin), the pointer, a stable code, then words for people.
             const { source, pointer, code } = row.stderr;
@@ -192,7 +225,7 @@ describe("the exit-code table, run against the binary", () => {
     it("usage error: no --upstream, exit 2", () => {
       const r = agui(["proxy", "--listen", "127.0.0.1:0"]);
       expect([r.status, r.stdout]).toEqual([2, ""]);
-      expect(r.stderr).toMatch(/^agui-state: proxy: --upstream URL is required[^\n]*\n$/);
+      expect(r.stderr).toMatch(/^agui-state: proxy: --upstream URL is required[^\n]*; usage: agui-state proxy --upstream URL[^\n]*\n$/);
     });
 
     it("an address it cannot listen on, for the proxy or for its inspector: exit 2", async () => {
@@ -210,6 +243,31 @@ describe("the exit-code table, run against the binary", () => {
         taken.close();
       }
     });
+  });
+
+  it("proxy: an unknown flag, exit 2 with the usage line", () => {
+    const r = agui(["proxy", "--upstream", "http://127.0.0.1:9", "--bogus"]);
+    expect([r.status, r.stdout]).toEqual([2, ""]);
+    expect(r.stderr).toBe('agui-state: proxy: unknown flag "--bogus"; usage: agui-state proxy --upstream URL [--listen HOST:PORT] [flags]\n');
+  });
+
+  it("--help among a command's flags prints its help, exit 0", () => {
+    for (const [args, first] of [
+      [["escape", "a", "--help"], "agui-state escape [--] SEGMENT..."],
+      [["check", "run.sse", "-h"], "agui-state check "],
+      [["serve", "--max-ops", "3", "--help"], "agui-state [serve] [flags]"],
+    ] as const) {
+      const r = agui([...args]);
+      expect([r.status, r.stderr], args.join(" ")).toEqual([0, ""]);
+      expect(r.stdout.startsWith(first), args.join(" ")).toBe(true);
+    }
+  });
+
+  it("shows an invisible character in a parse error escaped, and names a BOM it cannot skip", () => {
+    expect(agui(["normalize", "hidden.json"]).stderr).toContain('unexpected "\\u200b" where a value belongs');
+    const ops = agui(["normalize"], '[\ufeff{"op":"add","path":"/x","value":1}]');
+    expect(ops.status).toBe(2);
+    expect(ops.stderr).toContain('unexpected "\\ufeff" (a byte order mark, U+FEFF) where a value belongs');
   });
 
   it("is printed by --help", () => {

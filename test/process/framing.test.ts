@@ -40,9 +40,44 @@ describe.each(COMMANDS)("$name", { timeout: 20_000 }, (cmd: Command) => {
       expect(await exchange(input, "ndjson", ["--framing", "ndjson"])).toEqual([error(null, -32700), escaped(1, "a")]);
     });
 
-    it("under --framing lsp reads a leading { as a bad header block, not as NDJSON", async () => {
+    it("under --framing lsp answers a JSON line as a stray line (-32700), not as NDJSON", async () => {
       const input = Buffer.concat([Buffer.from('{"x":1}\r\n\r\n'), lsp(escape(1, "a"))]);
-      expect(await exchange(input, "lsp", ["--framing", "lsp"])).toEqual([error(null, -32600), escaped(1, "a")]);
+      expect(await exchange(input, "lsp", ["--framing", "lsp"])).toEqual([error(null, -32700), escaped(1, "a")]);
+    });
+
+    // Issue 32: a BOM, or a line that is neither JSON nor a header, once left every later message unanswered.
+    describe("nothing left waiting (issue 32)", () => {
+      const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
+      const lines = (...parts: (string | Buffer)[]) => Buffer.concat(parts.map((p) => (Buffer.isBuffer(p) ? p : Buffer.from(p))));
+
+      it.each(FRAMINGS)("skips a leading UTF-8 BOM before %s, under auto and forced", async (framing) => {
+        for (const args of [[], ["--framing", framing]]) {
+          expect(await exchange(lines(BOM, encode(framing, escape(1, "a"))), framing, args), args.join(" ")).toEqual([escaped(1, "a")]);
+        }
+      });
+
+      it("answers a line that is neither JSON nor a header with -32700, id null, naming it, and goes on", async () => {
+        const r = await run(cmd, [], lines("hello\n", encode("ndjson", escape(1, "a")), "wor\u0001d\n", encode("ndjson", escape(2, "b"))));
+        expect(r.code, r.stderr).toBe(0);
+        const frames = parseFrames("ndjson", r.stdout) as { error?: { message: string } }[];
+        expect(frames).toEqual([error(null, -32700), escaped(1, "a"), error(null, -32700), escaped(2, "b")]);
+        expect(frames[0]?.error?.message).toContain('"hello"');
+        expect(frames[2]?.error?.message).toContain('"wor\\u0001d"');
+        expect(r.stderr).not.toContain("input ended in the middle of a message");
+      });
+
+      it("answers a stray line between LSP frames in LSP framing", async () => {
+        expect(await exchange(lines(lsp(escape(1, "a")), "hello\r\n", lsp(escape(2, "b"))), "lsp")).toEqual([escaped(1, "a"), error(null, -32700), escaped(2, "b")]);
+      });
+
+      it("answers the request after a stray line while stdin is still open", async () => {
+        const s = start(cmd);
+        await s.write(lines(BOM, "hello\n", encode("ndjson", escape(1, "a"))));
+        await s.until(() => s.stdout.toString().split("\n").length > 2, "both replies, before stdin ends");
+        s.end();
+        expect(await s.waitForExit(), s.stderr).toMatchObject({ code: 0 });
+        expect(parseFrames("ndjson", s.stdout)).toEqual([error(null, -32700), escaped(1, "a")]);
+      });
     });
 
     it("under --framing lsp answers LSP frames in LSP framing", async () => {

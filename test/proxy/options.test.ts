@@ -54,6 +54,6 @@ describe("agui-state proxy flags", () => {
     const child = spawnProxy(["--listen", "127.0.0.1:0"]);
     expect((await child.waitForExit()).code).toBe(2);
     expect(child.stdout.length).toBe(0);
-    expect(child.stderr).toBe("agui-state: proxy: --upstream URL is required; see agui-state proxy --help\n");
+    expect(child.stderr).toBe("agui-state: proxy: --upstream URL is required; see agui-state proxy --help; usage: agui-state proxy --upstream URL [--listen HOST:PORT] [flags]\n");
   });
 });

@@ -38,8 +38,9 @@ const LAYERS: Record<string, RegExp> = {
   // The API's types, which the page and the store share: nothing, so the page's browser build stays free of Node.
   "src/inspect/api.ts": /^$/,
   // The top: flags, files and exit codes, wiring every layer below; the transport only through rpc/node.
+  // `sarif` is @types/sarif, imported as types only (check --sarif's log shape), erased from the bundle.
   "src/cli": new RegExp(
-    String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(json|protocol|rpc\/node|runtime|service|stream|proxy|inspect)\/[\w-]+\.js|\.\.\/log\.js|\.\.\/\.\.\/package\.json|node:(fs|stream|util))$`,
+    String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(json|protocol|rpc\/node|runtime|service|stream|proxy|inspect)\/[\w-]+\.js|\.\.\/log\.js|\.\.\/\.\.\/package\.json|node:(fs|path|stream|url|util)|sarif)$`,
   ),
   // pino and its sink: the one place that writes to stderr.
   "src/log.ts": /^(\.\/log-sink\.js|pino|node:util)$/,

@@ -1,7 +1,9 @@
 import { err, IntegralFloat, isObject, type Result } from "../../core/index.js";
 import { mayNestPast, scanJson, type ScanProblem } from "../../json/scan.js";
 import { mayHoldUnsafeNumber, parseJson } from "../../json/parse.js";
+import { escapeHidden, showText } from "../../json/show.js";
 import { stringifyJson } from "../../json/stringify.js";
+import { locateSyntaxError } from "../../json/syntax-error.js";
 import type { Log } from "../../log.js";
 import { invalidParams, limitExceeded, type CallError } from "../../protocol/errors.js";
 import { ENVELOPE_DEPTH } from "../../protocol/limits.js";
@@ -58,6 +60,17 @@ function scanError(found: ScanProblem, maxDepth: number): CallError {
 }
 
 /**
+ * Why a message is not JSON, for people: where it breaks and what stands
+ * there, then how it starts, every invisible character escaped (a BOM is
+ * `\ufeff`). Only on the error path: the locating pass reads the text again.
+ */
+function notJson(text: string, e: unknown): string {
+  const at = locateSyntaxError(text);
+  const why = at ? `not JSON at line ${at.line}, column ${at.column}: ${at.message}` : `not JSON: ${escapeHidden((e as Error).message)}`;
+  return `${why}; the message starts ${showText(text, 60)}`;
+}
+
+/**
  * JSON-RPC 2.0 over frames, done by hand rather than through vscode-jsonrpc's
  * MessageConnection, which cannot answer batches, drops `id: null`, and costs
  * several times the CPU per request (bench/connection-overhead.ts; the figures
@@ -97,7 +110,10 @@ export class Dispatcher {
       case "bad-utf8":
         return JSON.stringify(failed(null, parseError("the message is not valid UTF-8")));
       case "bad-header":
-        return JSON.stringify(failed(null, invalidRequest(`bad LSP header block (${frame.detail}); skipped to the next Content-Length`)));
+        return JSON.stringify(failed(null, invalidRequest(`bad LSP header block (${frame.detail})`)));
+      case "stray-line":
+        // protocol/README.md §2: answered, so that a client waiting on it is not left waiting; reading goes on at the next line.
+        return JSON.stringify(failed(null, parseError(`a line that is neither ${frame.json ? "JSON nor " : ""}an LSP header (Content-Length: N): ${showText(frame.head, 60)}${frame.bytes > frame.head.length ? ` (${frame.bytes} bytes)` : ""}; skipped`)));
       case "oversized": {
         const id = idFromHead(frame.head);
         const limit = this.limits.maxMessageBytes;
@@ -119,7 +135,7 @@ export class Dispatcher {
     try {
       msg = parseJson(text, unsafe);
     } catch (e) {
-      return JSON.stringify(failed(null, parseError((e as Error).message)));
+      return JSON.stringify(failed(null, parseError(notJson(text, e))));
     }
     if (!Array.isArray(msg)) return this.handleOne(msg, scan);
     // JSON-RPC 2.0 §6: an empty batch is one invalid request; a batch of

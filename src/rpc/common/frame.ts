@@ -11,4 +11,10 @@ export type Frame =
   /** A frame over the size limit, discarded as it streamed in. `head` is its first bytes, to find an id in. */
   | { kind: "oversized"; bytes: number; head: string }
   /** LSP framing: a header block without a usable Content-Length. The decoder resynchronizes at the next one. */
-  | { kind: "bad-header"; detail: string };
+  | { kind: "bad-header"; detail: string }
+  /**
+   * A line where a message should start that is not one: not an LSP header,
+   * nor (`json`, under `--framing auto`) a JSON line. `head` is its first
+   * bytes, `bytes` its length; reading goes on at the next line.
+   */
+  | { kind: "stray-line"; head: string; bytes: number; json: boolean };

@@ -4,12 +4,14 @@ import type { StateService } from "../../service/state-service.js";
 import type { StreamService } from "../../service/stream-service.js";
 import { Dispatcher } from "../common/dispatch.js";
 import type { Frame } from "../common/frame.js";
-import { FramedReader, FramedWriter, type Framing } from "./stdio.js";
+import { FramedReader, FramedWriter, type Framing as FramingFlag } from "./stdio.js";
+
+type Framing = "ndjson" | "lsp";
 
 export interface ServerOptions {
   input: Readable;
   output: Writable;
-  framing: Framing;
+  framing: FramingFlag;
   /** The service to serve. Its limits (protocol/README.md §7) are the server's too. */
   service: StateService;
   /** The stream methods' service (protocol/README.md §14). */
@@ -55,7 +57,7 @@ export function startServer(opts: ServerOptions): Server {
     else opts.output.once("drain", () => finish(why));
   };
 
-  const writer = new FramedWriter(opts.output, () => reader.framing ?? "ndjson", {
+  const writer = new FramedWriter(opts.output, {
     error: (e) => {
       if (e.code !== "EPIPE") opts.log.error({ err: e }, "output error");
       settle("output-closed");
@@ -83,16 +85,18 @@ export function startServer(opts: ServerOptions): Server {
   // read after that message are held, in order, and input is paused: a part
   // sent right behind its openStream, in the same read, is answered once the
   // pipeline is there, as if it had come later (protocol/README.md §14).
-  let held: Frame[] | undefined;
+  // Each frame is held with the framing its reply takes (under `auto`, that
+  // of the last message read up to it), since reading goes on meanwhile.
+  let held: [Frame, Framing][] | undefined;
   let endedWhileHeld = false;
-  const deliver = (frame: Frame): void => {
+  const deliver = (frame: Frame, framing: Framing = reader.framing ?? "ndjson"): void => {
     if (held) {
-      held.push(frame);
+      held.push([frame, framing]);
       return;
     }
     const reply = dispatcher.handle(frame);
     if (reply !== undefined) {
-      const framed = writer.frame(reply);
+      const framed = writer.frame(reply, framing);
       if (pending) pending.push(framed);
       else writer.write(framed);
     }
@@ -107,7 +111,7 @@ export function startServer(opts: ServerOptions): Server {
       held = undefined;
       reader.batch?.begin();
       try {
-        for (const f of frames) deliver(f);
+        for (const [f, framing] of frames) deliver(f, framing);
       } finally {
         reader.batch?.end();
       }
@@ -125,7 +129,7 @@ export function startServer(opts: ServerOptions): Server {
     settle("end");
   };
   const subscription = reader.listen({
-    frame: deliver,
+    frame: (f) => deliver(f),
     end: ended,
     error: (e) => opts.log.error({ err: e }, "input error"),
   });

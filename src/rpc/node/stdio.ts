@@ -1,6 +1,6 @@
 import type { Readable, Writable } from "node:stream";
 import type { Frame } from "../common/frame.js";
-import { detectFraming, LspDecoder, NdjsonDecoder, type FrameDecoder } from "./framing.js";
+import { decoderFor, type FrameDecoder } from "./framing.js";
 
 export type Framing = "auto" | "ndjson" | "lsp";
 
@@ -18,39 +18,30 @@ export interface ReaderEvents {
  * still be answered. (So it is not a vscode-jsonrpc MessageReader.)
  */
 export class FramedReader {
-  private decoder: FrameDecoder | undefined;
-  /** The framing in use, once known; replies use the same (protocol/README.md §2). */
-  framing: "ndjson" | "lsp" | undefined;
+  private readonly decoder: FrameDecoder;
   /** Called around the frames of each chunk read, so their replies can leave in one write. */
   batch: { begin(): void; end(): void } | undefined;
 
   constructor(
     private readonly input: Readable,
     framing: Framing,
-    private readonly maxMessageBytes: number,
+    maxMessageBytes: number,
   ) {
-    if (framing !== "auto") this.choose(framing);
+    this.decoder = decoderFor(framing, maxMessageBytes);
   }
 
-  private choose(framing: "ndjson" | "lsp"): void {
-    this.framing = framing;
-    this.decoder = framing === "ndjson" ? new NdjsonDecoder(this.maxMessageBytes) : new LspDecoder(this.maxMessageBytes);
+  /** The framing of the last message read; its reply uses the same (protocol/README.md §2). */
+  get framing(): "ndjson" | "lsp" | undefined {
+    return this.decoder.framing;
   }
 
   /** Starts reading; `dispose` stops listening to the input. */
   listen(events: ReaderEvents): { dispose(): void } {
     const emit = (f: Frame): void => events.frame(f);
     const onData = (chunk: Buffer): void => {
-      if (!this.decoder) {
-        // Auto mode: the first non-whitespace byte decides. The chunk is then
-        // decoded whole, so nothing needs pushing back onto the stream.
-        const kind = detectFraming(chunk);
-        if (!kind) return;
-        this.choose(kind);
-      }
       this.batch?.begin();
       try {
-        (this.decoder as FrameDecoder).push(chunk, emit);
+        this.decoder.push(chunk, emit);
       } finally {
         this.batch?.end();
       }
@@ -73,7 +64,7 @@ export class FramedReader {
 
   /** True when the stream ended in the middle of a message. */
   get partial(): boolean {
-    return this.decoder?.pending ?? false;
+    return this.decoder.pending;
   }
 }
 
@@ -88,7 +79,6 @@ export class FramedWriter {
 
   constructor(
     private readonly output: Writable,
-    private readonly framing: () => "ndjson" | "lsp",
     events: WriterEvents,
   ) {
     output.on("error", (e: NodeJS.ErrnoException) => {
@@ -105,9 +95,9 @@ export class FramedWriter {
     return this.closed;
   }
 
-  /** One reply (the JSON text of a response or of a batch of them) in the framing of the input. */
-  frame(json: string): string {
-    return this.framing() === "ndjson" ? json + "\n" : `Content-Length: ${Buffer.byteLength(json)}\r\n\r\n${json}`;
+  /** One reply (the JSON text of a response or of a batch of them) in the framing of the message it answers. */
+  frame(json: string, framing: "ndjson" | "lsp"): string {
+    return framing === "ndjson" ? json + "\n" : `Content-Length: ${Buffer.byteLength(json)}\r\n\r\n${json}`;
   }
 
   /** Writes framed replies, whole. The process's stdout is never ended here. */

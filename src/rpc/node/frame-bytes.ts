@@ -1,0 +1,23 @@
+/** What both framings share (protocol/README.md §2): the decoder's shape, and how a body becomes a frame. */
+import { isUtf8 } from "node:buffer";
+import type { Frame } from "../common/frame.js";
+
+export interface FrameDecoder {
+  push(chunk: Buffer, emit: (f: Frame) => void): void;
+  /** The stream ended; anything partial is dropped. */
+  readonly pending: boolean;
+  /** The framing of the last message read, which its reply uses (protocol/README.md §2); undefined before the first. */
+  readonly framing: "ndjson" | "lsp" | undefined;
+}
+
+/** How many bytes of an oversized message are kept to look for its id. */
+export const HEAD_BYTES = 4096;
+/** How many bytes of a stray line a -32700 quotes (the message shows fewer, escaped). */
+export const STRAY_HEAD_BYTES = 256;
+
+export function decodeBody(body: Buffer): Frame {
+  return isUtf8(body) ? { kind: "text", text: body.toString("utf8") } : { kind: "bad-utf8" };
+}
+
+export const isJsonStart = (c: number | undefined): boolean => c === 0x7b || c === 0x5b;
+export const isSpace = (c: number | undefined): boolean => c === 32 || c === 9 || c === 13 || c === 10;
