@@ -21,7 +21,8 @@ import { UsageError } from "./options.js";
 /** Input that cannot be read (a missing file, a `--state` that is not a JSON object): exit 2 (exit.ts). */
 export class Unreadable extends Error {}
 
-export function streamArgs(name: string, argv: string[], flag: string, extra: ParseArgsConfig["options"] = {}): { file: string; state: JsonObject; flag: boolean; values: Record<string, unknown> } {
+/** A stream command's arguments; `state` is undefined without --state: what the client holds is then not known (§13). */
+export function streamArgs(name: string, argv: string[], flag: string, extra: ParseArgsConfig["options"] = {}): { file: string; state: JsonObject | undefined; flag: boolean; values: Record<string, unknown> } {
   let parsed;
   try {
     parsed = parseArgs({ args: argv, options: { ...extra, state: { type: "string" }, [flag]: { type: "boolean" } }, strict: true, allowPositionals: true });
@@ -33,7 +34,7 @@ export function streamArgs(name: string, argv: string[], flag: string, extra: Pa
   const stateFile = values["state"];
   const file = positionals[0] ?? "-";
   if (stateFile === "-" && file === "-") throw new UsageError(`${name}: --state and the stream cannot both come from stdin`);
-  return { file, state: typeof stateFile === "string" ? readState(stateFile) : {}, flag: values[flag] === true, values };
+  return { file, state: typeof stateFile === "string" ? readState(stateFile) : undefined, flag: values[flag] === true, values };
 }
 
 /** The state the client holds before the stream: a JSON object (protocol/README.md §11), read as every command reads JSON. */
@@ -88,7 +89,7 @@ export function checkCommand(argv: string[]): Promise<number> {
     const { file, state, flag: json, values } = streamArgs("check", argv, "json", { html: { type: "string" } });
     const htmlFile = values["html"] as string | undefined;
     if (htmlFile === "") throw new UsageError("check: --html needs a FILE to write");
-    const report = htmlFile === undefined ? undefined : await import("../inspect/report.js").then((m) => new m.Report(file === "-" ? "(stdin)" : file, state));
+    const report = htmlFile === undefined ? undefined : await import("../inspect/report.js").then((m) => new m.Report(file === "-" ? "(stdin)" : file, state ?? {}));
     const checker = new StreamChecker(state, report?.stream.observe);
     const out = writer(process.stdout);
     const emit = async (findings: ReturnType<StreamChecker["push"]>): Promise<boolean> => {

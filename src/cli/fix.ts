@@ -19,7 +19,7 @@ export function fixCommand(argv: string[]): Promise<number> {
     const { file, state, flag: report, values } = streamArgs("fix", argv, "report", REPAIR_OPTIONS);
     const policy = repairPolicy(values);
     const err = writer(process.stderr);
-    const fixer = new StreamFixer({ state, policy, ...(report ? { onFinding: (f) => void err(formatFinding(f, "fix") + "\n") } : {}) });
+    const fixer = new StreamFixer({ ...(state ? { state } : {}), policy, ...(report ? { onFinding: (f) => void err(formatFinding(f, "fix") + "\n") } : {}) });
     const out = writer(process.stdout);
     for await (const chunk of input(file)) {
       // The reader went away (EPIPE): there is no one left to write to.

@@ -16,9 +16,15 @@ export class StreamChecker {
   private readonly reader = new EventReader("client");
   readonly model: Client;
 
-  /** `onEvent`: called once per event the client reads, as fix's is (an HTML report's hook; absent, it costs nothing). */
-  constructor(state: JsonObject = {}, private readonly onEvent?: (e: Observed) => void) {
-    this.model = new Client({ state });
+  /**
+   * `state`: what the client holds before the stream; undefined when it is
+   * not known (no --state): the replay starts from {}, and the first
+   * snapshot applied is SNAPSHOT_REPLACES_UNKNOWN (§13). `onEvent`: called
+   * once per event the client reads, as fix's is (an HTML report's hook;
+   * absent, it costs nothing).
+   */
+  constructor(state?: JsonObject, private readonly onEvent?: (e: Observed) => void) {
+    this.model = new Client({ state: state ?? {}, known: state !== undefined });
   }
 
   get summary(): Summary {

@@ -8,7 +8,12 @@ export type { Finding } from "./findings.js";
 export type { Policy } from "./client.js";
 
 export interface FixerOptions {
-  /** The state the client holds when the stream starts (default {}): the baseline. The fixer works on its own copy. */
+  /**
+   * The state the client holds when the stream starts: the baseline. The
+   * fixer works on its own copy. Left out, it is not known: the mirror
+   * starts at {}, and the first snapshot sent whole is
+   * SNAPSHOT_REPLACES_UNKNOWN (§13).
+   */
   state?: JsonObject;
   /** The apply stage's repair policy: --own, --snapshots, --join-keys (default: none of them). */
   policy?: Policy;
@@ -61,7 +66,7 @@ export class StreamFixer {
 
   constructor(opts: FixerOptions = {}) {
     // Without a listener the findings are not read: the verdict on each mended delta is not worked out.
-    this.client = new Client({ state: opts.state ?? {}, repair: opts.policy ?? PASSTHROUGH, remember: REMEMBERED, diagnose: opts.onFinding !== undefined || opts.onEvent !== undefined });
+    this.client = new Client({ state: opts.state ?? {}, known: opts.state !== undefined, repair: opts.policy ?? PASSTHROUGH, remember: REMEMBERED, diagnose: opts.onFinding !== undefined || opts.onEvent !== undefined });
     this.onFinding = opts.onFinding;
     this.onEvent = opts.onEvent;
     // Set before the first chunk, it stands in for the reader's detection.
