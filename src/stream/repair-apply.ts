@@ -252,14 +252,15 @@ export class RepairApply {
     // verifyEvents reads only the type and the ids, which mending leaves alone. For a delta the
     // schema refused and nothing is sent of, the client never got that far: nothing to report.
     const verified = event || sent ? verifyStage(lifecycle, event ?? shell, at, sent ? "feed" : "peek") : undefined;
-    if (verified?.decision === "fatal") findings = [tally.count({ ...verified.findings[0], outcome: sent ? "passed" : "discarded" })];
-    else if (judge && event !== undefined) {
+    const fatal = verified?.decision === "fatal" ? tally.count({ ...verified.findings[0], outcome: sent ? "passed" : "discarded" }) : undefined;
+    if (fatal) findings = [fatal];
+    if (judge && event !== undefined && !fatal) {
       // Would the delta as sent have applied? The client's own call answers, against the mirror as it was.
       const client = verdicts(mirror.root, patchOf(event), at, activity !== undefined, kept, reader);
       if (client.length > 0) findings = changes(client, first, ops, sent, at, tally);
-    } else if (this.diagnose && event === undefined && !unchanged) {
-      // The schema refused the delta (its run fails as sent): what fix did with the ops it let through.
-      findings = changes(NONE, first, ops, sent, at, tally);
+    } else if (this.diagnose && !unchanged && (fatal || event === undefined)) {
+      // The client's run fails at the delta as sent (its schema, or verifyEvents): what fix did with each op.
+      findings = [...findings, ...changes(NONE, first, ops, sent, at, tally)];
     }
     if (judge) mirror.replay(first.applied);
     if (activity && sent) {
