@@ -3641,6 +3641,21 @@ export const DISCOVER_JSON = String.raw`{
             "name": "fixStreamResult",
             "value": {
               "text": "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n{\"type\":\"STATE_DELTA\",\"delta\":[{\"op\":\"add\",\"path\":\"/todos\",\"value\":[]},{\"op\":\"add\",\"path\":\"/todos/-\",\"value\":\"buy milk\"}]}\n",
+              "findings": [
+                {
+                  "event": 2,
+                  "line": 2,
+                  "kind": "dropped",
+                  "type": "STATE_DELTA",
+                  "index": 0,
+                  "pointer": "/todos/-",
+                  "code": "PATH_NOT_FOUND",
+                  "message": "/todos does not exist; the client warns and keeps its state",
+                  "hint": "\u0060/todos\u0060 does not exist: add it as \u0060[]\u0060 first",
+                  "outcome": "mended",
+                  "stops": true
+                }
+              ],
               "passed": 0,
               "mended": 1,
               "discarded": 0,
@@ -3666,6 +3681,21 @@ export const DISCOVER_JSON = String.raw`{
             "name": "fixStreamResult",
             "value": {
               "text": "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\ndata: {\"type\":\"STATE_DELTA\",\"delta\":[{\"op\":\"add\",\"path\":\"/toolState/raster-ops~1dataset\",\"value\":\"era5\"}]}\n\n",
+              "findings": [
+                {
+                  "event": 2,
+                  "line": 3,
+                  "kind": "dropped",
+                  "type": "STATE_DELTA",
+                  "index": 0,
+                  "pointer": "/toolState/raster-ops/dataset",
+                  "code": "PATH_NOT_FOUND",
+                  "message": "/toolState/raster-ops does not exist; the client warns and keeps its state",
+                  "hint": "\u0060/toolState/raster-ops\u0060 does not exist. If \u0060raster-ops/dataset\u0060 is one key, write \u0060/toolState/raster-ops~1dataset\u0060; otherwise add \u0060/toolState/raster-ops\u0060 first",
+                  "outcome": "mended",
+                  "stops": true
+                }
+              ],
               "passed": 0,
               "mended": 1,
               "discarded": 0,
@@ -3767,6 +3797,7 @@ export const DISCOVER_JSON = String.raw`{
             "name": "closeStreamResult",
             "value": {
               "text": "{\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}",
+              "findings": [],
               "summary": {
                 "events": 3,
                 "deltas": 1,
