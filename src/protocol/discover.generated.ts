@@ -4998,7 +4998,7 @@ export const DISCOVER_JSON = String.raw`{
             "minimum": 1
           },
           "kind": {
-            "description": "What the client does with the event as it was sent.",
+            "description": "What the client does with the event as it was sent; absent when it applies it, on a finding of the repair's only: an op it sent rewritten or left out all the same (protocol/README.md §5 rules 6 and 7, or an op fast-json-patch takes that RFC 6902 refuses).",
             "enum": [
               "dropped",
               "ignored",
@@ -5048,7 +5048,6 @@ export const DISCOVER_JSON = String.raw`{
         "required": [
           "event",
           "line",
-          "kind",
           "type",
           "code",
           "message",

@@ -546,9 +546,9 @@ export interface StreamFinding {
    */
   line: number;
   /**
-   * What the client does with the event as it was sent.
+   * What the client does with the event as it was sent; absent when it applies it, on a finding of the repair's only: an op it sent rewritten or left out all the same (protocol/README.md §5 rules 6 and 7, or an op fast-json-patch takes that RFC 6902 refuses).
    */
-  kind: "dropped" | "ignored" | "fatal" | "wiped";
+  kind?: "dropped" | "ignored" | "fatal" | "wiped";
   /**
    * The event's type ("" when it has none).
    */

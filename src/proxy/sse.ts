@@ -4,7 +4,7 @@ import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
 import type { JsonObject } from "../core/index.js";
 import type { Log } from "../log.js";
 import type { Policy } from "../stream/client.js";
-import { noKinds, noOutcomes, type Kind, type Outcome } from "../stream/findings.js";
+import { hasKind, noKinds, noOutcomes, type Kind, type Outcome } from "../stream/findings.js";
 import { StreamFixer, type Observed } from "../stream/fixer.js";
 import type { Baseline } from "./baseline.js";
 import { endToEnd } from "./headers.js";
@@ -66,10 +66,10 @@ export async function fixStream(upstream: IncomingMessage, res: ServerResponse, 
     ...(policy ? { policy } : {}),
     ...(watching ? { onEvent: watching.observe } : {}),
     onFinding: (f) => {
-      counts.kinds[f.kind]++;
+      if (hasKind(f)) counts.kinds[f.kind]++;
       counts.outcomes[f.outcome]++;
       // One line per finding at debug only: a sloppy upstream can make one per event.
-      if (f.kind === "fatal" && f.outcome === "passed") log.warn({ finding: f }, "event stream finding");
+      if (hasKind(f) && f.kind === "fatal" && f.outcome === "passed") log.warn({ finding: f }, "event stream finding");
       else log.debug({ finding: f }, "event stream finding");
     },
   });

@@ -29,7 +29,7 @@ export const noKinds = (): Record<Kind, number> => ({ dropped: 0, ignored: 0, fa
 /** The closed sets are the protocol's (protocol/openrpc.json, StreamFinding): this fails to compile if they part. */
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 type Holds<T extends true> = T;
-export type SetsAreTheProtocols = Holds<[Same<Outcome, StreamFinding["outcome"]>, Same<Kind, StreamFinding["kind"]>, Same<Required<Finding & Stops>, Required<StreamFinding>>] extends [true, true, true] ? true : false>;
+export type SetsAreTheProtocols = Holds<[Same<Outcome, StreamFinding["outcome"]>, Same<Kind, NonNullable<StreamFinding["kind"]>>, Same<Required<Finding & Stops>, Required<StreamFinding>>] extends [true, true, true] ? true : false>;
 
 /** One event the client would not apply, or a snapshot that wipes what it held (protocol/README.md §13). */
 export interface Finding {
@@ -62,7 +62,37 @@ export interface Stops {
 }
 
 /** Whether a finding names the op the client stops at (Stops). */
-export const stopsHere = (f: Finding): boolean => (f as Stops).stops === true;
+export const stopsHere = (f: Reported): boolean => (f as Stops).stops === true;
+
+/**
+ * A finding of a repair's about an op of a delta the client would have
+ * applied as sent, which the repair sent rewritten or left out all the same
+ * (§5 rules 6 and 7, or an op fast-json-patch takes that RFC 6902 refuses):
+ * a Finding without a kind, since the client does nothing amiss with the
+ * event. The inspector's API does not list it yet (its findings are Finding).
+ */
+export type Applies = Omit<Finding, "kind">;
+
+/** What a repair reports: its findings, and those about deltas the client would have applied. */
+export type Reported = Finding | Applies;
+
+/** Whether a reported finding has a kind: every one but Applies. */
+export const hasKind = (f: Reported): f is Finding => "kind" in f;
+
+/**
+ * The findings among `fs` that have a kind: `fs` itself when all do (every
+ * one of check's; fix's but for Applies), so that the usual event costs no copy.
+ */
+export function kinded(fs: readonly Reported[]): readonly Finding[] {
+  return fs.every(hasKind) ? (fs as readonly Finding[]) : fs.filter(hasKind);
+}
+
+/** A finding without a kind (Applies), its members in Finding's order but for the kind. */
+export function applies(at: At, f: OpFinding, outcome: Outcome): Applies {
+  const out = finding(at, "dropped", f, outcome) as Partial<Finding>;
+  delete out.kind;
+  return out as Applies;
+}
 
 /** Where an event sits in the input: what every finding about it names. */
 export interface At {

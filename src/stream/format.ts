@@ -1,5 +1,5 @@
 import type { Summary } from "./client.js";
-import { OUTCOMES, stopsHere, type Finding, type Outcome, type Reader } from "./findings.js";
+import { OUTCOMES, hasKind, stopsHere, type Outcome, type Reader, type Reported } from "./findings.js";
 
 /**
  * One finding as a line for people (protocol/README.md §13 gives the JSON
@@ -7,12 +7,14 @@ import { OUTCOMES, stopsHere, type Finding, type Outcome, type Reader } from "./
  * `fix` the line also gives the outcome, the word JSON and logs use
  * (passed, mended, discarded, kept).
  */
-export function formatFinding(f: Finding, reader: Reader = "check"): string {
+export function formatFinding(f: Reported, reader: Reader = "check"): string {
   const stop = stopsHere(f) ? ", where the client stops" : "";
   const op = f.index !== undefined ? `op ${f.index}${f.pointer !== undefined ? ` at ${JSON.stringify(f.pointer)}` : ""}${stop}: ` : "";
   const hint = f.hint !== undefined ? ` Hint: ${f.hint}` : "";
   const end = /[.!?]$/.test(f.message) ? "" : ".";
-  const what = reader === "fix" ? `${f.kind} as sent, ${f.outcome}` : f.kind;
+  // A finding without a kind is about an op the client would have applied, which fix changed all the same.
+  const kind = hasKind(f) ? f.kind : "applies";
+  const what = reader === "fix" ? `${kind} as sent, ${f.outcome}` : kind;
   return `line ${f.line}, event ${f.event} (${f.type || "no type"}): ${what}: ${op}${f.code}: ${f.message}${end}${hint}`;
 }
 

@@ -1,6 +1,6 @@
 import { EventType, type ActivityDeltaEvent, type Event as AguiEvent, type StateSnapshotEvent } from "@ag-ui/core";
 import { decodeOp, isObject, toWireOp, type ChangeOp, type Json, type JsonObject, type Path } from "../core/index.js";
-import { SNAPSHOT_TEXT, TEXT, finding, stopsHere, type At, type Finding, type Reader } from "./findings.js";
+import { SNAPSHOT_TEXT, TEXT, applies, finding, stopsHere, type At, type Finding, type Reader, type Reported } from "./findings.js";
 import type { Lifecycle } from "./lifecycle.js";
 import type { Messages } from "./messages.js";
 import { Mirror, type Changed, type Indexed, type NormalizeOptions, type Normalized } from "./mirror.js";
@@ -34,7 +34,8 @@ export const PASSTHROUGH: Policy = { own: [], snapshots: "pass", joinKeys: false
 /** What became of one event: `out` undefined sends it as it came, null sends nothing, an object is sent in its place. */
 export interface Step {
   decision: Decision;
-  findings: readonly Finding[];
+  /** Its findings; a repair's may include some without a kind (Applies). */
+  findings: readonly Reported[];
   out: JsonObject | null | undefined;
 }
 
@@ -248,7 +249,7 @@ export class RepairApply {
     const judge = judging && !first.asSent;
     const retype = activity !== undefined && activity.activityType !== messages.activity(activity.messageId)?.activityType;
     const sent = unchanged || first.applied.length > 0 || retype;
-    let findings: readonly Finding[] = NONE;
+    let findings: readonly Reported[] = NONE;
     // verifyEvents reads only the type and the ids, which mending leaves alone. For a delta the
     // schema refused and nothing is sent of, the client never got that far: nothing to report.
     const verified = event || sent ? verifyStage(lifecycle, event ?? shell, at, sent ? "feed" : "peek") : undefined;
@@ -256,11 +257,13 @@ export class RepairApply {
     if (fatal) findings = [fatal];
     if (judge && event !== undefined && !fatal) {
       // Would the delta as sent have applied? The client's own call answers, against the mirror as it was.
+      // A delta the client would have applied, but not as fix does (§5 rules 6 and 7, or an op
+      // fast-json-patch takes that RFC 6902 refuses): what fix changed, without a kind.
       const client = verdicts(mirror.root, patchOf(event), at, activity !== undefined, kept, reader);
-      if (client.length > 0) findings = changes(client, first, ops, sent, at, tally);
+      findings = changes(client, first, ops, sent, at, tally, "applies");
     } else if (this.diagnose && !unchanged && (fatal || event === undefined)) {
       // The client's run fails at the delta as sent (its schema, or verifyEvents): what fix did with each op.
-      findings = [...findings, ...changes(NONE, first, ops, sent, at, tally)];
+      findings = [...findings, ...changes(NONE, first, ops, sent, at, tally, "fatal")];
     }
     if (judge) mirror.replay(first.applied);
     if (activity && sent) {
@@ -283,13 +286,14 @@ export class RepairApply {
  * An op the client's verdicts name is reported in their words (code, hint,
  * `stops`); another, in the words of the core's skip or of the rule that
  * rewrote it. Every finding's kind is the event's as sent: the client's
- * verdicts', or `fatal` for a delta the schema refuses (`client` empty).
+ * verdicts', or, when they are none, `fatal` for a delta whose run fails
+ * there, and no kind for one the client would have applied (`otherwise`).
  * The stop op, should fix send it as itself, is reported `passed`.
  */
-function changes(client: readonly Finding[], r: Normalized, ops: readonly unknown[], sent: boolean, at: At, tally: Tally): Finding[] {
-  const kind = client[0]?.kind ?? "fatal";
+function changes(client: readonly Finding[], r: Normalized, ops: readonly unknown[], sent: boolean, at: At, tally: Tally, otherwise: "applies" | "fatal"): Reported[] {
+  const kind = client[0]?.kind ?? (otherwise === "fatal" ? "fatal" : undefined);
   const named = new Map<number, Finding>();
-  const out: Finding[] = [];
+  const out: Reported[] = [];
   for (const f of client) {
     if (f.index === undefined) out.push(tally.count({ ...f, outcome: sent ? "mended" : "discarded" }));
     else named.set(f.index, f);
@@ -308,7 +312,8 @@ function changes(client: readonly Finding[], r: Normalized, ops: readonly unknow
     }
     const path = isObject(ops[index]) ? (ops[index] as JsonObject)["path"] : undefined;
     const words = skip?.index === index ? skip.error : outcome === "discarded" ? SNAPSHOT_TEXT.nothingMoved() : SNAPSHOT_TEXT.rewritten();
-    out.push(tally.count(finding(at, kind, { index, ...(typeof path === "string" ? { pointer: path } : {}), code: words.code, message: words.message }, outcome)));
+    const f = { index, ...(typeof path === "string" ? { pointer: path } : {}), code: words.code, message: words.message };
+    out.push(tally.count(kind === undefined ? applies(at, f, outcome) : finding(at, kind, f, outcome)));
   }
   // The op the client stops at, sent as itself: the client refuses the mended delta there too.
   for (const f of named.values()) if (stopsHere(f)) out.push(tally.count({ ...f, outcome: "passed" }));

@@ -1,4 +1,4 @@
-import { noKinds, noOutcomes, type Finding, type Kind, type Outcome } from "./findings.js";
+import { hasKind, noKinds, noOutcomes, type Finding, type Kind, type Outcome, type Reported } from "./findings.js";
 
 /** The summary of a stream: events read, of them deltas, and how many events had a finding of each kind. */
 export interface Summary {
@@ -29,13 +29,14 @@ export class Tally {
 
   constructor(private readonly repairs: boolean) {}
 
-  count(f: Finding): Finding {
-    if (this.counted[f.kind] !== f.event) {
-      this.counted[f.kind] = f.event;
-      this.summary[f.kind]++;
+  count<F extends Reported>(f: F): F {
+    const kind = hasKind(f) ? f.kind : undefined;
+    if (kind !== undefined && this.counted[kind] !== f.event) {
+      this.counted[kind] = f.event;
+      this.summary[kind]++;
     }
     this.outcomes[f.outcome]++;
-    if (this.repairs && f.outcome === "passed" && f.kind !== "wiped") this.unfixed++;
+    if (this.repairs && f.outcome === "passed" && kind !== undefined && kind !== "wiped") this.unfixed++;
     return f;
   }
 
