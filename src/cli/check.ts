@@ -3,7 +3,7 @@ import type { Writable } from "node:stream";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import type { JsonObject } from "../core/json.js";
 import { StreamChecker } from "../stream/checker.js";
-import { formatFinding, formatSummary } from "../stream/format.js";
+import { formatFindings, formatSummary } from "../stream/format.js";
 import { EXIT } from "./exit.js";
 import { plainNumbers } from "../json/parse.js";
 import { describeInput, readJsonInput, unreadable } from "./json-input.js";
@@ -93,8 +93,9 @@ export function checkCommand(argv: string[]): Promise<number> {
     const checker = new StreamChecker(state, report?.stream.observe);
     const out = writer(process.stdout);
     const emit = async (findings: ReturnType<StreamChecker["push"]>): Promise<boolean> => {
+      if (!json) return out(formatFindings(findings));
       let text = "";
-      for (const f of findings) text += (json ? JSON.stringify(f) : formatFinding(f)) + "\n";
+      for (const f of findings) text += JSON.stringify(f) + "\n";
       return out(text);
     };
     for await (const chunk of input(file)) if (!(await emit(checker.push(chunk)))) return 1;

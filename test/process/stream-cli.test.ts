@@ -65,7 +65,7 @@ describe("agui-state check", () => {
     const r = agui(["check", "--json", "-"], sse);
     expect(r.status).toBe(1);
     const out = r.stdout.trimEnd().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
-    expect(out[0]).toEqual({ event: 2, line: 3, kind: "dropped", type: "STATE_DELTA", index: 0, pointer: "/todos/-", code: "PATH_NOT_FOUND", message: expect.any(String), hint: expect.stringContaining("add it as `[]`"), outcome: "passed" });
+    expect(out[0]).toEqual({ event: 2, line: 3, kind: "dropped", type: "STATE_DELTA", index: 0, pointer: "/todos/-", code: "PATH_NOT_FOUND", message: expect.any(String), hint: expect.stringContaining("add it as `[]`"), outcome: "passed", stops: true });
     expect(out[1]).toEqual({ event: 3, line: 5, kind: "fatal", type: "STATE_DELTA", index: 0, pointer: "/a~b", code: "INVALID_POINTER", message: expect.any(String), hint: "a `~` in a key is written `~0`: write `/a~0b`", outcome: "passed" });
     expect(out[2]).toEqual({ summary: { events: 3, deltas: 2, dropped: 1, ignored: 0, fatal: 1, wiped: 0 } });
   });
@@ -120,9 +120,10 @@ describe("agui-state fix", () => {
     const checked = agui(["check", path.join(work, "broken2.ndjson")]).stdout.trimEnd().split("\n");
     const reported = r.stderr.trimEnd().split("\n");
     // The same findings, each saying it was mended, and no hint that sends the reader to fix while fix runs.
-    expect(reported.slice(0, -1)).toEqual(checked.slice(0, -1).map((l) => l.replace(": dropped: ", ": dropped as sent, sent mended: ").replace(" (`fix` does this)", "")));
+    expect(reported.slice(0, -1)).toEqual(checked.slice(0, -1).map((l) => l.replace(": dropped: ", ": dropped as sent, mended: ").replace(" (`fix` does this)", "")));
     expect(r.stderr).not.toContain("`fix` does this");
-    expect(reported.at(-1)).toBe(`${checked.at(-1) ?? ""}; findings 0 sent as it came, 2 sent mended, 0 not sent, 0 the client's value kept`);
+    // Issue 32: the outcomes in the words JSON and logs use.
+    expect(reported.at(-1)).toBe(`${checked.at(-1) ?? ""}; findings by outcome: 0 passed, 2 mended, 0 discarded, 0 kept`);
   });
 
   it("takes --own from the command line: snapshots go as deltas on the owned member, the --state keys stand (issue 23)", () => {
@@ -132,7 +133,7 @@ describe("agui-state fix", () => {
     const r = agui(["fix", "--state", state, "--own", "/toolState", "--report"], stream);
     expect(r.status).toBe(0);
     expect(r.stdout).toBe([started, J({ type: "STATE_DELTA", delta: [{ op: "add", path: "/toolState", value: { a: 1 } }] }), J({ type: "STATE_DELTA", delta: [{ op: "add", path: "/toolState/b", value: 2 }] }), finished].join("\n") + "\n");
-    expect(r.stderr).toMatch(/^line 2, event 2 \(STATE_SNAPSHOT\): wiped as sent, the client's value kept: SNAPSHOT_WIPE: the snapshot leaves out \/selectedLayer/);
+    expect(r.stderr).toMatch(/^line 2, event 2 \(STATE_SNAPSHOT\): wiped as sent, kept: SNAPSHOT_WIPE: the snapshot leaves out \/selectedLayer/);
     const checked = agui(["check", "--json", "--state", state], stream);
     expect(checked.status).toBe(1);
     expect(checked.stdout).toContain('"kind":"wiped"');

@@ -69,8 +69,8 @@ describe("case 2: every op fix changes or drops is reported, and check names eve
     // --json carries the mark as a member after `outcome`; the text says it in words.
     expect(Object.keys(found[0] as object).slice(-2)).toEqual(["outcome", "stops"]);
     expect(J(found[1])).not.toContain("stops");
-    expect(formatFinding(found[0] as Finding)).toMatch(/op 0 at "\/__proto__\/x", where the client stops: FORBIDDEN_KEY/);
-    expect(formatFinding(found[1] as Finding)).not.toContain("where the client stops");
+    expect(formatFinding(found[0] as Finding, "check", true)).toMatch(/op 0 at "\/__proto__\/x", where the client stops: FORBIDDEN_KEY/);
+    expect(formatFinding(found[1] as Finding, "check", true)).not.toContain("where the client stops");
   });
 
   it("an op that fails only because an earlier op of the delta is left out is not named: the ops are tried in order, the failing ones skipped", () => {
