@@ -86,6 +86,35 @@ describe("agui-state check", () => {
   });
 });
 
+describe("issue 32: every op of a delta, through the binary", () => {
+  // No /todos in the state: op 0 goes through a forbidden key, op 1 appends to a missing array, op 2 removes nothing, op 3 is fine.
+  const ops = [
+    { op: "add", path: "/__proto__/x", value: 1 },
+    { op: "add", path: "/todos/-", value: "milk" },
+    { op: "remove", path: "/nothere" },
+    { op: "add", path: "/ok", value: true },
+  ];
+  const text = [J({ type: "RUN_STARTED", threadId: "t", runId: "r" }), J({ type: "STATE_DELTA", delta: ops }), J({ type: "RUN_FINISHED", threadId: "t", runId: "r" })].join("\n") + "\n";
+
+  it("check names ops 0, 1 and 2, op 0 as where the client stops, in text and in --json", () => {
+    const r = agui(["check", file("case2.ndjson", text)]);
+    expect(r.status).toBe(1);
+    const lines = r.stdout.trimEnd().split("\n");
+    expect(lines.slice(0, -1).map((l) => /^line 2, event 2 \(STATE_DELTA\): dropped: op (\d)(?: at "[^"]*")?(, where the client stops)?: (\w+)/.exec(l)?.slice(1)))
+      .toEqual([["0", ", where the client stops", "FORBIDDEN_KEY"], ["1", undefined, "PATH_NOT_FOUND"], ["2", undefined, "PATH_NOT_FOUND"]]);
+    const json = agui(["check", "--json", path.join(work, "case2.ndjson")]).stdout.trimEnd().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(json.slice(0, -1).map((f) => [f["index"], f["code"], f["stops"]])).toEqual([[0, "FORBIDDEN_KEY", true], [1, "PATH_NOT_FOUND", undefined], [2, "PATH_NOT_FOUND", undefined]]);
+  });
+
+  it("fix --report names each op it changed or dropped, with its outcome", () => {
+    const r = agui(["fix", "--report", path.join(work, "case2.ndjson")]);
+    expect(r.status).toBe(0);
+    const lines = r.stderr.trimEnd().split("\n");
+    expect(lines.slice(0, -1).map((l) => /as sent, (\w+): op (\d)/.exec(l)?.slice(1))).toEqual([["discarded", "0"], ["mended", "1"], ["discarded", "2"]]);
+    expect(lines.at(-1)).toMatch(/findings by outcome: 0 passed, 1 mended, 2 discarded, 0 kept$/);
+  });
+});
+
 describe("agui-state fix", () => {
   it("makes every delta apply and passes every other SSE byte through, comments and id lines included", () => {
     const sse = `: hello\nid: 1\ndata: ${started}\n\nid: 2\ndata: ${appendMilk}\n\n: ping\n\nid: 3\nevent: message\ndata: ${replaceSteps}\n\ndata: ${finished}\n\n`;
