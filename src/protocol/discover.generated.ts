@@ -3626,7 +3626,7 @@ export const DISCOVER_JSON = String.raw`{
       "examples": [
         {
           "name": "01-mend",
-          "description": "A part of an NDJSON stream: the events it completes come back repaired (the append before /todos exists gets its array first), and the cut-off last line waits for the next part. Setup: openStream {\"framing\":\"ndjson\"}.",
+          "description": "A part of an NDJSON stream: the events it completes come back repaired (the append before /todos exists gets its array first), each op the repair changed is a finding with its outcome (here mended, at the op the client would have stopped at), and the cut-off last line waits for the next part. Setup: openStream {\"framing\":\"ndjson\"}.",
           "params": [
             {
               "name": "streamId",
