@@ -3,7 +3,7 @@ import type { Writable } from "node:stream";
 import type { ParseArgsConfig } from "node:util";
 import type { JsonObject } from "../core/json.js";
 import { StreamChecker } from "../stream/checker.js";
-import { formatFinding, formatSummary } from "../stream/format.js";
+import { formatFindings, formatSummary } from "../stream/format.js";
 import { EXIT } from "./exit.js";
 import { plainNumbers } from "../json/parse.js";
 import { describeInput, readJsonInput, unreadable } from "./json-input.js";
@@ -22,13 +22,14 @@ import { parseFlags, UsageError } from "./options.js";
 /** Input that cannot be read (a missing file, a `--state` that is not a JSON object): exit 2 (exit.ts). */
 export class Unreadable extends Error {}
 
-export function streamArgs(name: string, argv: string[], flag: string, extra: ParseArgsConfig["options"] = {}): { file: string; state: JsonObject; flag: boolean; values: Record<string, unknown> } {
+/** A stream command's arguments; `state` is undefined without --state: what the client holds is then not known (§13). */
+export function streamArgs(name: string, argv: string[], flag: string, extra: ParseArgsConfig["options"] = {}): { file: string; state: JsonObject | undefined; flag: boolean; values: Record<string, unknown> } {
   const { values, positionals } = parseFlags(name, argv, { ...extra, state: { type: "string" }, [flag]: { type: "boolean" } });
   if (positionals.length > 1) throw new UsageError(`${name} takes at most one FILE; see agui-state ${name} --help`);
   const stateFile = values["state"];
   const file = positionals[0] ?? "-";
   if (stateFile === "-" && file === "-") throw new UsageError(`${name}: --state and the stream cannot both come from stdin`);
-  return { file, state: typeof stateFile === "string" ? readState(stateFile) : {}, flag: values[flag] === true, values };
+  return { file, state: typeof stateFile === "string" ? readState(stateFile) : undefined, flag: values[flag] === true, values };
 }
 
 /** The state the client holds before the stream: a JSON object (protocol/README.md §11), read as every command reads JSON. */
@@ -84,13 +85,14 @@ export function checkCommand(argv: string[]): Promise<number> {
     const htmlFile = values["html"] as string | undefined;
     if (htmlFile === "") throw new UsageError("check: --html needs a FILE to write");
     const ci = ciOutputs(values);
-    const report = htmlFile === undefined ? undefined : await import("../inspect/report.js").then((m) => new m.Report(file === "-" ? "(stdin)" : file, state));
+    const report = htmlFile === undefined ? undefined : await import("../inspect/report.js").then((m) => new m.Report(file === "-" ? "(stdin)" : file, state ?? {}));
     const checker = new StreamChecker(state, report?.stream.observe);
     const out = writer(process.stdout);
     const emit = async (findings: ReturnType<StreamChecker["push"]>): Promise<boolean> => {
       ci?.add(findings);
+      if (!json) return out(formatFindings(findings));
       let text = "";
-      for (const f of findings) text += (json ? JSON.stringify(f) : formatFinding(f)) + "\n";
+      for (const f of findings) text += JSON.stringify(f) + "\n";
       return out(text);
     };
     for await (const chunk of input(file)) {

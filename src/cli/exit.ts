@@ -6,7 +6,15 @@
 export const EXIT = {
   /** Done, nothing to report. */
   done: 0,
-  /** Done, and the input had problems: check's findings, normalize --strict's skips, fix's events sent as they came. */
+  /**
+   * Done, and the input had problems: check's findings, normalize --strict's
+   * skips, fix's events sent as they came. A STATE_SNAPSHOT that may replace
+   * members the client keeps for itself (SNAPSHOT_REPLACES_UNKNOWN, check
+   * without --state) is one: the promise is that the client's own keys are
+   * untouched, and check cannot show that without knowing them; `--state
+   * FILE` says what the client holds (`{}` for nothing), and then only a
+   * snapshot that does wipe one is a finding (protocol/README.md §13).
+   */
   problems: 1,
   /** Nothing done: a usage error, or input that cannot be read or is not what the command takes. */
   refused: 2,
@@ -16,7 +24,11 @@ export const EXIT = {
 export const EXIT_TABLE = `Exit status, the same for every command:
   0  done, nothing to report (serve and proxy: stopped by end of input or a signal)
   1  done, and the input had problems: check's findings, normalize --strict's
-     skips, fix's events the client refuses that went out as they came
+     skips, fix's events the client refuses that went out as they came;
+     without --state, a STATE_SNAPSHOT that may replace members the client
+     keeps for itself is a finding of check's (SNAPSHOT_REPLACES_UNKNOWN):
+     give --state FILE ({} when the client keeps nothing) to check only the
+     members it does hold
   2  nothing done: a usage error (an unknown command or flag, a missing
      argument; the line on stderr ends with the command's usage; "--" ends
      the flags), or input that cannot be read or is malformed (not JSON, an

@@ -1,5 +1,5 @@
-import { formatFinding, formatSummary } from "../stream/format.js";
-import { StreamFixer } from "../stream/fixer.js";
+import { formatFindings, formatSummary } from "../stream/format.js";
+import { StreamFixer, type Reported } from "../stream/fixer.js";
 import { guardedRead, input, streamArgs, writer } from "./check.js";
 import { REPAIR_OPTIONS, repairPolicy } from "./repair-flags.js";
 
@@ -19,13 +19,25 @@ export function fixCommand(argv: string[]): Promise<number> {
     const { file, state, flag: report, values } = streamArgs("fix", argv, "report", REPAIR_OPTIONS);
     const policy = repairPolicy(values);
     const err = writer(process.stderr);
-    const fixer = new StreamFixer({ state, policy, ...(report ? { onFinding: (f) => void err(formatFinding(f, "fix") + "\n") } : {}) });
+    // The findings of each chunk's events, written once the chunk is done: an event's come out together.
+    let found: Reported[] = [];
+    const fixer = new StreamFixer({ ...(state ? { state } : {}), policy, ...(report ? { onFinding: (f) => void found.push(f) } : {}) });
+    const reported = async (): Promise<void> => {
+      if (found.length === 0) return;
+      const text = formatFindings(found, "fix");
+      found = [];
+      await err(text);
+    };
     const out = writer(process.stdout);
     for await (const chunk of input(file)) {
+      const text = fixer.push(chunk);
+      await reported();
       // The reader went away (EPIPE): there is no one left to write to.
-      if (!(await out(fixer.push(chunk)))) return 0;
+      if (!(await out(text))) return 0;
     }
-    await out(fixer.end());
+    const text = fixer.end();
+    await reported();
+    await out(text);
     if (report) await err(formatSummary(fixer.summary, undefined, fixer.outcomes) + "\n");
     return fixer.unfixed > 0 ? 1 : 0;
   });

@@ -146,7 +146,14 @@ reports every event the client would not apply:
             before the stream (--state) and no event of the stream set: the
             client applies it, and loses that member (SNAPSHOT_WIPE; the
             server should send a STATE_DELTA on its own namespace, or run
-            behind fix --own)
+            behind fix --own). Without --state, what the client holds is not
+            known, and the first snapshot it applies may replace members of
+            its own (SNAPSHOT_REPLACES_UNKNOWN). A snapshot that is not an
+            object takes everything the client held (ROOT_NOT_OBJECT)
+A delta the client drops is dropped at one op, the first that fails as it
+applies them in order ("where the client stops"; "stops": true in --json);
+each other op that fails too, once the ones before it that apply have, is
+listed as well: take them all out, and the rest applies.
 The stream is Server-Sent Events (data: lines, an event ended by a blank line)
 or NDJSON (one event per line), told apart by its first non-blank line; it is
 read from FILE, or from stdin when FILE is "-" or missing. SSE is read as the
@@ -176,8 +183,9 @@ its pointer, a code (the skip codes of protocol/README.md §4, or §13's), and a
 hint where one applies. A summary line ends the output.
 
 Exit status: 0 when the client applies everything, 1 when anything would be
-dropped, ignored, fatal or wiped, 2 for a usage error, or input that cannot be read
-or is malformed (a --state that is not JSON, or not an object, ...).
+dropped, ignored, fatal or wiped (without --state, a snapshot that may replace
+the client's own members is one), 2 for a usage error, or input that cannot be
+read or is malformed (a --state that is not JSON, or not an object, ...).
 
 Examples:
   agui-state check run.sse
@@ -196,18 +204,23 @@ ACTIVITY_DELTA made to apply on @ag-ui/client. Each delta is normalized
   - a missing array before an append is inserted;
   - a replace of a missing member becomes an add;
   - test ops go.
-A delta left empty is not sent, nor is an ACTIVITY_DELTA for an activity the
-client does not have. Every other event passes through byte for byte, SSE
+A delta left empty is left out, as is an ACTIVITY_DELTA for an activity the
+client does not have, and a STATE_SNAPSHOT that is not an object (the client
+keeps the object it holds). Every other event passes through byte for byte, SSE
 comments and id: lines included, except that SSE lines ended with CRLF or CR
 are written with LF, the only line end @ag-ui/client splits events at. Each event is written as soon as its input is
 complete, so it works on a live stream (curl -N ... | agui-state fix), and
 memory stays flat however long the stream.
 
-  --state FILE   the state the client holds before the stream (a JSON object;
-                 default {}): the baseline
-  --report       write the findings to stderr, as "check" words them, each
-                 with what fix did: sent as it came (passed), sent mended,
-                 not sent (discarded), or the client's value kept
+  --state FILE   the state the client holds before the stream (a JSON object):
+                 the baseline; without it, {} stands in, and the first snapshot
+                 sent whole is reported as one that may replace the client's
+                 own members
+  --report       write the findings to stderr, as "check" words them: every
+                 op fix sent rewritten or left out, and every event, each with
+                 its outcome: passed (sent as it came), mended (sent
+                 rewritten), discarded (left out) or kept (the client's value
+                 left standing, --own)
   --own POINTER  repeatable: a member the server owns (/toolState); the client
                  owns the rest. Each STATE_SNAPSHOT goes as a STATE_DELTA that
                  touches only the owned members: at a run's first snapshot one

@@ -69,7 +69,9 @@ Flags:
 The info log has one line per event stream, with its findings counted by
 kind (what the client would do with the stream as sent) and by outcome
 (passed, mended, discarded, kept: what the proxy did); --log-level debug adds
-one line per finding.
+one line per finding: every op the proxy sent rewritten or left out, and
+every event, each with its outcome. A STATE_SNAPSHOT that is not an object is
+left out (the client keeps the object it holds).
 
 Resume (protocol/README.md §16). Every event of a repaired event stream gets
 an SSE id (the upstream's own id lines are replaced), and the stream is kept

@@ -38,7 +38,7 @@ export const RULES: Record<FindingCode, RuleText> = {
   MOVE_INTO_ITSELF: { short: "A move into its own child", help: "A value cannot be moved into itself. The client drops the whole delta." },
   FORBIDDEN_KEY: { short: "A path through __proto__ or constructor/prototype", help: "The client's fast-json-patch refuses these keys and drops the whole delta. Rename the key." },
   LIMIT_EXCEEDED: { short: "An op past a limit", help: "The op would take the state past a size or nesting limit (protocol/README.md §7)." },
-  ROOT_NOT_OBJECT: { short: "An op that leaves the state something other than an object", help: "AG-UI's state is a JSON object (protocol/README.md §11): do not remove or replace the root with another kind of value." },
+  ROOT_NOT_OBJECT: { short: "An op or a STATE_SNAPSHOT that leaves the state something other than an object", help: "AG-UI's state is a JSON object (protocol/README.md §11): do not remove or replace the root with another kind of value, and send a STATE_SNAPSHOT only of an object (`fix` leaves such a snapshot out)." },
   // §13: what the client does with an event.
   INVALID_JSON: { short: "An event whose data is not JSON", help: "The client's run fails at this event. Each SSE `data:` line or NDJSON line must hold one JSON event." },
   SSE_LINE_ENDS: { short: "SSE lines ended with CRLF or CR ran events together", help: "@ag-ui/client 1.0.0 splits events only at two LFs, so a stream whose lines end with CRLF reaches it as one block and the run fails. End SSE lines with LF alone (`fix` writes them so)." },
@@ -55,6 +55,9 @@ export const RULES: Record<FindingCode, RuleText> = {
   UNKNOWN_MESSAGE: { short: "Content or end for a message the client does not hold", help: "The client warns and drops the event. Start the message first." },
   INHERITED_MEMBER: { short: "A patch that reads a member every object inherits", help: "fast-json-patch takes `/constructor` or `/toString` for a member and copies a function into the state, which the client cannot copy: the run fails (state) or the delta is dropped (activity)." },
   SNAPSHOT_WIPE: { short: "A STATE_SNAPSHOT wipes a member the client held", help: "The snapshot removes or replaces a member the client held and no event of the stream set: the client loses it. Send a STATE_DELTA on your own namespace (`fix --own`)." },
+  SNAPSHOT_REPLACES_UNKNOWN: { short: "A first STATE_SNAPSHOT replaces whatever the client held", help: "Without --state, what the client keeps for itself is not known, and the first snapshot it applies whole replaces every member this stream did not set. Send a STATE_DELTA on your own namespace (`fix --own`), or give `check --state FILE` to check only what the client holds." },
+  REWRITTEN: { short: "An op fix sent as other ops every JSON Patch library applies alike", help: "The client would apply it as sent, but not every RFC 6902 implementation would, or not to the same state: `fix` sends ops that leave no doubt." },
+  NOTHING_MOVED: { short: "An op that leaves the state as it is", help: "It changes nothing (§5 rule 8), so `fix` does not send it." },
   UNUSABLE_STATE: { short: "A patch against a state that is no longer JSON", help: "An earlier op left the client holding a cycle or nothing (a move of the root into itself, or of a missing value onto it), so no patch applies any more." },
 };
 

@@ -3440,14 +3440,15 @@ export const DISCOVER_JSON = String.raw`{
     {
       "name": "openStream",
       "summary": "Open a stream repair: the pipeline of \u0060agui-state fix\u0060, fed by the caller.",
-      "description": "protocol/README.md §14. Opens a stream: a StreamFixer, the repair \u0060agui-state fix\u0060 does (§13), whose input the caller hands over part by part with fixStream and ends with closeStream; for a server middleware that cannot compute its own deltas. Returns {streamId}, an id the process never hands out again (\u0060s1\u0060, \u0060s2\u0060, ... in order: a restarted sidecar starts again at \u0060s1\u0060, so an id is never carried from one process to another). \u0060state\u0060 is the client's baseline, RunAgentInput.state (default {}); it must be a JSON object (-32602 ROOT_NOT_OBJECT, field \u0060/state\u0060), held to maxDepth and maxStateBytes (-32003). \u0060own\u0060, \u0060snapshots\u0060 and \u0060joinKeys\u0060 are the repair policy of \u0060fix --own\u0060, \u0060--snapshots\u0060 and \u0060--join-keys\u0060 (§13): \u0060own\u0060 lists escaped JSON Pointers to members (such as \u0060/toolState\u0060); one that is not a pointer, or is the root \u0060\"\"\u0060, fails with -32602 INVALID_POINTER, field \u0060/own/<i>\u0060. \u0060framing\u0060 is \u0060sse\u0060 or \u0060ndjson\u0060; omitted, it is told apart from the first non-blank line, as \u0060fix\u0060 does. Opening a stream past maxStreams closes the least recently used one (later calls on it fail with -32006, reason \u0060evicted\u0060); a stream not called for streamIdleMs is closed (reason \u0060idle\u0060). The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
+      "description": "protocol/README.md §14. Opens a stream: a StreamFixer, the repair \u0060agui-state fix\u0060 does (§13), whose input the caller hands over part by part with fixStream and ends with closeStream; for a server middleware that cannot compute its own deltas. Returns {streamId}, an id the process never hands out again (\u0060s1\u0060, \u0060s2\u0060, ... in order: a restarted sidecar starts again at \u0060s1\u0060, so an id is never carried from one process to another). \u0060state\u0060 is the client's baseline, RunAgentInput.state (left out: not known, and {} stands in for it, §13); it must be a JSON object (-32602 ROOT_NOT_OBJECT, field \u0060/state\u0060), held to maxDepth and maxStateBytes (-32003). \u0060own\u0060, \u0060snapshots\u0060 and \u0060joinKeys\u0060 are the repair policy of \u0060fix --own\u0060, \u0060--snapshots\u0060 and \u0060--join-keys\u0060 (§13): \u0060own\u0060 lists escaped JSON Pointers to members (such as \u0060/toolState\u0060); one that is not a pointer, or is the root \u0060\"\"\u0060, fails with -32602 INVALID_POINTER, field \u0060/own/<i>\u0060. \u0060framing\u0060 is \u0060sse\u0060 or \u0060ndjson\u0060; omitted, it is told apart from the first non-blank line, as \u0060fix\u0060 does. Opening a stream past maxStreams closes the least recently used one (later calls on it fail with -32006, reason \u0060evicted\u0060); a stream not called for streamIdleMs is closed (reason \u0060idle\u0060). The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
       "params": [
         {
           "name": "state",
           "description": "The client's baseline, RunAgentInput.state: a JSON object. Default {}.",
           "required": false,
           "schema": {
-            "$ref": "#/components/schemas/Json"
+            "$ref": "#/components/schemas/Json",
+            "description": "The client's baseline, RunAgentInput.state: a JSON object. Left out, it is not known: {} stands in for it, and the first snapshot sent whole is SNAPSHOT_REPLACES_UNKNOWN (§13)."
           }
         },
         {
@@ -3586,7 +3587,7 @@ export const DISCOVER_JSON = String.raw`{
     {
       "name": "fixStream",
       "summary": "Feed the next part of a stream; get back the repaired text of every event it completes.",
-      "description": "protocol/README.md §14. \u0060text\u0060 is the next part of the stream, exactly as the server wrote it, cut anywhere (in the middle of a line or of an event). The result's \u0060text\u0060 is the repaired text of every event that this part completes, in order (\"\" when it completes none): the stream's whole output is the concatenation of the \u0060text\u0060 of every fixStream and of closeStream, and equals what \u0060agui-state fix\u0060 with the same baseline and policy writes for the whole input, however it was cut. \u0060passed\u0060, \u0060mended\u0060, \u0060discarded\u0060 and \u0060kept\u0060 count the findings of the events this part completed by outcome (§13). UTF-8 is the caller's: decode the bytes incrementally, so that a character cut between two parts reaches the sidecar whole. A stream that is unknown, closed, evicted or closed as idle fails with -32006. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
+      "description": "protocol/README.md §14. \u0060text\u0060 is the next part of the stream, exactly as the server wrote it, cut anywhere (in the middle of a line or of an event). The result's \u0060text\u0060 is the repaired text of every event that this part completes, in order (\"\" when it completes none): the stream's whole output is the concatenation of the \u0060text\u0060 of every fixStream and of closeStream, and equals what \u0060agui-state fix\u0060 with the same baseline and policy writes for the whole input, however it was cut. \u0060findings\u0060 are the findings of the events this part completed, each with its outcome (§13): every op the repair sent rewritten or left out, every event it left out, and every snapshot that takes what the client holds; \u0060passed\u0060, \u0060mended\u0060, \u0060discarded\u0060 and \u0060kept\u0060 count them by outcome. UTF-8 is the caller's: decode the bytes incrementally, so that a character cut between two parts reaches the sidecar whole. A stream that is unknown, closed, evicted or closed as idle fails with -32006. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
       "params": [
         {
           "name": "streamId",
@@ -3625,7 +3626,7 @@ export const DISCOVER_JSON = String.raw`{
       "examples": [
         {
           "name": "01-mend",
-          "description": "A part of an NDJSON stream: the events it completes come back repaired (the append before /todos exists gets its array first), and the cut-off last line waits for the next part. Setup: openStream {\"framing\":\"ndjson\"}.",
+          "description": "A part of an NDJSON stream: the events it completes come back repaired (the append before /todos exists gets its array first), each op the repair changed is a finding with its outcome (here mended, at the op the client would have stopped at), and the cut-off last line waits for the next part. Setup: openStream {\"framing\":\"ndjson\"}.",
           "params": [
             {
               "name": "streamId",
@@ -3640,6 +3641,21 @@ export const DISCOVER_JSON = String.raw`{
             "name": "fixStreamResult",
             "value": {
               "text": "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n{\"type\":\"STATE_DELTA\",\"delta\":[{\"op\":\"add\",\"path\":\"/todos\",\"value\":[]},{\"op\":\"add\",\"path\":\"/todos/-\",\"value\":\"buy milk\"}]}\n",
+              "findings": [
+                {
+                  "event": 2,
+                  "line": 2,
+                  "kind": "dropped",
+                  "type": "STATE_DELTA",
+                  "index": 0,
+                  "pointer": "/todos/-",
+                  "code": "PATH_NOT_FOUND",
+                  "message": "/todos does not exist; the client warns and keeps its state",
+                  "hint": "\u0060/todos\u0060 does not exist: add it as \u0060[]\u0060 first",
+                  "outcome": "mended",
+                  "stops": true
+                }
+              ],
               "passed": 0,
               "mended": 1,
               "discarded": 0,
@@ -3665,6 +3681,21 @@ export const DISCOVER_JSON = String.raw`{
             "name": "fixStreamResult",
             "value": {
               "text": "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\ndata: {\"type\":\"STATE_DELTA\",\"delta\":[{\"op\":\"add\",\"path\":\"/toolState/raster-ops~1dataset\",\"value\":\"era5\"}]}\n\n",
+              "findings": [
+                {
+                  "event": 2,
+                  "line": 3,
+                  "kind": "dropped",
+                  "type": "STATE_DELTA",
+                  "index": 0,
+                  "pointer": "/toolState/raster-ops/dataset",
+                  "code": "PATH_NOT_FOUND",
+                  "message": "/toolState/raster-ops does not exist; the client warns and keeps its state",
+                  "hint": "\u0060/toolState/raster-ops\u0060 does not exist. If \u0060raster-ops/dataset\u0060 is one key, write \u0060/toolState/raster-ops~1dataset\u0060; otherwise add \u0060/toolState/raster-ops\u0060 first",
+                  "outcome": "mended",
+                  "stops": true
+                }
+              ],
               "passed": 0,
               "mended": 1,
               "discarded": 0,
@@ -3724,7 +3755,7 @@ export const DISCOVER_JSON = String.raw`{
     {
       "name": "closeStream",
       "summary": "End a stream: the rest of its text, and its counts.",
-      "description": "protocol/README.md §14. Ends the input: \u0060text\u0060 is whatever output remains (an event the end of the input cuts off before its blank line is still read, as in \u0060fix\u0060), and \u0060summary\u0060 counts the whole stream. The stream is forgotten; later calls on its id fail with -32006, reason \u0060closed\u0060. Call it when the response ends, and also when the client went away (the text can be dropped). A stream that is unknown, already closed, evicted or closed as idle fails with -32006. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
+      "description": "protocol/README.md §14. Ends the input: \u0060text\u0060 is whatever output remains (an event the end of the input cuts off before its blank line is still read, as in \u0060fix\u0060), \u0060findings\u0060 the findings of the events it completed (as fixStream's), and \u0060summary\u0060 counts the whole stream. The stream is forgotten; later calls on its id fail with -32006, reason \u0060closed\u0060. Call it when the response ends, and also when the client went away (the text can be dropped). A stream that is unknown, already closed, evicted or closed as idle fails with -32006. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
       "params": [
         {
           "name": "streamId",
@@ -3766,6 +3797,7 @@ export const DISCOVER_JSON = String.raw`{
             "name": "closeStreamResult",
             "value": {
               "text": "{\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}",
+              "findings": [],
               "summary": {
                 "events": 3,
                 "deltas": 1,
@@ -4951,13 +4983,92 @@ export const DISCOVER_JSON = String.raw`{
         ],
         "additionalProperties": false
       },
+      "StreamFinding": {
+        "description": "One finding of the stream repair (protocol/README.md §13): an op or event the client would not apply as sent, a snapshot that takes what it holds, or an op the repair changed, with what the repair did (\u0060outcome\u0060). Every op the repair sends rewritten or leaves out has one; a finding without \u0060index\u0060 is about the whole event. The members are those of \u0060agui-state check --json\u0060's lines, in that order.",
+        "type": "object",
+        "properties": {
+          "event": {
+            "description": "The event's 1-based number in the stream.",
+            "type": "integer",
+            "minimum": 1
+          },
+          "line": {
+            "description": "The 1-based line of the stream where the event starts.",
+            "type": "integer",
+            "minimum": 1
+          },
+          "kind": {
+            "description": "What the client does with the event as it was sent; absent when it applies it, on a finding of the repair's only: an op it sent rewritten or left out all the same (protocol/README.md §5 rules 6 and 7, or an op fast-json-patch takes that RFC 6902 refuses).",
+            "enum": [
+              "dropped",
+              "ignored",
+              "fatal",
+              "wiped"
+            ]
+          },
+          "type": {
+            "description": "The event's type (\"\" when it has none).",
+            "type": "string"
+          },
+          "index": {
+            "description": "For a finding about one op: its position in the patch as sent.",
+            "type": "integer",
+            "minimum": 0
+          },
+          "pointer": {
+            "description": "That op's path, when it is a string.",
+            "type": "string"
+          },
+          "code": {
+            "description": "A skip code (§4) or one of §13's codes.",
+            "type": "string"
+          },
+          "message": {
+            "description": "Free text for people, not part of the contract.",
+            "type": "string"
+          },
+          "hint": {
+            "description": "What to send instead, where one applies (free text).",
+            "type": "string"
+          },
+          "outcome": {
+            "description": "What the repair did with the op or event: passed (sent as it came), mended (sent rewritten), discarded (left out), kept (the client's value left standing under \u0060own\u0060).",
+            "enum": [
+              "passed",
+              "mended",
+              "discarded",
+              "kept"
+            ]
+          },
+          "stops": {
+            "description": "On the finding about the op the client stops at: the first op of the delta that fails as the client applies them in order (§13).",
+            "const": true
+          }
+        },
+        "required": [
+          "event",
+          "line",
+          "type",
+          "code",
+          "message",
+          "outcome"
+        ],
+        "additionalProperties": false
+      },
       "FixStreamResult": {
-        "description": "The repaired text of the events this part completed, and their findings counted by outcome.",
+        "description": "The repaired text of the events this part completed, and their findings: each one, and counted by outcome.",
         "type": "object",
         "properties": {
           "text": {
             "description": "Repaired text to send on, in order; \"\" when the part completed no event.",
             "type": "string"
+          },
+          "findings": {
+            "description": "The findings of the events this part completed, in stream order, each with its outcome ([] when there are none): what a middleware logs.",
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/StreamFinding"
+            }
           },
           "passed": {
             "description": "Findings about events sent as they came (§13, outcome passed).",
@@ -4970,7 +5081,7 @@ export const DISCOVER_JSON = String.raw`{
             "minimum": 0
           },
           "discarded": {
-            "description": "Findings about ops or events not sent (outcome discarded).",
+            "description": "Findings about ops or events left out (outcome discarded).",
             "type": "integer",
             "minimum": 0
           },
@@ -4982,6 +5093,7 @@ export const DISCOVER_JSON = String.raw`{
         },
         "required": [
           "text",
+          "findings",
           "passed",
           "mended",
           "discarded",
@@ -5034,7 +5146,7 @@ export const DISCOVER_JSON = String.raw`{
             "minimum": 0
           },
           "discarded": {
-            "description": "Findings about ops or events not sent (outcome discarded).",
+            "description": "Findings about ops or events left out (outcome discarded).",
             "type": "integer",
             "minimum": 0
           },
@@ -5071,12 +5183,20 @@ export const DISCOVER_JSON = String.raw`{
             "description": "The output that remained, to send on before ending the response.",
             "type": "string"
           },
+          "findings": {
+            "description": "The findings of the events the end of the input completed, as fixStream's.",
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/StreamFinding"
+            }
+          },
           "summary": {
             "$ref": "#/components/schemas/StreamSummary"
           }
         },
         "required": [
           "text",
+          "findings",
           "summary"
         ],
         "additionalProperties": false

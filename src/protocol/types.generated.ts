@@ -505,13 +505,17 @@ export interface FixStreamParams {
   text: string;
 }
 /**
- * The repaired text of the events this part completed, and their findings counted by outcome.
+ * The repaired text of the events this part completed, and their findings: each one, and counted by outcome.
  */
 export interface FixStreamResult {
   /**
    * Repaired text to send on, in order; "" when the part completed no event.
    */
   text: string;
+  /**
+   * The findings of the events this part completed, in stream order, each with its outcome ([] when there are none): what a middleware logs.
+   */
+  findings: StreamFinding[];
   /**
    * Findings about events sent as they came (§13, outcome passed).
    */
@@ -521,13 +525,62 @@ export interface FixStreamResult {
    */
   mended: number;
   /**
-   * Findings about ops or events not sent (outcome discarded).
+   * Findings about ops or events left out (outcome discarded).
    */
   discarded: number;
   /**
    * Client values left standing under `own` (outcome kept).
    */
   kept: number;
+}
+/**
+ * One finding of the stream repair (protocol/README.md §13): an op or event the client would not apply as sent, a snapshot that takes what it holds, or an op the repair changed, with what the repair did (`outcome`). Every op the repair sends rewritten or leaves out has one; a finding without `index` is about the whole event. The members are those of `agui-state check --json`'s lines, in that order.
+ */
+export interface StreamFinding {
+  /**
+   * The event's 1-based number in the stream.
+   */
+  event: number;
+  /**
+   * The 1-based line of the stream where the event starts.
+   */
+  line: number;
+  /**
+   * What the client does with the event as it was sent; absent when it applies it, on a finding of the repair's only: an op it sent rewritten or left out all the same (protocol/README.md §5 rules 6 and 7, or an op fast-json-patch takes that RFC 6902 refuses).
+   */
+  kind?: "dropped" | "ignored" | "fatal" | "wiped";
+  /**
+   * The event's type ("" when it has none).
+   */
+  type: string;
+  /**
+   * For a finding about one op: its position in the patch as sent.
+   */
+  index?: number;
+  /**
+   * That op's path, when it is a string.
+   */
+  pointer?: string;
+  /**
+   * A skip code (§4) or one of §13's codes.
+   */
+  code: string;
+  /**
+   * Free text for people, not part of the contract.
+   */
+  message: string;
+  /**
+   * What to send instead, where one applies (free text).
+   */
+  hint?: string;
+  /**
+   * What the repair did with the op or event: passed (sent as it came), mended (sent rewritten), discarded (left out), kept (the client's value left standing under `own`).
+   */
+  outcome: "passed" | "mended" | "discarded" | "kept";
+  /**
+   * On the finding about the op the client stops at: the first op of the delta that fails as the client applies them in order (§13).
+   */
+  stops?: true;
 }
 export interface CloseStreamParams {
   streamId: StreamId;
@@ -537,6 +590,10 @@ export interface CloseStreamResult {
    * The output that remained, to send on before ending the response.
    */
   text: string;
+  /**
+   * The findings of the events the end of the input completed, as fixStream's.
+   */
+  findings: StreamFinding[];
   summary: StreamSummary;
 }
 /**
@@ -576,7 +633,7 @@ export interface StreamSummary {
    */
   mended: number;
   /**
-   * Findings about ops or events not sent (outcome discarded).
+   * Findings about ops or events left out (outcome discarded).
    */
   discarded: number;
   /**

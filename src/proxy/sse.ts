@@ -4,7 +4,7 @@ import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
 import type { JsonObject } from "../core/index.js";
 import type { Log } from "../log.js";
 import type { Policy } from "../stream/client.js";
-import type { Kind, Outcome } from "../stream/findings.js";
+import { hasKind, noKinds, noOutcomes, type Kind, type Outcome } from "../stream/findings.js";
 import { StreamFixer, type Observed } from "../stream/fixer.js";
 import type { Baseline } from "./baseline.js";
 import { endToEnd } from "./headers.js";
@@ -59,7 +59,7 @@ export interface StreamWatcher {
  * the upstream ends or fails.
  */
 export async function fixStream(upstream: IncomingMessage, res: ServerResponse, baseline: Promise<Baseline>, log: Log, policy?: Policy, watch?: { watcher: StreamWatcher; method: string; path: string }, record?: (b: Baseline, headers: OutgoingHttpHeaders) => Recorder): Promise<{ complete: boolean; counts: FindingCounts }> {
-  const counts: FindingCounts = { kinds: { dropped: 0, ignored: 0, fatal: 0, wiped: 0 }, outcomes: { passed: 0, mended: 0, discarded: 0, kept: 0 } };
+  const counts: FindingCounts = { kinds: noKinds(), outcomes: noOutcomes() };
   const base = await baseline;
   const { state, note } = base;
   // While the body was still arriving, the client may have left (or a 502 gone out).
@@ -68,14 +68,15 @@ export async function fixStream(upstream: IncomingMessage, res: ServerResponse, 
   // Opened before the fixer, which works on the state from here on.
   const watching = watch?.watcher.open({ method: watch.method, path: watch.path }, state);
   const fixer = new StreamFixer({
-    state,
+    // A baseline that could not be read is not known: {} stands in for it (§13, SNAPSHOT_REPLACES_UNKNOWN).
+    ...(note === undefined ? { state } : {}),
     ...(policy ? { policy } : {}),
     ...(watching ? { onEvent: watching.observe } : {}),
     onFinding: (f) => {
-      counts.kinds[f.kind]++;
+      if (hasKind(f)) counts.kinds[f.kind]++;
       counts.outcomes[f.outcome]++;
       // One line per finding at debug only: a sloppy upstream can make one per event.
-      if (f.kind === "fatal" && f.outcome === "passed") log.warn({ finding: f }, "event stream finding");
+      if (hasKind(f) && f.kind === "fatal" && f.outcome === "passed") log.warn({ finding: f }, "event stream finding");
       else log.debug({ finding: f }, "event stream finding");
     },
   });

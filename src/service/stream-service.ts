@@ -4,8 +4,8 @@ import { DEFAULT_LIMITS } from "../protocol/limits.js";
 import type * as P from "../protocol/types.js";
 import { StreamStore } from "../store/stream-store.js";
 
-/** What a finding's outcome can be (protocol/README.md §13). */
-type Outcome = "passed" | "mended" | "discarded" | "kept";
+/** What a finding's outcome can be (protocol/README.md §13): the protocol's one list. */
+type Outcome = P.StreamFinding["outcome"];
 
 /**
  * What a stream's fixer is given: stream/fixer.ts's FixerOptions, as far as
@@ -16,9 +16,11 @@ type Outcome = "passed" | "mended" | "discarded" | "kept";
  * never opens a stream never runs it (its start-up is bench B8).
  */
 export interface FixerSpec {
-  state: JsonObject;
+  /** Left out: the client's baseline is not known (§13, SNAPSHOT_REPLACES_UNKNOWN). */
+  state?: JsonObject;
   policy: { own: Path[]; snapshots: "pass" | "delta"; joinKeys: boolean };
-  onFinding: (f: { outcome: Outcome }) => void;
+  /** Every finding, with its outcome (§13): the pipeline's Finding is this protocol type. */
+  onFinding: (f: P.StreamFinding) => void;
   framing?: "sse" | "ndjson";
 }
 
@@ -61,12 +63,17 @@ interface Stream {
   fixer: Fixer | undefined;
   /** The findings of the current call, by outcome. */
   readonly counts: Record<Outcome, number>;
+  /** The findings of the current call, each (NO_FINDINGS until there is one). */
+  findings: P.StreamFinding[];
 }
+
+/** No findings: shared, never written to (a call's array is made at its first finding). */
+const NO_FINDINGS: P.StreamFinding[] = Object.freeze([]) as unknown as P.StreamFinding[];
 
 const zero = (): Record<Outcome, number> => ({ passed: 0, mended: 0, discarded: 0, kept: 0 });
 
 /** A stream's weight for the heap ceiling: its fixer's, or before its first part, its baseline's. */
-const streamBytes = (s: Stream): number => s.fixer?.bytes ?? measure(s.opts.state).bytes;
+const streamBytes = (s: Stream): number => s.fixer?.bytes ?? measure(s.opts.state ?? {}).bytes;
 
 /**
  * The stream methods of protocol/README.md §14 over a StreamStore: `fix`'s
@@ -102,18 +109,27 @@ export class StreamService {
     }
     const policy = { own, snapshots: p.snapshots ?? "pass", joinKeys: p.joinKeys ?? false };
     const counts = zero();
-    const opts: FixerSpec = {
-      // The fixer copies the baseline into its mirror.
-      state: (p.state ?? {}) as JsonObject,
-      policy,
-      // A listener also makes the fixer work out its verdict on each mended delta, so the counts are fix --report's.
-      onFinding: (f) => void counts[f.outcome]++,
-      ...(p.framing !== undefined ? { framing: p.framing } : {}),
+    const stream: Stream = {
+      opts: {
+        // The fixer copies the baseline into its mirror. Left out, it is not known (§13).
+        ...(p.state !== undefined ? { state: p.state as JsonObject } : {}),
+        policy,
+        // A listener also makes the fixer work out its verdict on each mended delta, so the findings are fix --report's.
+        onFinding: (f) => {
+          counts[f.outcome]++;
+          if (stream.findings === NO_FINDINGS) stream.findings = [];
+          stream.findings.push(f);
+        },
+        ...(p.framing !== undefined ? { framing: p.framing } : {}),
+      },
+      fixer: undefined,
+      counts,
+      findings: NO_FINDINGS,
     };
     // The transport holds back the messages read after this one until the load settles (loading()), so
     // a part sent right behind its openStream, in the same read, still finds the pipeline loaded.
     this.pipeline.load();
-    return ok({ streamId: this.store.add({ opts, fixer: undefined, counts }, this.now()) });
+    return ok({ streamId: this.store.add(stream, this.now()) });
   }
 
   /** The pipeline's load in flight, if any: the transport handles no further message until it settles. */
@@ -128,7 +144,7 @@ export class StreamService {
     if (!this.ready(stream)) return err(unknownStream(p.streamId, "loading"));
     const text = this.run(p.streamId, stream, (fixer) => fixer.push(p.text));
     const c = stream.counts;
-    return ok({ text, passed: c.passed, mended: c.mended, discarded: c.discarded, kept: c.kept });
+    return ok({ text, findings: stream.findings, passed: c.passed, mended: c.mended, discarded: c.discarded, kept: c.kept });
   }
 
   closeStream(p: P.CloseStreamParams): CallResult<P.CloseStreamResult> {
@@ -145,7 +161,7 @@ export class StreamService {
       summary = { events: s.events, deltas: s.deltas, dropped: s.dropped, ignored: s.ignored, fatal: s.fatal, wiped: s.wiped, passed: o.passed, mended: o.mended, discarded: o.discarded, kept: o.kept, unfixed: fixer.unfixed };
       return out;
     });
-    return ok({ text, summary: summary as P.StreamSummary });
+    return ok({ text, findings: stream.findings, summary: summary as P.StreamSummary });
   }
 
   /**
@@ -188,13 +204,14 @@ export class StreamService {
   private run(id: string | undefined, stream: Stream, work: (fixer: Fixer) => string): string {
     const c = stream.counts;
     c.passed = c.mended = c.discarded = c.kept = 0;
+    stream.findings = NO_FINDINGS;
     try {
       if (stream.fixer === undefined) {
         const make = this.pipeline.get();
         if (make === undefined) throw new Error("the stream pipeline is not loaded: the transport should have held this message until loading() settled");
         stream.fixer = make(stream.opts);
         // The fixer's mirror is its own copy: the baseline is not held twice.
-        stream.opts.state = {};
+        if (stream.opts.state !== undefined) stream.opts.state = {};
       }
       return work(stream.fixer);
     } catch (e) {

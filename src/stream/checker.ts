@@ -1,7 +1,7 @@
 import type { JsonObject } from "../core/json.js";
 import { Client, type Summary } from "./client.js";
 import { EventReader, type StreamItem } from "./events.js";
-import { LF_HINT, TEXT, type Finding } from "./findings.js";
+import { LF_HINT, TEXT, kinded, type Finding } from "./findings.js";
 import type { Observed } from "./fixer.js";
 
 export type { Summary } from "./client.js";
@@ -16,9 +16,15 @@ export class StreamChecker {
   private readonly reader = new EventReader("client");
   readonly model: Client;
 
-  /** `onEvent`: called once per event the client reads, as fix's is (an HTML report's hook; absent, it costs nothing). */
-  constructor(state: JsonObject = {}, private readonly onEvent?: (e: Observed) => void) {
-    this.model = new Client({ state });
+  /**
+   * `state`: what the client holds before the stream; undefined when it is
+   * not known (no --state): the replay starts from {}, and the first
+   * snapshot applied is SNAPSHOT_REPLACES_UNKNOWN (§13). `onEvent`: called
+   * once per event the client reads, as fix's is (an HTML report's hook;
+   * absent, it costs nothing).
+   */
+  constructor(state?: JsonObject, private readonly onEvent?: (e: Observed) => void) {
+    this.model = new Client({ state: state ?? {}, known: state !== undefined });
   }
 
   get summary(): Summary {
@@ -44,9 +50,10 @@ export class StreamChecker {
       }
       if (item.data === undefined) continue;
       const crs = item.raw.includes("\r");
-      const step = this.model.feed(item.data, item.line);
-      for (const f of step.findings) out.push(f.code === "INVALID_JSON" && crs ? lineEnds(f) : f);
-      if (this.onEvent) this.onEvent({ data: item.data, out: undefined, findings: step.findings, state: this.model.state });
+      // The client's own apply stage: every finding has a kind.
+      const findings = kinded(this.model.feed(item.data, item.line).findings);
+      for (const f of findings) out.push(f.code === "INVALID_JSON" && crs ? lineEnds(f) : f);
+      if (this.onEvent) this.onEvent({ data: item.data, out: undefined, findings, state: this.model.state });
     }
     return out;
   }

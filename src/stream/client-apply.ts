@@ -1,12 +1,12 @@
 import { EventType, type ActivityDeltaEvent, type Event as AguiEvent } from "@ag-ui/core";
 import jsonpatch, { type Operation } from "fast-json-patch";
-import type { Json, JsonObject } from "../core/index.js";
-import { TEXT, UNUSABLE, cloneable, diagnosePatch, finding, inherited, printable, type At, type Finding, type Reader } from "./findings.js";
+import { isObject, type Json, type JsonObject } from "../core/index.js";
+import { SNAPSHOT_TEXT, TEXT, UNUSABLE, cloneable, diagnosePatch, finding, inherited, printable, type At, type Finding, type OpFinding, type Reader } from "./findings.js";
 import type { Messages } from "./messages.js";
 import type { Decision } from "./stages.js";
 import { NONE } from "./tally.js";
 import type { Untouched } from "./untouched.js";
-import { decisionOf, dropped, messageClash } from "./verdicts.js";
+import { decisionOf, droppedAt, messageClash } from "./verdicts.js";
 
 /**
  * The apply stage as @ag-ui/client 1.0.0 runs it (`check`, no repair
@@ -32,6 +32,8 @@ export function decide(findings: readonly Finding[], otherwise: Decision = "pass
 export class ClientApply {
   /** What the client holds, as fast-json-patch left it (possibly not JSON). */
   held: Json;
+  /** The event of the STATE_SNAPSHOT that left the state something other than an object, while it stands. */
+  private notObjectSince: number | undefined;
 
   constructor(
     state: JsonObject,
@@ -53,9 +55,16 @@ export class ClientApply {
       case EventType.STATE_SNAPSHOT: {
         // The schema stage parsed it: its snapshot is JSON, whatever its root.
         const snapshot: Json = event.snapshot;
-        const lost = this.untouched.wiped(this.held, snapshot, at, "passed");
+        const object = isObject(snapshot);
+        const out: Finding[] = [];
+        // §11: the client takes any value; one that is not an object is a finding of its own, at its cause.
+        if (!object) out.push(finding(at, "wiped", SNAPSHOT_TEXT.notObject(snapshot, this.reader)));
+        const unknown = this.untouched.replaced(at, this.reader, "passed", !object);
+        if (unknown) out.push(unknown);
+        out.push(...this.untouched.wiped(this.held, snapshot, at, "passed"));
         this.held = snapshot;
-        return lost;
+        this.notObjectSince = object ? undefined : at.event;
+        return out.length === 0 ? NONE : out;
       }
       case EventType.STATE_DELTA:
         return this.stateDelta(event.delta, at, indexOf);
@@ -64,7 +73,7 @@ export class ClientApply {
         return NONE;
       case EventType.ACTIVITY_DELTA: {
         const f = this.activityDelta(event, at, indexOf);
-        return f ? [f] : NONE;
+        return f === undefined ? NONE : Array.isArray(f) ? f : [f as Finding];
       }
       default: {
         const clash = messageClash(this.messages, event, at);
@@ -85,7 +94,7 @@ export class ClientApply {
       if (this.held !== undefined && !printable(this.held)) {
         return [finding(at, "fatal", { code: "UNUSABLE_STATE", message: `${UNUSABLE}; the client's warning, which prints the state, fails too, and so does its run` })];
       }
-      return [dropped(at, diagnosePatch(this.held, sent, indexOf, this.reader), false)];
+      return droppedAt(at, this.cause(diagnosePatch(this.held, sent, indexOf, this.reader)), false);
     }
     this.held = next;
     this.untouched.written(sent);
@@ -93,7 +102,13 @@ export class ClientApply {
     return cloneable(next) ? NONE : [finding(at, "fatal", inherited(false))];
   }
 
-  private activityDelta(event: ActivityDeltaEvent, at: At, indexOf: (i: number) => number): Finding | undefined {
+  /** A delta's findings while the state is not an object: the snapshot that made it so is the cause, named in the hint. */
+  private cause(fs: readonly OpFinding[]): readonly OpFinding[] {
+    const since = this.notObjectSince;
+    return since === undefined ? fs : fs.map((f) => ({ ...f, hint: SNAPSHOT_TEXT.afterNotObject(since) }));
+  }
+
+  private activityDelta(event: ActivityDeltaEvent, at: At, indexOf: (i: number) => number): readonly Finding[] | Finding | undefined {
     const id = event.messageId;
     const role = this.messages.role(id);
     if (role === undefined) return finding(at, "ignored", TEXT.unknownActivity(id, this.reader));
@@ -104,7 +119,7 @@ export class ClientApply {
     try {
       content = jsonpatch.applyPatch(structuredClone(activity.content), event.patch, true, false).newDocument;
     } catch {
-      return dropped(at, diagnosePatch(activity.content, sent, indexOf, this.reader), true);
+      return droppedAt(at, diagnosePatch(activity.content, sent, indexOf, this.reader), true);
     }
     // The client copies the patched content inside its try: a function in it is a warning there.
     if (!cloneable(content)) return finding(at, "dropped", inherited(true));

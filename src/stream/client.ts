@@ -22,6 +22,12 @@ export type { Summary } from "./tally.js";
 export interface ClientOptions {
   /** What the client holds when the stream starts (default {}): its baseline. */
   state?: JsonObject;
+  /**
+   * Whether the baseline is what the client holds (default true). False when
+   * nobody said (`check`, `fix` without --state): {} stands in for it, and
+   * the first snapshot applied whole is SNAPSHOT_REPLACES_UNKNOWN (§13).
+   */
+  known?: boolean;
   /** The apply stage's repair policy; absent: apply as the client does (`check`). */
   repair?: Policy;
   /** How many ids of messages other than activities to remember (fix's bound on memory; check: all). */
@@ -53,7 +59,7 @@ export class Client {
     const state = opts.state ?? {};
     const repairs = opts.repair !== undefined;
     this.messages = new Messages(opts.remember);
-    this.shared = { messages: this.messages, lifecycle: new Lifecycle(opts.remember), tally: new Tally(repairs), untouched: new Untouched(state), reader: repairs ? "fix" : "check" };
+    this.shared = { messages: this.messages, lifecycle: new Lifecycle(opts.remember), tally: new Tally(repairs), untouched: new Untouched(state, opts.known ?? true), reader: repairs ? "fix" : "check" };
     this.apply =
       opts.repair === undefined
         ? { repairs: false, stage: new ClientApply(state, this.messages, this.shared.untouched, "check") }

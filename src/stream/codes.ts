@@ -23,7 +23,10 @@ export const EVENT_CODES = [
   "UNKNOWN_MESSAGE",
   "INHERITED_MEMBER",
   "SNAPSHOT_WIPE",
+  "SNAPSHOT_REPLACES_UNKNOWN",
   "UNUSABLE_STATE",
+  "REWRITTEN",
+  "NOTHING_MOVED",
 ] as const;
 export type EventCode = (typeof EVENT_CODES)[number];
 

@@ -2,18 +2,34 @@ import jsonpatch, { type Operation } from "fast-json-patch";
 import { decodeOp, escapeSegment, formatPointer, hasMember, isObject, parsePointer, type Json } from "../core/index.js";
 import { CLIENT_SSE_LIMIT } from "./events.js";
 import { coreReading } from "./mirror.js";
+import type { StreamFinding } from "../protocol/types.js";
 import type { OpProblem } from "./schema.js";
 import type { Change } from "./snapshots.js";
 
 /** What the client does with an event as it was sent (protocol/README.md §13). */
-export type Kind = "dropped" | "ignored" | "fatal" | "wiped";
+export const KINDS = ["dropped", "ignored", "fatal", "wiped"] as const;
+export type Kind = (typeof KINDS)[number];
 
 /**
  * What the tool that read the stream did with the op or event a finding is
  * about: `check` sends nothing, so its findings are all `passed` (the client
- * gets the event as sent); `fix` and `proxy` say what they wrote.
+ * gets the event as sent); `fix` and `proxy` say what they wrote. The one
+ * list of these words: every reader prints them as they are, in text, JSON
+ * and logs alike (§13); the protocol's StreamFinding lists the same (below).
  */
-export type Outcome = "passed" | "mended" | "discarded" | "kept";
+export const OUTCOMES = ["passed", "mended", "discarded", "kept"] as const;
+export type Outcome = (typeof OUTCOMES)[number];
+
+/** A count of each outcome, all 0. */
+export const noOutcomes = (): Record<Outcome, number> => ({ passed: 0, mended: 0, discarded: 0, kept: 0 });
+
+/** A count of each kind, all 0. */
+export const noKinds = (): Record<Kind, number> => ({ dropped: 0, ignored: 0, fatal: 0, wiped: 0 });
+
+/** The closed sets are the protocol's (protocol/openrpc.json, StreamFinding): this fails to compile if they part. */
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+type Holds<T extends true> = T;
+export type SetsAreTheProtocols = Holds<[Same<Outcome, StreamFinding["outcome"]>, Same<Kind, NonNullable<StreamFinding["kind"]>>, Same<Required<Finding & Stops>, Required<StreamFinding>>] extends [true, true, true] ? true : false>;
 
 /** One event the client would not apply, or a snapshot that wipes what it held (protocol/README.md §13). */
 export interface Finding {
@@ -31,6 +47,51 @@ export interface Finding {
   message: string;
   hint?: string;
   outcome: Outcome;
+}
+
+/**
+ * The op of a delta the client stops at, as sent: the first that fails as
+ * it applies the ops in order, where it drops the whole delta (§13,
+ * `stops`). The other findings about ops of the same delta name the ops
+ * that fail too. A member the finding object carries after `outcome`, on
+ * that one finding only; the inspector's API mirrors Finding's type, so it
+ * is declared here until the API lists it too.
+ */
+export interface Stops {
+  stops?: true;
+}
+
+/** Whether a finding names the op the client stops at (Stops). */
+export const stopsHere = (f: Reported): boolean => (f as Stops).stops === true;
+
+/**
+ * A finding of a repair's about an op of a delta the client would have
+ * applied as sent, which the repair sent rewritten or left out all the same
+ * (§5 rules 6 and 7, or an op fast-json-patch takes that RFC 6902 refuses):
+ * a Finding without a kind, since the client does nothing amiss with the
+ * event. The inspector's API does not list it yet (its findings are Finding).
+ */
+export type Applies = Omit<Finding, "kind">;
+
+/** What a repair reports: its findings, and those about deltas the client would have applied. */
+export type Reported = Finding | Applies;
+
+/** Whether a reported finding has a kind: every one but Applies. */
+export const hasKind = (f: Reported): f is Finding => "kind" in f;
+
+/**
+ * The findings among `fs` that have a kind: `fs` itself when all do (every
+ * one of check's; fix's but for Applies), so that the usual event costs no copy.
+ */
+export function kinded(fs: readonly Reported[]): readonly Finding[] {
+  return fs.every(hasKind) ? (fs as readonly Finding[]) : fs.filter(hasKind);
+}
+
+/** A finding without a kind (Applies), its members in Finding's order but for the kind. */
+export function applies(at: At, f: OpFinding, outcome: Outcome): Applies {
+  const out = finding(at, "dropped", f, outcome) as Partial<Finding>;
+  delete out.kind;
+  return out as Applies;
 }
 
 /** Where an event sits in the input: what every finding about it names. */
@@ -123,6 +184,58 @@ export const TEXT = {
   }),
 } as const;
 
+/** A value as a finding's message names it: its JSON type, and the value itself when short. */
+function described(v: Json): string {
+  const type = v === null ? "null" : Array.isArray(v) ? "an array" : typeof v === "string" ? "a string" : typeof v === "number" ? "a number" : typeof v === "boolean" ? "a boolean" : "an object";
+  const text = JSON.stringify(v);
+  return v === null ? "null" : text.length <= 40 ? `${type}, ${text}` : type;
+}
+
+/** The texts of the findings about a STATE_SNAPSHOT and about ops fix changed without the client refusing them. */
+export const SNAPSHOT_TEXT = {
+  /**
+   * SNAPSHOT_REPLACES_UNKNOWN (§13): the client's state before the stream is
+   * not known (no --state), and no snapshot of the stream has replaced it
+   * yet: this one replaces whatever the client held, its own keys included.
+   */
+  replacesUnknown: (reader: Reader): OpFinding => ({
+    code: "SNAPSHOT_REPLACES_UNKNOWN",
+    message:
+      reader === "check"
+        ? "the snapshot replaces the client's whole state, and what the client held before the stream is not known (no --state): every member of its own that the snapshot does not repeat is lost"
+        : "the snapshot goes as it came and replaces the client's whole state, and what the client held before the stream is not known (no --state): every member of its own that the snapshot does not repeat is lost",
+    hint:
+      reader === "check"
+        ? "if the client keeps keys of its own, send a STATE_DELTA on your own namespace, or run behind `fix --own POINTER`; give what the client holds with --state FILE (`{}` when it keeps nothing) to name each member it loses"
+        : "if the client keeps keys of its own, run with --own POINTER; give what the client holds with --state FILE to name each member it loses",
+  }),
+  /**
+   * ROOT_NOT_OBJECT at a STATE_SNAPSHOT (§11, §13): the client takes any
+   * JSON as its state; after one that is not an object it has lost every
+   * member, and no delta written for an object applies.
+   */
+  notObject: (value: Json, reader: Reader): OpFinding => ({
+    code: "ROOT_NOT_OBJECT",
+    message:
+      reader === "check"
+        ? `the snapshot is ${described(value)}, not an object: the client's state becomes that value, every member it held is lost, and a later STATE_DELTA written for an object no longer lands where it was meant to`
+        : `the snapshot is ${described(value)}, not an object (protocol/README.md §11): it is left out, the client keeps the state it holds, and later deltas are mended against that state`,
+    ...(reader === "check" ? { hint: "send the state as an object (`fix` leaves such a snapshot out)" } : {}),
+  }),
+  /** A delta the client drops after a snapshot that was not an object: the cause, for its hint. */
+  afterNotObject: (event: number): string => `the client's state is not an object since the STATE_SNAPSHOT of event ${event} (ROOT_NOT_OBJECT)`,
+  /** An op fix applied to its mirror but that leaves no op in the delta it sends (§5 rules 6 to 8). */
+  nothingMoved: (): Omit<OpFinding, "index" | "pointer"> => ({
+    code: "NOTHING_MOVED",
+    message: "the op leaves the state as it is (a test, or a move or copy onto itself: protocol/README.md §5 rules 6 to 8), so the mended delta leaves it out",
+  }),
+  /** An op fix applied, written as other ops the client and every JSON Patch library read alike (§5 rules 2, 3, 6, 7). */
+  rewritten: (): Omit<OpFinding, "index" | "pointer"> => ({
+    code: "REWRITTEN",
+    message: "the op is sent rewritten, as ops that every JSON Patch library applies alike (protocol/README.md §5 rules 2, 3, 6 and 7)",
+  }),
+} as const;
+
 export const UNUSABLE = "the client holds a value that is not JSON (an earlier op moved the root into itself, or a missing value onto it), so no patch applies to it any more";
 
 /** Whether the client can copy a value with structuredClone, as it does every state and content it keeps. */
@@ -195,17 +308,23 @@ function quietly<T>(fn: () => T): T {
 /**
  * fast-json-patch's verdict on a patch, as `applyPatch(doc, patch, true,
  * false)` reaches it (one copy of the document, then the ops in order, each
- * validated), and where and why it fails: undefined when it applies. The op
- * is found by applying the ops one at a time, since the library's own error
- * says index 0 for every failure its validator finds. The code is the
- * project's core's reading of that op against the document as it stood
- * before it, which names the failing step; where the core would have applied
- * the op (fast-json-patch walks a move's target before the removal, §5 rule
- * 6), fast-json-patch's error name is mapped. `indexOf` maps a position in
- * the patch the client applied back to the op's position as sent (the schema
- * stage may have stripped ops before it).
+ * validated): every op that fails, in order, each with where and why; empty
+ * when the patch applies. The first is the op the client stops at: it drops
+ * the whole patch there. Each later one is an op that fails too, against the
+ * document as the ops before it that apply leave it, the failing ones
+ * skipped (protocol/README.md §13): the ops to take out for the rest to
+ * apply. The op is found by applying the ops one at a time, since the
+ * library's own error says index 0 for every failure its validator finds.
+ * The code is the project's core's reading of that op against the document
+ * as it stood before it, which names the failing step; where the core would
+ * have applied the op (fast-json-patch walks a move's target before the
+ * removal, §5 rule 6), fast-json-patch's error name is mapped. `indexOf`
+ * maps a position in the patch the client applied back to the op's position
+ * as sent (the schema stage may have stripped ops before it). Called only
+ * for a patch that needs it (the client refused it, or fix mends it): the
+ * copies it makes are off the path of a patch that applies.
  */
-export function patchVerdict(doc: Json, patch: readonly unknown[], indexOf: (i: number) => number, reader: Reader): OpFinding | undefined {
+export function patchVerdicts(doc: Json, patch: readonly unknown[], indexOf: (i: number) => number, reader: Reader): readonly OpFinding[] {
   return quietly(() => {
     let work: Json;
     try {
@@ -214,23 +333,33 @@ export function patchVerdict(doc: Json, patch: readonly unknown[], indexOf: (i: 
       // applyPatch copies the document through JSON first. That fails only once the client holds
       // something that is not JSON, which fast-json-patch itself can leave: a cycle (a move or copy of
       // the root into itself) or undefined (a move of a missing value onto the root).
-      return { index: indexOf(0), code: "UNUSABLE_STATE", message: UNUSABLE };
+      return [{ index: indexOf(0), code: "UNUSABLE_STATE", message: UNUSABLE }];
     }
     // fast-json-patch inserts an op's value by reference, and a later op may change it: the ops are copied.
     const ops = jsonpatch.deepClone(patch) as unknown[];
+    const out: OpFinding[] = [];
     for (let i = 0; i < ops.length; i++) {
-      let error: unknown;
+      const op = ops[i];
+      // A move that fails may have taken its value out already: the document before it is kept, to go on from.
+      const before = isObject(op) && op["op"] === "move" ? (jsonpatch.deepClone(work) as Json) : undefined;
       try {
-        work = jsonpatch.applyOperation(work, ops[i] as Operation, true, true, true, i).newDocument as Json;
+        work = jsonpatch.applyOperation(work, op as Operation, true, true, true, i).newDocument as Json;
         continue;
-      } catch (e) {
-        error = e;
+      } catch (error) {
+        out.push(explain(before ?? work, patch[i], error, indexOf(i), reader));
       }
-      // `work` is the document before op i (a failing move may have taken its value out already).
-      return explain(work, patch[i], error, indexOf(i), reader);
+      if (before !== undefined) work = before;
     }
-    return cloneable(work) ? undefined : INHERITS;
+    if (out.length > 0) return out;
+    return cloneable(work) ? NO_VERDICTS : [INHERITS];
   });
+}
+
+const NO_VERDICTS: readonly OpFinding[] = Object.freeze([]);
+
+/** The op the client stops at, as patchVerdicts finds it: undefined when the patch applies. */
+export function patchVerdict(doc: Json, patch: readonly unknown[], indexOf: (i: number) => number, reader: Reader): OpFinding | undefined {
+  return patchVerdicts(doc, patch, indexOf, reader)[0];
 }
 
 /** patchVerdict's answer for a patch that applies but leaves a function in the document (see inherited). */
@@ -254,10 +383,10 @@ function explain(before: Json, op: unknown, error: unknown, index: number, reade
   return out;
 }
 
-/** The finding for a patch the client refused (`applyPatch` threw): patchVerdict's, which is then never undefined. */
-export function diagnosePatch(doc: Json, patch: readonly unknown[], indexOf: (i: number) => number, reader: Reader): OpFinding {
-  const f = patchVerdict(doc, patch, indexOf, reader);
-  return f && f !== INHERITS ? f : { index: indexOf(0), code: "INVALID_OP", message: "the client refused the patch" };
+/** The findings for a patch the client refused (`applyPatch` threw): patchVerdicts', which are then never none. */
+export function diagnosePatch(doc: Json, patch: readonly unknown[], indexOf: (i: number) => number, reader: Reader): readonly OpFinding[] {
+  const fs = patchVerdicts(doc, patch, indexOf, reader);
+  return fs.length > 0 && fs[0] !== INHERITS ? fs : [{ index: indexOf(0), code: "INVALID_OP", message: "the client refused the patch" }];
 }
 
 /** Hints for an op the schema stage refused or stripped, chosen by the rule it breaks. */

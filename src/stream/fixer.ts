@@ -1,19 +1,24 @@
 import type { Json, JsonObject } from "../core/index.js";
 import { Client, PASSTHROUGH, type Policy, type Summary } from "./client.js";
 import { EventReader, rewriteSse, type Framing, type StreamItem } from "./events.js";
-import { TEXT, type Finding, type Outcome } from "./findings.js";
+import { TEXT, kinded, type Finding, type Outcome, type Reported } from "./findings.js";
 import type { Activity } from "./messages.js";
 
-export type { Finding } from "./findings.js";
+export type { Finding, Reported } from "./findings.js";
 export type { Policy } from "./client.js";
 
 export interface FixerOptions {
-  /** The state the client holds when the stream starts (default {}): the baseline. The fixer works on its own copy. */
+  /**
+   * The state the client holds when the stream starts: the baseline. The
+   * fixer works on its own copy. Left out, it is not known: the mirror
+   * starts at {}, and the first snapshot sent whole is
+   * SNAPSHOT_REPLACES_UNKNOWN (§13).
+   */
   state?: JsonObject;
   /** The apply stage's repair policy: --own, --snapshots, --join-keys (default: none of them). */
   policy?: Policy;
   /** Called for every finding, with its outcome, in stream order. */
-  onFinding?: (f: Finding) => void;
+  onFinding?: (f: Reported) => void;
   /** Called once per event, after it went through the pipeline (an inspector's hook; absent, it costs nothing). */
   onEvent?: (e: Observed) => void;
   /** The stream's framing when the caller knows it (the stream methods, from a Content-Type); default: told from the first line. */
@@ -56,12 +61,12 @@ export const REMEMBERED = 10_000;
 export class StreamFixer {
   private readonly reader = new EventReader();
   private readonly client: Client;
-  private readonly onFinding: ((f: Finding) => void) | undefined;
+  private readonly onFinding: ((f: Reported) => void) | undefined;
   private readonly onEvent: ((e: Observed) => void) | undefined;
 
   constructor(opts: FixerOptions = {}) {
     // Without a listener the findings are not read: the verdict on each mended delta is not worked out.
-    this.client = new Client({ state: opts.state ?? {}, repair: opts.policy ?? PASSTHROUGH, remember: REMEMBERED, diagnose: opts.onFinding !== undefined || opts.onEvent !== undefined });
+    this.client = new Client({ state: opts.state ?? {}, known: opts.state !== undefined, repair: opts.policy ?? PASSTHROUGH, remember: REMEMBERED, diagnose: opts.onFinding !== undefined || opts.onEvent !== undefined });
     this.onFinding = opts.onFinding;
     this.onEvent = opts.onEvent;
     // Set before the first chunk, it stands in for the reader's detection.
@@ -153,7 +158,8 @@ export class StreamFixer {
     const step = this.client.feed(data, item.line);
     // Most events have no findings: the loop is not entered, nor its iterator made, for them.
     if (this.onFinding && step.findings.length > 0) for (const f of step.findings) this.onFinding(f);
-    if (this.onEvent) this.onEvent({ data, out: step.out, findings: step.findings, state: this.client.state });
+    // The observer (the inspector) reads findings with a kind: one about an op the client would have applied is not among them yet.
+    if (this.onEvent) this.onEvent({ data, out: step.out, findings: kinded(step.findings), state: this.client.state });
     if (step.out === undefined) return item.raw;
     return step.out === null ? this.empty(item) : this.rewrite(item, step.out);
   }

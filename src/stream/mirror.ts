@@ -20,8 +20,22 @@ export interface Normalized {
   skips: { index: number; error: OpError }[];
   /** The ops applied only with the rest of their path read as one key (--join-keys). */
   joined: ReadonlySet<number>;
-  /** Whether normalizing changed nothing: every op as sent applied as itself, and none was left out. */
+  /** Whether normalizing changed nothing: every op as sent applied as itself (a `test` checked), and none was left out. */
   asSent: boolean;
+  /**
+   * The ops that applied, but not as themselves: rewritten (`mended`: an
+   * array inserted, a replace made an add, a key joined, §5 rules 6 and 7) or
+   * applied without a trace in the delta (`discarded`: a test, a move or
+   * copy onto itself, §5 rules 6 to 8). Made only when there is one: a delta
+   * sent as it came costs no array.
+   */
+  changed: readonly Changed[];
+}
+
+/** An op that applied, but is not sent as itself (Normalized.changed). */
+export interface Changed {
+  index: number;
+  outcome: "mended" | "discarded";
 }
 
 /** How a patch is normalized into the mirror. */
@@ -110,9 +124,12 @@ export class Mirror {
 }
 
 function apply(w: Writer, ops: readonly Indexed[], sent: number, joinKeys: boolean): Normalized {
-  const r: Normalized = { applied: [], skips: [], joined: NO_JOINS, asSent: false };
+  const r: Normalized = { applied: [], skips: [], joined: NO_JOINS, asSent: false, changed: NO_CHANGES };
   let joined: Set<number> | undefined;
+  let changed: Changed[] | undefined;
+  let rewritten = false;
   for (const { index, op } of ops) {
+    const start = r.applied.length;
     let e = w.apply(op, r.applied);
     if (e?.code === "PATH_NOT_FOUND" && joinKeys) {
       const alt = joinedKey(w.root, op);
@@ -122,24 +139,26 @@ function apply(w: Writer, ops: readonly Indexed[], sent: number, joinKeys: boole
       }
     }
     if (e) r.skips.push({ index, error: e });
+    else if (r.applied.length !== start + 1 || r.applied[start] !== op || joined?.has(index) || dashReplace(op)) {
+      (changed ??= []).push({ index, outcome: r.applied.length === start ? "discarded" : "mended" });
+      // A test that holds changes nothing, and holds on the client too, which holds the mirror: the delta can still go as it came.
+      if (op.op !== "test") rewritten = true;
+    }
   }
   if (joined) r.joined = joined;
-  r.asSent = sameAsSent(r, ops, sent);
+  if (changed) r.changed = changed;
+  // Normalizing changed nothing: every op as sent applied as itself (a test checked), and none was left out.
+  r.asSent = ops.length === sent && r.skips.length === 0 && !rewritten;
   return r;
 }
 
-/** Whether normalizing changed nothing: every op as sent applied as itself, and none was left out. */
-function sameAsSent(r: Normalized, valid: readonly Indexed[], sent: number): boolean {
-  if (valid.length !== sent || r.skips.length !== 0 || r.joined.size !== 0 || r.applied.length !== valid.length) return false;
-  for (let k = 0; k < valid.length; k++) {
-    const a = r.applied[k];
-    // protocol/README.md §5 rule 7: a replace whose last token is "-" goes as an add.
-    if (a === undefined || a !== valid[k]?.op || (a.op === "replace" && a.path[a.path.length - 1] === "-")) return false;
-  }
-  return true;
-}
+/** protocol/README.md §5 rule 7: a replace whose last token is "-" goes as an add (the core applies it as itself; toWireOp writes the add). */
+const dashReplace = (op: Op): boolean => op.op === "replace" && op.path[op.path.length - 1] === "-";
 
 const NO_OPS: readonly Indexed[] = Object.freeze([]);
+
+/** No op changed: shared, never written to. */
+const NO_CHANGES: readonly Changed[] = Object.freeze([]);
 
 /** No op joined: shared, never written to (a Set made only when one is). */
 const NO_JOINS: ReadonlySet<number> = new Set();

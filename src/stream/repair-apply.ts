@@ -1,15 +1,15 @@
 import { EventType, type ActivityDeltaEvent, type Event as AguiEvent, type StateSnapshotEvent } from "@ag-ui/core";
 import { decodeOp, isObject, toWireOp, type ChangeOp, type Json, type JsonObject, type Path } from "../core/index.js";
-import { TEXT, finding, type At, type Finding, type Reader } from "./findings.js";
+import { SNAPSHOT_TEXT, TEXT, applies, finding, stopsHere, type At, type Finding, type Reader, type Reported } from "./findings.js";
 import type { Lifecycle } from "./lifecycle.js";
 import type { Messages } from "./messages.js";
-import { Mirror, type Indexed, type NormalizeOptions } from "./mirror.js";
+import { Mirror, type Changed, type Indexed, type NormalizeOptions, type Normalized } from "./mirror.js";
 import { opProblem } from "./schema.js";
 import { ownedOps, snapshotDelta, unowned } from "./snapshots.js";
 import { enforceStage, topLevelShell, verifyStage, type Decision, type PatchKey } from "./stages.js";
 import { NONE, type Tally } from "./tally.js";
 import type { Untouched } from "./untouched.js";
-import { messageClash, outcomeOf, verdict } from "./verdicts.js";
+import { messageClash, verdicts } from "./verdicts.js";
 
 /**
  * The apply stage with a repair policy (`fix`, `proxy`, the RPC stream
@@ -34,7 +34,8 @@ export const PASSTHROUGH: Policy = { own: [], snapshots: "pass", joinKeys: false
 /** What became of one event: `out` undefined sends it as it came, null sends nothing, an object is sent in its place. */
 export interface Step {
   decision: Decision;
-  findings: readonly Finding[];
+  /** Its findings; a repair's may include some without a kind (Applies). */
+  findings: readonly Reported[];
   out: JsonObject | null | undefined;
 }
 
@@ -93,6 +94,8 @@ export class RepairApply {
       if (key !== undefined && e.decision === "fatal") return { decision: "drop", findings: tally.with(e.findings, "discarded"), out: null };
       return { decision: e.decision, findings: tally.with(e.findings, "passed"), out: undefined };
     }
+    // §11, §13: a snapshot that is not an object is left out, whatever the policy: the client keeps the object it holds.
+    if (e.event.type === EventType.STATE_SNAPSHOT && !isObject(e.event.snapshot)) return this.notObject(e.event, at);
     if (e.event.type === EventType.STATE_SNAPSHOT && (this.policy.own.length > 0 || this.policy.snapshots === "delta")) {
       const step = this.snapshot(e.event, at);
       if (step) return step;
@@ -111,9 +114,12 @@ export class RepairApply {
     switch (event.type) {
       case EventType.STATE_SNAPSHOT: {
         const snapshot: Json = event.snapshot;
-        const lost = this.shared.untouched.wiped(this.mirror.root, snapshot, at, "passed").map((f) => tally.count(f));
+        const { untouched, reader } = this.shared;
+        const unknown = untouched.replaced(at, reader, "passed");
+        const lost = untouched.wiped(this.mirror.root, snapshot, at, "passed");
         this.mirror.reset(snapshot);
-        return lost;
+        if (unknown) lost.unshift(unknown);
+        return lost.map((f) => tally.count(f));
       }
       case EventType.ACTIVITY_SNAPSHOT: {
         const content: JsonObject = event.content;
@@ -129,6 +135,21 @@ export class RepairApply {
         messages.observe(event);
         return NONE;
     }
+  }
+
+  /**
+   * A STATE_SNAPSHOT whose value is not an object (§11, §13): not sent. Sent,
+   * it would take every member the client holds, its own included, and leave
+   * a state no delta written for an object applies to; the client keeps the
+   * object it holds instead, and later deltas are mended against it, as the
+   * server, whose state they were written for, most likely meant them.
+   */
+  private notObject(event: StateSnapshotEvent, at: At): Step {
+    const { tally, lifecycle, reader } = this.shared;
+    const findings = [tally.count(finding(at, "wiped", SNAPSHOT_TEXT.notObject(event.snapshot as Json, reader), "discarded"))];
+    const verified = verifyStage(lifecycle, event, at, "peek");
+    if (verified.decision === "fatal") findings.push(tally.count({ ...verified.findings[0], outcome: "discarded" }));
+    return { decision: "drop", findings, out: null };
   }
 
   /**
@@ -228,17 +249,22 @@ export class RepairApply {
     const judge = judging && !first.asSent;
     const retype = activity !== undefined && activity.activityType !== messages.activity(activity.messageId)?.activityType;
     const sent = unchanged || first.applied.length > 0 || retype;
-    let found: Finding | undefined;
+    let findings: readonly Reported[] = NONE;
     // verifyEvents reads only the type and the ids, which mending leaves alone. For a delta the
     // schema refused and nothing is sent of, the client never got that far: nothing to report.
     const verified = event || sent ? verifyStage(lifecycle, event ?? shell, at, sent ? "feed" : "peek") : undefined;
-    if (verified?.decision === "fatal") found = tally.count({ ...verified.findings[0], outcome: sent ? "passed" : "discarded" });
-    else if (judge && event !== undefined) {
+    const fatal = verified?.decision === "fatal" ? tally.count({ ...verified.findings[0], outcome: sent ? "passed" : "discarded" }) : undefined;
+    if (fatal) findings = [fatal];
+    if (judge && event !== undefined && !fatal) {
       // Would the delta as sent have applied? The client's own call answers, against the mirror as it was.
-      const f = verdict(mirror.root, patchOf(event), at, activity !== undefined, kept, reader);
-      if (f) found = tally.count({ ...f, outcome: outcomeOf(f, first, sent, valid) });
+      // A delta the client would have applied, but not as fix does (§5 rules 6 and 7, or an op
+      // fast-json-patch takes that RFC 6902 refuses): what fix changed, without a kind.
+      const client = verdicts(mirror.root, patchOf(event), at, activity !== undefined, kept, reader);
+      findings = changes(client, first, ops, sent, at, tally, "applies");
+    } else if (this.diagnose && !unchanged && (fatal || event === undefined)) {
+      // The client's run fails at the delta as sent (its schema, or verifyEvents): what fix did with each op.
+      findings = [...findings, ...changes(NONE, first, ops, sent, at, tally, "fatal")];
     }
-    const findings = found ? [found] : NONE;
     if (judge) mirror.replay(first.applied);
     if (activity && sent) {
       const content = mirror.root;
@@ -246,10 +272,52 @@ export class RepairApply {
       if (isObject(content)) messages.patched(activity.messageId, { activityType: activity.activityType, content });
     }
     if (!activity && !untouched.empty) for (const op of first.applied) untouched.touch(op.path);
-    if (unchanged) return found ? { decision: "pass", findings, out: undefined } : PASSED;
+    if (unchanged) return findings.length > 0 ? { decision: "pass", findings, out: undefined } : PASSED;
     if (!sent) return { decision: "drop", findings, out: null };
     return { decision: "mend", findings, out: { ...raw, [key]: first.applied.map(toWireOp) } };
   }
+}
+
+/**
+ * What fix did with each op of a delta it mended, as findings (§13): every
+ * op it discarded (skipped, or applied without a trace in the delta) or sent
+ * rewritten, in the order of the ops, each with its outcome; `client` is
+ * the client's verdicts on the delta as sent (the op it stops at first).
+ * An op the client's verdicts name is reported in their words (code, hint,
+ * `stops`); another, in the words of the core's skip or of the rule that
+ * rewrote it. Every finding's kind is the event's as sent: the client's
+ * verdicts', or, when they are none, `fatal` for a delta whose run fails
+ * there, and no kind for one the client would have applied (`otherwise`).
+ * The stop op, should fix send it as itself, is reported `passed`.
+ */
+function changes(client: readonly Finding[], r: Normalized, ops: readonly unknown[], sent: boolean, at: At, tally: Tally, otherwise: "applies" | "fatal"): Reported[] {
+  const kind = client[0]?.kind ?? (otherwise === "fatal" ? "fatal" : undefined);
+  const named = new Map<number, Finding>();
+  const out: Reported[] = [];
+  for (const f of client) {
+    if (f.index === undefined) out.push(tally.count({ ...f, outcome: sent ? "mended" : "discarded" }));
+    else named.set(f.index, f);
+  }
+  const { skips, changed } = r;
+  for (let s = 0, c = 0; s < skips.length || c < changed.length; ) {
+    const skip = skips[s];
+    const change = changed[c];
+    const index = skip !== undefined && (change === undefined || skip.index < change.index) ? (s++, skip.index) : (c++, (change as Changed).index);
+    const outcome = !sent || change?.index !== index ? "discarded" : change.outcome;
+    const theirs = named.get(index);
+    if (theirs !== undefined) {
+      named.delete(index);
+      out.push(tally.count({ ...theirs, outcome }));
+      continue;
+    }
+    const path = isObject(ops[index]) ? (ops[index] as JsonObject)["path"] : undefined;
+    const words = skip?.index === index ? skip.error : outcome === "discarded" ? SNAPSHOT_TEXT.nothingMoved() : SNAPSHOT_TEXT.rewritten();
+    const f = { index, ...(typeof path === "string" ? { pointer: path } : {}), code: words.code, message: words.message };
+    out.push(tally.count(kind === undefined ? applies(at, f, outcome) : finding(at, kind, f, outcome)));
+  }
+  // The op the client stops at, sent as itself: the client refuses the mended delta there too.
+  for (const f of named.values()) if (stopsHere(f)) out.push(tally.count({ ...f, outcome: "passed" }));
+  return out;
 }
 
 /** A snapshot's delta is the mirror's next state: what normalizing it did always stands. */

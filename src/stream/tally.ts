@@ -1,4 +1,4 @@
-import type { Finding, Kind, Outcome } from "./findings.js";
+import { hasKind, noKinds, noOutcomes, type Finding, type Kind, type Outcome, type Reported } from "./findings.js";
 
 /** The summary of a stream: events read, of them deltas, and how many events had a finding of each kind. */
 export interface Summary {
@@ -21,21 +21,22 @@ export const NONE: readonly Finding[] = Object.freeze([]);
  */
 export class Tally {
   readonly summary: Summary = { events: 0, deltas: 0, dropped: 0, ignored: 0, fatal: 0, wiped: 0 };
-  readonly outcomes: Record<Outcome, number> = { passed: 0, mended: 0, discarded: 0, kept: 0 };
+  readonly outcomes: Record<Outcome, number> = noOutcomes();
   /** fix: findings about events that went out as they came and still fail or warn on the client. */
   unfixed = 0;
   /** The last event each kind was counted for: an event counts once per kind. */
-  private readonly counted: Record<Kind, number> = { dropped: 0, ignored: 0, fatal: 0, wiped: 0 };
+  private readonly counted: Record<Kind, number> = noKinds();
 
   constructor(private readonly repairs: boolean) {}
 
-  count(f: Finding): Finding {
-    if (this.counted[f.kind] !== f.event) {
-      this.counted[f.kind] = f.event;
-      this.summary[f.kind]++;
+  count<F extends Reported>(f: F): F {
+    const kind = hasKind(f) ? f.kind : undefined;
+    if (kind !== undefined && this.counted[kind] !== f.event) {
+      this.counted[kind] = f.event;
+      this.summary[kind]++;
     }
     this.outcomes[f.outcome]++;
-    if (this.repairs && f.outcome === "passed" && f.kind !== "wiped") this.unfixed++;
+    if (this.repairs && f.outcome === "passed" && kind !== undefined && kind !== "wiped") this.unfixed++;
     return f;
   }
 

@@ -1,6 +1,6 @@
 import type { Operation } from "fast-json-patch";
 import { parsePointer, type Json, type JsonObject, type Path } from "../core/index.js";
-import { TEXT, finding, type At, type Finding, type Outcome } from "./findings.js";
+import { SNAPSHOT_TEXT, TEXT, finding, type At, type Finding, type Outcome, type Reader } from "./findings.js";
 import { wipes } from "./snapshots.js";
 
 /**
@@ -8,12 +8,31 @@ import { wipes } from "./snapshots.js";
  * started) that no event of the stream has set yet: a snapshot that removes
  * or replaces one of them wipes it (protocol/README.md §13, `wiped`). A
  * member set by the stream, or once wiped, is the server's from then on.
+ * When the baseline is not known (`check` and `fix` without --state), the
+ * first snapshot the client applies whole replaces members no event of the
+ * stream set, whatever they are (SNAPSHOT_REPLACES_UNKNOWN); after it, the
+ * client holds what the stream sent.
  */
 export class Untouched {
   private readonly members: Set<string>;
+  /** Whether the client may hold members nobody here knows of: the baseline was not given, and no snapshot has replaced it. */
+  private unknown: boolean;
 
-  constructor(baseline: JsonObject) {
+  constructor(baseline: JsonObject, known = true) {
     this.members = new Set(Object.keys(baseline));
+    this.unknown = !known;
+  }
+
+  /**
+   * A STATE_SNAPSHOT the client applies whole: SNAPSHOT_REPLACES_UNKNOWN
+   * while what it held is not known, once (from then on it holds what the
+   * stream sent). `quiet`: the snapshot has a finding that says more (one
+   * that is not an object), so it only makes the state known.
+   */
+  replaced(at: At, reader: Reader, outcome: Outcome, quiet = false): Finding | undefined {
+    if (!this.unknown) return undefined;
+    this.unknown = false;
+    return quiet ? undefined : finding(at, "wiped", SNAPSHOT_TEXT.replacesUnknown(reader), outcome);
   }
 
   get empty(): boolean {

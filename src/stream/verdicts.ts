@@ -1,32 +1,33 @@
 import { EventType, type Event as AguiEvent } from "@ag-ui/core";
 import type { Json } from "../core/index.js";
-import { INHERITS, TEXT, finding, inherited, patchVerdict, type At, type Finding, type OpFinding, type Outcome, type Reader } from "./findings.js";
+import { INHERITS, TEXT, finding, inherited, patchVerdicts, type At, type Finding, type OpFinding, type Reader, type Stops } from "./findings.js";
 import type { Messages } from "./messages.js";
-import type { Indexed, Normalized } from "./mirror.js";
 import type { Decision } from "./stages.js";
+import { NONE } from "./tally.js";
 
 /** The apply stage's verdicts on one event, shared by its two forms (client-apply.ts, repair-apply.ts). */
 
 const MESSAGE_EVENTS: ReadonlySet<string> = new Set([EventType.TEXT_MESSAGE_START, EventType.TEXT_MESSAGE_CONTENT, EventType.TEXT_MESSAGE_END, EventType.REASONING_MESSAGE_START, EventType.REASONING_MESSAGE_CONTENT, EventType.REASONING_MESSAGE_END]);
 
-/**
- * What fix did with the op a verdict names: not sent, or sent in a delta fix
- * rewrote (the client would have dropped the delta as sent, so whatever went
- * out of it went mended).
- */
-export function outcomeOf(f: Finding, r: Normalized, sent: boolean, valid: readonly Indexed[]): Outcome {
-  if (!sent) return "discarded";
-  if (f.index === undefined) return "mended";
-  const index = f.index;
-  // Left out before normalizing (the schema stage's), or skipped by it.
-  return !valid.some((v) => v.index === index) || r.skips.some((s) => s.index === index) ? "discarded" : "mended";
+/** The findings for a delta the client would drop: fast-json-patch's verdicts on it (the op it stops at first, marked), or the one for a patch that leaves a function; none when it applies. */
+export function verdicts(root: Json, patch: readonly unknown[], at: At, activity: boolean, kept: number[] | undefined, reader: Reader): readonly Finding[] {
+  const fs = patchVerdicts(root, patch, (i) => (kept ? (kept[i] ?? i) : i), reader);
+  if (fs[0] === INHERITS) return [finding(at, activity ? "dropped" : "fatal", inherited(activity))];
+  return fs.length === 0 ? NONE : droppedAt(at, fs, activity);
 }
 
-/** The finding for a delta the client would drop: fast-json-patch's verdict on it. */
-export function verdict(root: Json, patch: readonly unknown[], at: At, activity: boolean, kept: number[] | undefined, reader: Reader): Finding | undefined {
-  const f = patchVerdict(root, patch, (i) => (kept ? (kept[i] ?? i) : i), reader);
-  if (f === INHERITS) return finding(at, activity ? "dropped" : "fatal", inherited(activity));
-  return f && dropped(at, f, activity);
+/**
+ * The findings of a delta the client drops, one per op that fails (patchVerdicts):
+ * the first is the op it stops at, marked `stops` (§13).
+ */
+export function droppedAt(at: At, fs: readonly OpFinding[], activity: boolean): Finding[] {
+  return fs.map((f, i) => (i === 0 ? stopping(dropped(at, f, activity)) : dropped(at, f, activity)));
+}
+
+/** The finding marked as the op the client stops at: `stops` after `outcome`, as §13 orders a finding's members. */
+export function stopping(f: Finding): Finding {
+  (f as Stops).stops = true;
+  return f;
 }
 
 export function dropped(at: At, f: OpFinding, activity: boolean): Finding {

@@ -33,10 +33,15 @@ const streams = {
   "dropped.ndjson": [started, J({ type: "STATE_DELTA", delta: [{ op: "add", path: "/todos/-", value: "milk" }] }), finished].join("\n") + "\n",
   // An event before RUN_STARTED: a lifecycle break that fix cannot mend and sends as it came.
   "lifecycle.ndjson": [J({ type: "CUSTOM", name: "n", value: 1 }), started, finished].join("\n") + "\n",
+  // Issue 32: a snapshot on every write. Without --state, the first one replaces whatever the client held.
+  "snapshots.ndjson": [started, J({ type: "STATE_SNAPSHOT", snapshot: { n: 1 } }), J({ type: "STATE_SNAPSHOT", snapshot: { n: 2 } }), finished].join("\n") + "\n",
+  // Issue 32: a snapshot that is not an object, then a delta written for an object.
+  "not-object.ndjson": [started, J({ type: "STATE_SNAPSHOT", snapshot: "str" }), J({ type: "STATE_DELTA", delta: [{ op: "add", path: "/n", value: 2 }] }), finished].join("\n") + "\n",
 };
 const files: Record<string, string> = {
   ...streams,
   "state.json": '{"n":1}',
+  "empty.json": "{}",
   "new.json": '{"n":2}',
   "ops.json": '[{"op":"replace","path":"/n","value":2}]',
   "skip-ops.json": '[{"op":"remove","path":"/gone"}]',
@@ -136,6 +141,9 @@ const TABLE: Record<string, Row[]> = {
   check: [
     { case: "success", args: ["--state", "state.json", "clean.ndjson"], status: 0, stdout: "3 events, 1 delta: the client applies every one\n", stderr: "" },
     { case: "findings", args: ["dropped.ndjson"], status: 1, stdout: expect.stringMatching(/^line 2, event 2 \(STATE_DELTA\): dropped: [^\n]*\n3 events, 1 delta: 1 dropped[^\n]*\n$/) as string, stderr: "" },
+    { case: "findings: a snapshot without --state may replace the client's own members", args: ["snapshots.ndjson"], status: 1, stdout: expect.stringMatching(/^line 2, event 2 \(STATE_SNAPSHOT\): wiped: SNAPSHOT_REPLACES_UNKNOWN: [^\n]*Hint: [^\n]*`fix --own POINTER`[^\n]*\n4 events, 0 deltas: 0 dropped, 0 ignored, 0 fatal, 1 wiped\n$/) as string, stderr: "" },
+    { case: "success: the same snapshots, with what the client holds given", args: ["--state", "empty.json", "snapshots.ndjson"], status: 0, stdout: "4 events, 0 deltas: the client applies every one\n", stderr: "" },
+    { case: "findings: a snapshot that is not an object", args: ["--state", "empty.json", "not-object.ndjson"], status: 1, stdout: expect.stringMatching(/^line 2, event 2 \(STATE_SNAPSHOT\): wiped: ROOT_NOT_OBJECT: the snapshot is a string, "str", not an object[^\n]*\n4 events, 1 delta: 0 dropped, 0 ignored, 0 fatal, 1 wiped\n$/) as string, stderr: "" },
     { case: "usage error", args: ["--nope"], ...usage },
     { case: "unreadable stream", args: ["missing.ndjson"], ...refused("missing.ndjson", "", "UNREADABLE") },
     { case: "unreadable --state", args: ["--state", "missing.json", "clean.ndjson"], ...refused("missing.json", "", "UNREADABLE") },
@@ -152,6 +160,8 @@ const TABLE: Record<string, Row[]> = {
     { case: "success", args: ["--state", "state.json", "clean.ndjson"], status: 0, stdout: streams["clean.ndjson"], stderr: "" },
     { case: "success: a delta mended", args: ["dropped.ndjson"], status: 0, stdout: [started, J({ type: "STATE_DELTA", delta: [{ op: "add", path: "/todos", value: [] }, { op: "add", path: "/todos/-", value: "milk" }] }), finished].join("\n") + "\n", stderr: "" },
     { case: "an event the client refuses sent as it came", args: ["lifecycle.ndjson"], status: 1, stdout: streams["lifecycle.ndjson"], stderr: "" },
+    { case: "success: snapshots that may replace the client's own members go as they came (reported with --report)", args: ["snapshots.ndjson"], status: 0, stdout: streams["snapshots.ndjson"], stderr: "" },
+    { case: "success: a snapshot that is not an object is left out", args: ["--state", "empty.json", "not-object.ndjson"], status: 0, stdout: [started, J({ type: "STATE_DELTA", delta: [{ op: "add", path: "/n", value: 2 }] }), finished].join("\n") + "\n", stderr: "" },
     { case: "usage error", args: ["--json"], ...usage },
     { case: "unreadable stream", args: ["missing.ndjson"], ...refused("missing.ndjson", "", "UNREADABLE") },
     { case: "malformed --state", args: ["--state", "bad.json", "clean.ndjson"], ...refused("bad.json", "/a/b/2", "PARSE_ERROR") },

@@ -73,7 +73,7 @@ describe.each(COMMANDS)("--max-heap, $name", { timeout: 120_000 }, (command) => 
         expect(r.error).toMatchObject({ code: -32006, data: { code: "UNKNOWN_STREAM", streamId: id, reason: "evicted" } });
         evicted.add(id);
       } else {
-        expect(r.result).toEqual({ text, passed: 0, mended: 0, discarded: 0, kept: 0 });
+        expect(r.result).toEqual({ text, findings: [], passed: 0, mended: 0, discarded: 0, kept: 0 });
         lastUse.set(id, ++clock);
       }
     };

@@ -65,7 +65,7 @@ describe("agui-state check", () => {
     const r = agui(["check", "--json", "-"], sse);
     expect(r.status).toBe(1);
     const out = r.stdout.trimEnd().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
-    expect(out[0]).toEqual({ event: 2, line: 3, kind: "dropped", type: "STATE_DELTA", index: 0, pointer: "/todos/-", code: "PATH_NOT_FOUND", message: expect.any(String), hint: expect.stringContaining("add it as `[]`"), outcome: "passed" });
+    expect(out[0]).toEqual({ event: 2, line: 3, kind: "dropped", type: "STATE_DELTA", index: 0, pointer: "/todos/-", code: "PATH_NOT_FOUND", message: expect.any(String), hint: expect.stringContaining("add it as `[]`"), outcome: "passed", stops: true });
     expect(out[1]).toEqual({ event: 3, line: 5, kind: "fatal", type: "STATE_DELTA", index: 0, pointer: "/a~b", code: "INVALID_POINTER", message: expect.any(String), hint: "a `~` in a key is written `~0`: write `/a~0b`", outcome: "passed" });
     expect(out[2]).toEqual({ summary: { events: 3, deltas: 2, dropped: 1, ignored: 0, fatal: 1, wiped: 0 } });
   });
@@ -83,6 +83,35 @@ describe("agui-state check", () => {
       expect(r.stdout, args.join(" ")).toBe("");
       expect(r.stderr.trimEnd().split("\n"), args.join(" ")).toHaveLength(1);
     }
+  });
+});
+
+describe("issue 32: every op of a delta, through the binary", () => {
+  // No /todos in the state: op 0 goes through a forbidden key, op 1 appends to a missing array, op 2 removes nothing, op 3 is fine.
+  const ops = [
+    { op: "add", path: "/__proto__/x", value: 1 },
+    { op: "add", path: "/todos/-", value: "milk" },
+    { op: "remove", path: "/nothere" },
+    { op: "add", path: "/ok", value: true },
+  ];
+  const text = [J({ type: "RUN_STARTED", threadId: "t", runId: "r" }), J({ type: "STATE_DELTA", delta: ops }), J({ type: "RUN_FINISHED", threadId: "t", runId: "r" })].join("\n") + "\n";
+
+  it("check names ops 0, 1 and 2, op 0 as where the client stops, in text and in --json", () => {
+    const r = agui(["check", file("case2.ndjson", text)]);
+    expect(r.status).toBe(1);
+    const lines = r.stdout.trimEnd().split("\n");
+    expect(lines.slice(0, -1).map((l) => /^line 2, event 2 \(STATE_DELTA\): dropped: op (\d)(?: at "[^"]*")?(, where the client stops)?: (\w+)/.exec(l)?.slice(1)))
+      .toEqual([["0", ", where the client stops", "FORBIDDEN_KEY"], ["1", undefined, "PATH_NOT_FOUND"], ["2", undefined, "PATH_NOT_FOUND"]]);
+    const json = agui(["check", "--json", path.join(work, "case2.ndjson")]).stdout.trimEnd().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(json.slice(0, -1).map((f) => [f["index"], f["code"], f["stops"]])).toEqual([[0, "FORBIDDEN_KEY", true], [1, "PATH_NOT_FOUND", undefined], [2, "PATH_NOT_FOUND", undefined]]);
+  });
+
+  it("fix --report names each op it changed or dropped, with its outcome", () => {
+    const r = agui(["fix", "--report", path.join(work, "case2.ndjson")]);
+    expect(r.status).toBe(0);
+    const lines = r.stderr.trimEnd().split("\n");
+    expect(lines.slice(0, -1).map((l) => /as sent, (\w+): op (\d)/.exec(l)?.slice(1))).toEqual([["discarded", "0"], ["mended", "1"], ["discarded", "2"]]);
+    expect(lines.at(-1)).toMatch(/findings by outcome: 0 passed, 1 mended, 2 discarded, 0 kept$/);
   });
 });
 
@@ -120,9 +149,10 @@ describe("agui-state fix", () => {
     const checked = agui(["check", path.join(work, "broken2.ndjson")]).stdout.trimEnd().split("\n");
     const reported = r.stderr.trimEnd().split("\n");
     // The same findings, each saying it was mended, and no hint that sends the reader to fix while fix runs.
-    expect(reported.slice(0, -1)).toEqual(checked.slice(0, -1).map((l) => l.replace(": dropped: ", ": dropped as sent, sent mended: ").replace(" (`fix` does this)", "")));
+    expect(reported.slice(0, -1)).toEqual(checked.slice(0, -1).map((l) => l.replace(": dropped: ", ": dropped as sent, mended: ").replace(" (`fix` does this)", "")));
     expect(r.stderr).not.toContain("`fix` does this");
-    expect(reported.at(-1)).toBe(`${checked.at(-1) ?? ""}; findings 0 sent as it came, 2 sent mended, 0 not sent, 0 the client's value kept`);
+    // Issue 32: the outcomes in the words JSON and logs use.
+    expect(reported.at(-1)).toBe(`${checked.at(-1) ?? ""}; findings by outcome: 0 passed, 2 mended, 0 discarded, 0 kept`);
   });
 
   it("takes --own from the command line: snapshots go as deltas on the owned member, the --state keys stand (issue 23)", () => {
@@ -132,7 +162,7 @@ describe("agui-state fix", () => {
     const r = agui(["fix", "--state", state, "--own", "/toolState", "--report"], stream);
     expect(r.status).toBe(0);
     expect(r.stdout).toBe([started, J({ type: "STATE_DELTA", delta: [{ op: "add", path: "/toolState", value: { a: 1 } }] }), J({ type: "STATE_DELTA", delta: [{ op: "add", path: "/toolState/b", value: 2 }] }), finished].join("\n") + "\n");
-    expect(r.stderr).toMatch(/^line 2, event 2 \(STATE_SNAPSHOT\): wiped as sent, the client's value kept: SNAPSHOT_WIPE: the snapshot leaves out \/selectedLayer/);
+    expect(r.stderr).toMatch(/^line 2, event 2 \(STATE_SNAPSHOT\): wiped as sent, kept: SNAPSHOT_WIPE: the snapshot leaves out \/selectedLayer/);
     const checked = agui(["check", "--json", "--state", state], stream);
     expect(checked.status).toBe(1);
     expect(checked.stdout).toContain('"kind":"wiped"');

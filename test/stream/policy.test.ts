@@ -3,7 +3,7 @@ import jsonpatch, { type Operation } from "fast-json-patch";
 import { describe, expect, it } from "vitest";
 import { toWireOp, type Json, type JsonObject } from "../../src/core/index.js";
 import { StreamChecker } from "../../src/stream/checker.js";
-import type { Finding } from "../../src/stream/findings.js";
+import type { Finding, Reported } from "../../src/stream/findings.js";
 import { StreamFixer, type Policy } from "../../src/stream/fixer.js";
 import { Lifecycle } from "../../src/stream/lifecycle.js";
 import { ownedOps, snapshotDelta, unowned, wipes } from "../../src/stream/snapshots.js";
@@ -29,8 +29,8 @@ const delta = (...ops: unknown[]) => J({ type: "STATE_DELTA", delta: ops });
 const where = { event: 1, line: 1 };
 const OWN: Policy = { own: [["toolState"]], snapshots: "pass", joinKeys: false };
 
-function fix(text: string, state: JsonObject, policy?: Policy): { out: string; fixer: StreamFixer; findings: Finding[] } {
-  const findings: Finding[] = [];
+function fix(text: string, state: JsonObject, policy?: Policy): { out: string; fixer: StreamFixer; findings: Reported[] } {
+  const findings: Reported[] = [];
   const fixer = new StreamFixer({ state: structuredClone(state), ...(policy ? { policy } : {}), onFinding: (f) => findings.push(f) });
   return { out: fixer.push(text) + fixer.end(), fixer, findings };
 }
@@ -151,7 +151,7 @@ describe("fix with a repair policy, through the real client", () => {
     // Every snapshot differs from the client outside /toolState three times: it leaves out both client keys, and
     // sets `notes`, which the client does not hold (issue 23 §1: a finding whenever it differs from what the client holds).
     const perSnapshot = ["wiped kept /selectedLayer", "wiped kept /ui", "wiped kept /notes"];
-    expect(findings.map((f) => `${f.kind} ${f.outcome} ${f.pointer ?? ""}`)).toEqual(Array.from({ length: 6 }, () => perSnapshot).flat());
+    expect(findings.map((f) => `${(f as Finding).kind} ${f.outcome} ${f.pointer ?? ""}`)).toEqual(Array.from({ length: 6 }, () => perSnapshot).flat());
     expect(findings.filter((f) => f.pointer === "/notes").every((f) => f.code === "SNAPSHOT_WIPE" && /does not hold: it is not applied/.test(f.message))).toBe(true);
     expect(fixer.state).not.toHaveProperty("notes");
     expect(fixer.outcomes).toEqual({ passed: 0, mended: 0, discarded: 0, kept: 18 });
@@ -162,7 +162,7 @@ describe("fix with a repair policy, through the real client", () => {
     await applies(plain.out, client, plain.fixer);
     expect(plain.out).toBe(text);
     expect(plain.fixer.state).not.toHaveProperty("selectedLayer");
-    expect(plain.findings.map((f) => [f.event, f.kind, f.pointer, f.outcome])).toEqual([
+    expect(plain.findings.map((f) => [f.event, (f as Finding).kind, f.pointer, f.outcome])).toEqual([
       [2, "wiped", "/selectedLayer", "passed"],
       [2, "wiped", "/ui", "passed"],
     ]);
