@@ -35,7 +35,7 @@ export function describeSlimRuns(rel: Release, t: Linux): void {
       at = mkdtempSync(path.join(rel.work, `slim-${t.target}-`));
       setUp("tar", ["-xzf", path.join(rel.dir, `${folder}.tar.gz`), "-C", at], at, withoutNpm(), 120_000);
       // Installed as pip installs it on such a machine, into a folder (the binary's mode restored).
-      const wheel = readdirSync(rel.dir).find((f) => f.endsWith(`_${t.wheelTag}.whl`)) ?? "";
+      const wheel = readdirSync(rel.dir).find((f) => new RegExp(`-manylinux_2_\\d+_${t.wheelTag}\\.whl$`).test(f)) ?? "";
       const pipEnv = { ...withoutNpm(/^(PIP_|PYTHONPATH$|VIRTUAL_ENV$)/i), PIP_CONFIG_FILE: "/dev/null" };
       const pip = ["-m", "pip", "install", "--no-index", "--no-deps", "--no-input", "--disable-pip-version-check", "--only-binary=:all:"];
       setUp(PYTHON, [...pip, "--platform", `manylinux_2_28_${t.wheelTag}`, "--target", path.join(at, "wheel"), path.join(rel.dir, wheel)], at, pipEnv, 300_000);

@@ -196,7 +196,8 @@ export function describeForeignTargets(rel: Release): void {
       prefix = mkdtempSync(path.join(r.work, "wine-"));
       unpack(path.join(r.dir, `agui-state-${r.version}-win-x64.zip`), path.join(r.work, "win"));
       exe = path.join(r.work, "win", `agui-state-${r.version}-win-x64`, "agui-state.exe");
-      // Node 20 refuses Windows older than 8.1, and a new prefix says Windows 7.
+      // Node 26 refuses Windows older than 10 ("Node.js is only supported on Windows 10, Windows Server
+      // 2016, or higher."), and a new prefix says Windows 7.
       setUp(WINE, ["winecfg", "-v", "win10"], r.work, wineEnv(prefix), 300_000);
     }, 300_000);
     afterAll(() => {
