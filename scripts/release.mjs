@@ -39,6 +39,7 @@ import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { vendorLibraries } from "./linux-libs.mjs";
+import { signAdhoc } from "./macho/sign.mjs";
 import { buildSea, fetchNode, HOST, NODE_VERSION, pinnedNode, TARGETS, unsignedNode } from "./sea-targets.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -104,7 +105,7 @@ try {
     fs.mkdirSync(dir);
     const out = buildSea({ node, root, main: "dist/agui-state.cjs", executable: unsignedNode(target, stage, env), output: path.join(dir, exe), useCodeCache: false, env, workDir: stage });
     if (format === "elf") vendorLibraries(out, triplet, path.join(dir, "lib"));
-    if (format === "macho") await signMachO(out);
+    if (format === "macho") signMachO(out);
     binaries.set(target, out);
     console.error(`[release] ${target}: ${npm}@${NODE_VERSION} with the SEA written in by --build-sea (${Math.round(performance.now() - t)} ms)`);
   }
@@ -175,21 +176,13 @@ fs.writeFileSync(sums, lines.join(""));
 report(sums);
 
 /**
- * Issue 33, item 2: an arm64 Mach-O without a valid signature is killed by macOS at launch, and the
- * injection left none (sea-targets.mjs, removeSignature). An ad-hoc signature needs no certificate:
- * scripts/macho/sign.mjs writes it, as Go's linker does, with the binary's name as its identifier.
- * Both macOS binaries get one, x64 too (macOS runs an unsigned x64 binary, but a signed one the same
- * way on both CPUs is simpler to support).
+ * An arm64 Mach-O without a valid signature is killed by macOS at launch, and --build-sea left none
+ * (sea-targets.mjs, removeSignature). An ad-hoc signature needs no certificate: scripts/macho/sign.mjs
+ * writes it as Go's linker does, with the binary's name as its identifier. Both macOS binaries get
+ * one, x64 too: macOS runs an unsigned x64 binary, but one signed the same way on both CPUs is one
+ * thing to verify (test/release/targets.ts checks both with an independent verifier).
  */
-async function signMachO(file) {
-  let signAdhoc;
-  try {
-    ({ signAdhoc } = await import("./macho/sign.mjs"));
-  } catch (err) {
-    if (err.code !== "ERR_MODULE_NOT_FOUND") throw err;
-    console.error(`[release] ${path.relative(stage, file)}: left unsigned, scripts/macho/sign.mjs is not here yet`);
-    return;
-  }
+function signMachO(file) {
   fs.writeFileSync(file, signAdhoc(fs.readFileSync(file), { identifier: "agui-state" }));
 }
 

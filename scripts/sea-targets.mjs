@@ -13,6 +13,7 @@ import { createHash } from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { removeSignature as removeMachOSignature } from "./macho/sign.mjs";
 
 const pin = JSON.parse(fs.readFileSync(new URL("./node-runtime.json", import.meta.url), "utf8"));
 
@@ -130,43 +131,9 @@ export function pinnedNode(target = HOST, env = process.env) {
  * get an ad-hoc signature after the injection (release.mjs).
  */
 export function removeSignature(buf, format) {
-  if (format === "macho") return removeMachOSignature(buf);
+  if (format === "macho") return removeMachOSignature(buf); // as `codesign --remove-signature` leaves it
   if (format === "pe") return removePeSignature(buf);
   return buf;
-}
-
-const LC_SEGMENT_64 = 0x19;
-const LC_CODE_SIGNATURE = 0x1d;
-
-// Mach-O (mach-o/loader.h): drop LC_CODE_SIGNATURE from the load commands and the signature from
-// the end of __LINKEDIT, where the linker puts it.
-function removeMachOSignature(buf) {
-  if (buf.readUInt32LE(0) !== 0xfeedfacf) throw new Error("not a 64-bit little-endian Mach-O file (a universal binary is not supported)");
-  const ncmds = buf.readUInt32LE(16);
-  const sizeofcmds = buf.readUInt32LE(20);
-  let at = 32;
-  let sig = -1;
-  let linkedit = -1;
-  for (let i = 0; i < ncmds; i++) {
-    const cmd = buf.readUInt32LE(at);
-    if (cmd === LC_CODE_SIGNATURE) sig = at;
-    if (cmd === LC_SEGMENT_64 && buf.toString("latin1", at + 8, at + 24).replace(/\0+$/, "") === "__LINKEDIT") linkedit = at;
-    at += buf.readUInt32LE(at + 4);
-  }
-  if (sig < 0) return buf;
-  const dataoff = buf.readUInt32LE(sig + 8);
-  const datasize = buf.readUInt32LE(sig + 12);
-  if (linkedit < 0 || dataoff + datasize !== buf.length) throw new Error("the code signature is not at the end of __LINKEDIT");
-  const size = buf.readUInt32LE(sig + 4);
-  const end = 32 + sizeofcmds;
-  buf.copy(buf, sig, sig + size, end);
-  buf.fill(0, end - size, end);
-  buf.writeUInt32LE(ncmds - 1, 16);
-  buf.writeUInt32LE(sizeofcmds - size, 20);
-  if (linkedit > sig) linkedit -= size;
-  const fileoff = buf.readBigUInt64LE(linkedit + 40);
-  buf.writeBigUInt64LE(BigInt(dataoff) - fileoff, linkedit + 48);
-  return buf.subarray(0, dataoff);
 }
 
 // PE/COFF (Microsoft's PE format, "The Attribute Certificate Table"): data directory 4 gives the

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect } from "vitest";
 import { ndjson, parseNdjson } from "../../scripts/harness/frames.js";
 import { request, responses, resultOf } from "../../scripts/harness/jsonrpc.js";
 import type { Run } from "../../scripts/harness/process.js";
+import { ROOT } from "../../scripts/harness/fixtures.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
 import { ELF_AARCH64, MACHO_ARM64, MACHO_X86_64, PE_AMD64, readExe, readSeaBlob, SEA_USE_CODE_CACHE, type Exe } from "./exe-format.js";
 import { itRunsAsInstalled, runInstalled, setUp, wheelPackageFiles, withoutNpm } from "./steps.js";
@@ -25,6 +26,8 @@ const PYTHON = "/usr/bin/python3";
 const QEMU = "/usr/bin/qemu-aarch64-static";
 const WINE = "/usr/lib/wine/wine64";
 const SEA_FUSE_ON = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2:1";
+/** The Mach-O signature verifier, independent of the signer (another language, its own reading of the headers). */
+const VERIFY = path.join(ROOT, "test/release/macho_verify.py");
 
 const qemu = toolchain("qemu-user-static with arm64 libc6 and libstdc++6 (multiarch)", ["sh", "-c", `${QEMU} --version && test -f /usr/lib/aarch64-linux-gnu/libstdc++.so.6`]);
 /** Node 26's minimum macOS, as its darwin binaries' LC_BUILD_VERSION say (both the same). */
@@ -154,6 +157,19 @@ export function describeForeignTargets(rel: Release): void {
         });
       }
       if (t.format === "macho") {
+        python.test("the binary carries an ad-hoc signature that an independent verifier accepts: every page hash recomputed, the CodeDirectory checked", () => {
+          const exe = readExe(readFileSync(fromArchive()));
+          if (typeof exe === "string") throw new Error(exe);
+          expect(exe.signed, "LC_CODE_SIGNATURE").toBe(true);
+          const r = spawnSync(PYTHON, [VERIFY, fromArchive()], { encoding: "utf8" });
+          const verdict = JSON.parse(r.stdout) as { ok: boolean; error?: string; identifier?: string; flags?: number; execSegFlags?: number; pages?: number; codeLimit?: number };
+          expect(verdict.error).toBeUndefined();
+          expect(r.status).toBe(0);
+          // adhoc | linker-signed, as Go's linker signs; the main executable's __TEXT is the executable segment.
+          expect(verdict).toMatchObject({ ok: true, identifier: "agui-state", flags: 0x20002, execSegFlags: 1 });
+          expect(verdict.pages).toBe(Math.ceil((verdict.codeLimit ?? 0) / 4096));
+        });
+
         python.test(`the binary wants macOS ${MACOS_MIN.join(".")} (LC_BUILD_VERSION), and the wheel says ${MACOS_MIN[0]}_0, as pip spells macOS 11 and later`, () => {
           const exe = readExe(readFileSync(fromArchive()));
           if (typeof exe === "string") throw new Error(exe);
