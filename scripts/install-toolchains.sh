@@ -20,8 +20,9 @@ packages=(
   # readelf, for the glibc floor the release reads off the binary
   binutils
   # the release's other targets (test/release/targets.ts): linux-arm64 runs under qemu with
-  # Debian's arm64 libc and libstdc++ (multiarch, added below), win-x64 under wine64
-  qemu-user-static libc6:arm64 libstdc++6:arm64 wine64
+  # Debian's arm64 libc and libstdc++ (multiarch, added below); win-x64 runs under Debian 13's
+  # wine64 in a root debootstrap makes (Debian 12's wine 8.0 cannot start Node 26)
+  qemu-user-static libc6:arm64 libstdc++6:arm64
   # the release: libatomic, which Node 26's Linux binaries need and a slim image lacks, is vendored
   # from Debian's packages (both architectures) and named by a RUNPATH patchelf sets
   # (scripts/linux-libs.mjs); debootstrap makes the slim image's files the tests run them in

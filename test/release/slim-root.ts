@@ -37,21 +37,21 @@ function cacheBase(): string {
   return path.join(process.env["XDG_CACHE_HOME"] || path.join(homedir(), ".cache"), "agui-state");
 }
 
-/** The slim root for `arch`, made on first use. */
-export function slimRoot(arch: "amd64" | "arm64"): string {
-  const root = path.join(cacheBase(), "slim-root", `${suite()}-${arch}`);
+/** Makes a root with debootstrap once, into the cache, under a temporary name renamed when whole. */
+function makeRoot(name: string, args: string[], finish: (tmp: string) => void): string {
+  const root = path.join(cacheBase(), "slim-root", name);
   if (existsSync(path.join(root, ".complete"))) return root;
   mkdirSync(path.dirname(root), { recursive: true });
   const tmp = mkdtempSync(`${root}.tmp-`);
   try {
-    const r = spawnSync("debootstrap", ["--foreign", "--variant=minbase", `--arch=${arch}`, suite(), tmp, MIRROR], { encoding: "utf8", timeout: 900_000 });
-    if (r.status !== 0) throw new Error(`debootstrap --foreign --variant=minbase --arch=${arch} exited ${r.status ?? r.signal}\n${r.stdout}\n${r.stderr}`);
+    const r = spawnSync("debootstrap", [...args, tmp, MIRROR], { encoding: "utf8", timeout: 1_800_000 });
+    if (r.status !== 0) throw new Error(`debootstrap ${args.join(" ")} exited ${r.status ?? r.signal}\n${r.stdout}\n${r.stderr}`);
     // Stage one leaves /proc as a link to the host's; the namespace mounts a fresh one there instead.
     for (const d of ["proc", "opt"]) {
       if (lstatSync(path.join(tmp, d), { throwIfNoEntry: false })?.isSymbolicLink()) rmSync(path.join(tmp, d));
       mkdirSync(path.join(tmp, d), { recursive: true });
     }
-    if (arch === "arm64") cpSync(QEMU, path.join(tmp, "usr/bin/qemu-aarch64-static"));
+    finish(tmp);
     mkdirSync(path.join(tmp, ".complete"));
     rmSync(root, { recursive: true, force: true });
     renameSync(tmp, root);
@@ -59,6 +59,24 @@ export function slimRoot(arch: "amd64" | "arm64"): string {
     rmSync(tmp, { recursive: true, force: true });
   }
   return root;
+}
+
+/** The slim root for `arch`, made on first use: stage one only, the packages unpacked. */
+export function slimRoot(arch: "amd64" | "arm64"): string {
+  return makeRoot(`${suite()}-${arch}`, ["--foreign", "--variant=minbase", `--arch=${arch}`, suite()], (tmp) => {
+    if (arch === "arm64") cpSync(QEMU, path.join(tmp, "usr/bin/qemu-aarch64-static"));
+  });
+}
+
+/**
+ * A Debian 13 (trixie) root with its wine64 (10.0) installed, to run the win-x64 binary in: Debian
+ * 12's wine 8.0 cannot start Node 26 at all (V8 reserves its dispatch tables as a subspace of a
+ * placeholder reservation, which wine 8.0 refuses: "Fatal process out of memory:
+ * SegmentedTable::InitializeTable (subspace allocation)", plain node.exe alike), where 10.0 runs it.
+ * A whole debootstrap (both stages, so wine's packages are configured), on any Debian host.
+ */
+export function wineRoot(): string {
+  return makeRoot("trixie-wine-amd64", ["--variant=minbase", "--arch=amd64", "--include=wine64", "trixie"], () => undefined);
 }
 
 /** The packages stage one unpacked into `root` (debootstrap writes their names to debootstrap/required and base). */
@@ -77,10 +95,14 @@ export function installInto(root: string, folder: string, name: string, exe: str
   const inside = path.posix.join("/opt", name, exe);
   const command = arch === "arm64" ? ["/usr/bin/qemu-aarch64-static", inside] : [inside];
   return (args, input) => {
-    // The root's own PATH, and nothing of this machine's environment: the binary needs none.
-    const env = { PATH: "/usr/bin:/bin", LANG: "C.UTF-8", HOME: "/root" };
-    const r = spawnSync("unshare", ["--mount", "--pid", "--fork", "--mount-proc", `--root=${root}`, ...command, ...args], { input, env, timeout: 120_000 });
+    const r = spawnSync("unshare", [...inRoot(root), ...command, ...args], { input, env: ROOT_ENV, timeout: 120_000 });
     if (r.error) throw r.error;
     return { code: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr.toString("utf8") };
   };
 }
+
+/** unshare's arguments to run a command in `root`: its own mount and pid namespaces, a /proc of its own. */
+export const inRoot = (root: string): string[] => ["--mount", "--pid", "--fork", "--mount-proc", `--root=${root}`];
+
+/** The root's own PATH, and nothing of this machine's environment: what runs there needs none. */
+export const ROOT_ENV = { PATH: "/usr/bin:/bin", LANG: "C.UTF-8", HOME: "/root" };

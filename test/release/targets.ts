@@ -1,6 +1,6 @@
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect } from "vitest";
 import { ndjson, parseNdjson } from "../../scripts/harness/frames.js";
@@ -9,6 +9,7 @@ import type { Run } from "../../scripts/harness/process.js";
 import { ROOT } from "../../scripts/harness/fixtures.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
 import { ELF_AARCH64, MACHO_ARM64, MACHO_X86_64, PE_AMD64, readExe, readSeaBlob, SEA_USE_CODE_CACHE, type Exe } from "./exe-format.js";
+import { debootstrap, inRoot, ROOT_ENV, wineRoot } from "./slim-root.js";
 import { itRunsAsInstalled, runInstalled, setUp, wheelPackageFiles, withoutNpm } from "./steps.js";
 
 /**
@@ -16,15 +17,15 @@ import { itRunsAsInstalled, runInstalled, setUp, wheelPackageFiles, withoutNpm }
  * machine can run them, called by release-folder.test.ts once dist/release/ is written (one release
  * per test run: two would write the same folder). linux-arm64 runs under qemu-user-static, from its
  * archive and from its wheel (and in a Debian slim image's files: ./slim-runs.ts); win-x64 runs under
- * Debian's wine64, with stdin and stdout on files (libuv's Windows pipes do not open on the pipes wine
- * hands over: EBADF); darwin-x64 and darwin-arm64 cannot run here at all, so they are read: format,
+ * Debian 13's wine64 in a root of its own (./slim-root.ts), with stdin and stdout on files (libuv's
+ * Windows pipes do not open on the pipes wine hands over: EBADF); darwin-x64 and darwin-arm64 cannot run here at all, so they are read: format,
  * CPU, injected blob, minimum macOS and signature. Every target's blob holds the bundle of the
  * linux-x64 binary of the same release, byte for byte, without the code cache (made by this machine's
  * Node 26, it would only be rejected by theirs).
  */
 const PYTHON = "/usr/bin/python3";
 const QEMU = "/usr/bin/qemu-aarch64-static";
-const WINE = "/usr/lib/wine/wine64";
+const WINE = "/usr/lib/wine/wine64"; // inside the wine root
 const SEA_FUSE_ON = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2:1";
 /** The Mach-O signature verifier, independent of the signer (another language, its own reading of the headers). */
 const VERIFY = path.join(ROOT, "test/release/macho_verify.py");
@@ -32,7 +33,8 @@ const VERIFY = path.join(ROOT, "test/release/macho_verify.py");
 const qemu = toolchain("qemu-user-static with arm64 libc6 and libstdc++6 (multiarch)", ["sh", "-c", `${QEMU} --version && test -f /usr/lib/aarch64-linux-gnu/libstdc++.so.6`]);
 /** Node 26's minimum macOS, as its darwin binaries' LC_BUILD_VERSION say (both the same). */
 const MACOS_MIN: [number, number] = [13, 5];
-const wine = toolchain("wine64 (Debian)", [WINE, "--version"]);
+// wine runs in a Debian 13 root made by debootstrap (./slim-root.ts, wineRoot: why not Debian 12's).
+const wine = debootstrap;
 const python = toolchain("Python (Debian python3)", [PYTHON, "--version"]);
 
 const sha256 = (file: string): string => createHash("sha256").update(readFileSync(file)).digest("hex");
@@ -203,30 +205,33 @@ export function describeForeignTargets(rel: Release): void {
     });
   });
 
-  describe("the win-x64 binary under wine64", () => {
-    let prefix = "";
+  describe("the win-x64 binary under wine64 (Debian 13's wine 10.0, in a root of its own)", () => {
+    const prefix = `/opt/wine-prefix-${process.pid}`;
+    let root = "";
     let exe = "";
     beforeAll(() => {
       if (!wine.available) return;
       const r = rel;
-      prefix = mkdtempSync(path.join(r.work, "wine-"));
-      unpack(path.join(r.dir, `agui-state-${r.version}-win-x64.zip`), path.join(r.work, "win"));
-      exe = path.join(r.work, "win", `agui-state-${r.version}-win-x64`, "agui-state.exe");
+      root = wineRoot();
+      const at = path.join(root, "opt", `win-${process.pid}`);
+      unpack(path.join(r.dir, `agui-state-${r.version}-win-x64.zip`), at);
+      exe = path.posix.join("/opt", `win-${process.pid}`, `agui-state-${r.version}-win-x64`, "agui-state.exe");
       // Node 26 refuses Windows older than 10 ("Node.js is only supported on Windows 10, Windows Server
       // 2016, or higher."), and a new prefix says Windows 7.
-      setUp(WINE, ["winecfg", "-v", "win10"], r.work, wineEnv(prefix), 300_000);
-    }, 300_000);
+      setUp("unshare", [...inRoot(root), WINE, "winecfg", "-v", "win10"], r.work, wineEnv(prefix), 600_000);
+    }, 1_800_000);
     afterAll(() => {
-      if (prefix) spawnSync("/usr/bin/wineserver", ["-k"], { env: wineEnv(prefix) });
+      // The wineserver went with each run's pid namespace; the copies and the prefix go now.
+      if (root) for (const d of [`win-${process.pid}`, path.basename(prefix)]) rmSync(path.join(root, "opt", d), { recursive: true, force: true });
     });
 
-    /** Runs agui-state.exe with stdin read from a file and stdout written to one. */
+    /** Runs agui-state.exe in the root with stdin read from a file and stdout written to one. */
     function runWine(args: string[], input: string): { code: number | null; stdout: string; stderr: string } {
       const dir = mkdtempSync(path.join(rel.work, "wine-run-"));
       writeFileSync(path.join(dir, "in"), input);
       const fds = [openSync(path.join(dir, "in"), "r"), openSync(path.join(dir, "out"), "w"), openSync(path.join(dir, "err"), "w")];
       try {
-        const r = spawnSync(WINE, [exe, ...args], { env: wineEnv(prefix), stdio: fds, timeout: 120_000 });
+        const r = spawnSync("unshare", [...inRoot(root), WINE, exe, ...args], { env: wineEnv(prefix), stdio: fds, timeout: 120_000 });
         return { code: r.status, stdout: readFileSync(path.join(dir, "out"), "utf8"), stderr: readFileSync(path.join(dir, "err"), "utf8") };
       } finally {
         for (const fd of fds) closeSync(fd);
@@ -249,5 +254,5 @@ export function describeForeignTargets(rel: Release): void {
   });
 }
 
-const wineEnv = (prefix: string): Record<string, string> => ({ ...withoutNpm(), WINEPREFIX: prefix, WINEDEBUG: "-all", DISPLAY: "" });
+const wineEnv = (prefix: string): Record<string, string> => ({ ...ROOT_ENV, WINEPREFIX: prefix, WINEDEBUG: "-all" });
 
