@@ -134,7 +134,7 @@ await step(`copy ${target.npm}'s node -> the SEA's base`, () => {
 });
 
 // Full `strip` is safe for node: addons link against .dynsym, which strip
-// keeps; only .symtab and the debug sections go (v26.10.0 linux-x64: 151.4 MB
+// keeps; only .symtab and the debug sections go (v26.10.0 linux-x64: 151.7 MB
 // SEA unstripped, 118.5 MB stripped). The stripped SEA was verified to run,
 // same startup time. It runs before --build-sea so the injected note is never
 // touched. Only ELF; no strip on the machine: skip it.
