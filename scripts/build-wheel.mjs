@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Builds a Python platform wheel, agui_state-<version>-py3-none-<platform>.whl: the client package of
 // clients/python/ with a sidecar binary inside it (agui_state/bin/agui-state, or agui-state.exe for a
-// Windows binary), so that `pip install <wheel>` gives a working AguiState() with no Node and no
+// Windows binary; a Linux binary with the lib/ folder of vendored libraries found beside it), so that
+// `pip install <wheel>` gives a working AguiState() with no Node and no
 // AGUI_STATE_BIN. With --pure, the py3-none-any wheel instead: the same clients and no binary, for
 // every platform no platform wheel fits; they find the sidecar through AGUI_STATE_BIN or PATH.
 //   node scripts/build-wheel.mjs [--out DIR] [--binary FILE | --pure]
@@ -58,6 +59,17 @@ const python = process.env["AGUI_STATE_PYTHON"] || (fs.existsSync("/usr/bin/pyth
 const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^PIP_/i.test(k)));
 Object.assign(env, { NODE_OPTIONS: "", PIP_CONFIG_FILE: os.devNull, PIP_NO_INPUT: "1", PIP_DISABLE_PIP_VERSION_CHECK: "1" });
 
+function isElf(file) {
+  const fd = fs.openSync(file, "r");
+  try {
+    const magic = Buffer.alloc(4);
+    fs.readSync(fd, magic, 0, 4, 0);
+    return magic.readUInt32BE(0) === 0x7f454c46;
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 const stage = fs.mkdtempSync(path.join(os.tmpdir(), "agui-state-wheel-"));
 try {
   if (!pure && !fs.existsSync(binary)) fail(`${given ? binary : "dist/agui-state"} is missing${given ? "" : ": run `npm run build` first"}`);
@@ -79,6 +91,10 @@ try {
     fs.mkdirSync(path.join(pkg, "bin"));
     fs.copyFileSync(binary, path.join(pkg, "bin", exe));
     fs.chmodSync(path.join(pkg, "bin", exe), 0o755); // the wheel records this mode, and pip restores it
+    // A Linux binary's vendored libraries (scripts/linux-libs.mjs), found through its RUNPATH of
+    // $ORIGIN/lib: the same folder beside it in the wheel as in the archive.
+    const lib = path.join(path.dirname(binary), "lib");
+    if (isElf(binary) && fs.existsSync(lib)) fs.cpSync(lib, path.join(pkg, "bin", "lib"), { recursive: true });
   }
 
   // Into a folder of its own first, so that exactly one wheel is found whatever `out` already holds.

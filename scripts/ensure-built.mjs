@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Runs scripts/build.mjs only when dist/agui-state or dist/agui-state.cjs is
 // missing or older than any input (src/, protocol/, package.json,
-// package-lock.json, scripts/build.mjs), by mtime. Exits non-zero if the
+// package-lock.json, scripts/build.mjs and the pinned Node of
+// scripts/node-runtime.json with sea-targets.mjs and linux-libs.mjs), by mtime. Exits non-zero if the
 // build fails. `--force` always builds.
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
@@ -10,7 +11,7 @@ import { fileURLToPath } from "node:url";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const outputs = ["dist/agui-state", "dist/agui-state.cjs", "dist/resume/index.js"];
-const inputs = ["src", "protocol", "package.json", "package-lock.json", "scripts/build.mjs", "scripts/build-resume.mjs"];
+const inputs = ["src", "protocol", "package.json", "package-lock.json", "scripts/build.mjs", "scripts/build-resume.mjs", "scripts/sea-targets.mjs", "scripts/node-runtime.json", "scripts/linux-libs.mjs"];
 
 // Newest mtime under p (file or directory tree); 0 if p does not exist.
 function newest(p) {

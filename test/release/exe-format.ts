@@ -1,6 +1,6 @@
 /**
  * Reads, independently of the release scripts, what the release tests check in a binary built for a
- * platform this machine cannot run: its format and CPU, and the SEA blob postject injected where
+ * platform this machine cannot run: its format and CPU, and the SEA blob `node --build-sea` wrote where
  * Node looks for it (Node's SEA docs: an ELF note, a PE RCDATA resource, a Mach-O section in the
  * NODE_SEA segment), each named NODE_SEA_BLOB (the Mach-O section __NODE_SEA_BLOB). Every reader
  * returns what it found, or a string saying what is missing.
@@ -21,6 +21,7 @@ export type Exe = {
 export const ELF_AARCH64 = 183;
 export const PE_AMD64 = 0x8664;
 export const MACHO_X86_64 = 0x01000007;
+export const MACHO_ARM64 = 0x0100000c;
 export const BLOB_NAME = "NODE_SEA_BLOB";
 
 export function readExe(buf: Buffer): Exe | string {
@@ -123,7 +124,7 @@ function readMachO(buf: Buffer): Exe | string {
     if (cmd !== 0x19 || cstr(buf, at + 8) !== "NODE_SEA") continue; // LC_SEGMENT_64
     for (let s = 0; s < buf.readUInt32LE(at + 64); s++) {
       const sect = at + 72 + s * 80; // section_64
-      if (cstr(buf, sect) !== `__${BLOB_NAME}`) continue; // postject prefixes the section name, as Node expects
+      if (cstr(buf, sect) !== `__${BLOB_NAME}`) continue; // the section name is prefixed, as Node expects
       const off = buf.readUInt32LE(sect + 48);
       blob = buf.subarray(off, off + Number(buf.readBigUInt64LE(sect + 40)));
     }
@@ -133,17 +134,25 @@ function readMachO(buf: Buffer): Exe | string {
 
 const cstr = (buf: Buffer, at: number): string => buf.toString("latin1", at, at + 16).replace(/\0.*$/s, "");
 
-/** Node's SEA blob (src/node_sea.cc): magic, flags, then the code path and the main script, each length-prefixed. */
-export type SeaBlob = { flags: number; codePath: string; main: string };
+/**
+ * Node's SEA blob as Node 26 writes it (src/node_sea.cc, SeaSerializer): magic, flags, two one-byte
+ * fields Node 20's blob did not have (settings that came with ESM mains and exec arguments; read as
+ * they are, and compared between targets), then the code path and the main script, each prefixed by
+ * its length (u64).
+ */
+export type SeaBlob = { flags: number; settings: [number, number]; codePath: string; main: string };
 export const SEA_MAGIC = 0x143da20;
 export const SEA_USE_CODE_CACHE = 1 << 2;
 
 export function readSeaBlob(blob: Buffer): SeaBlob | string {
   if (blob.readUInt32LE(0) !== SEA_MAGIC) return `no SEA magic: 0x${blob.readUInt32LE(0).toString(16)}`;
   const flags = blob.readUInt32LE(4);
-  const pathLen = Number(blob.readBigUInt64LE(8));
-  const codePath = blob.toString("utf8", 16, 16 + pathLen);
-  const mainAt = 16 + pathLen;
+  const settings: [number, number] = [blob.readUInt8(8), blob.readUInt8(9)];
+  const pathLen = Number(blob.readBigUInt64LE(10));
+  if (pathLen > 4096) return `a code path of ${pathLen} bytes: not Node 26's layout`;
+  const codePath = blob.toString("utf8", 18, 18 + pathLen);
+  const mainAt = 18 + pathLen;
   const mainLen = Number(blob.readBigUInt64LE(mainAt));
-  return { flags, codePath, main: blob.toString("utf8", mainAt + 8, mainAt + 8 + mainLen) };
+  if (mainAt + 8 + mainLen > blob.length) return `a main script of ${mainLen} bytes past the blob's end: not Node 26's layout`;
+  return { flags, settings, codePath, main: blob.toString("utf8", mainAt + 8, mainAt + 8 + mainLen) };
 }

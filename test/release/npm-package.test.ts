@@ -83,5 +83,15 @@ describe("the npm package", () => {
     expect(existsSync(path.join(installed, "node_modules"))).toBe(false);
   });
 
+  // engines.node is the lowest Node the package supports (the bundle's esbuild target, build.mjs, is
+  // the same); the installed command is run here on exactly that major: this machine's node, which
+  // runs the release tests (CI's second, Node 26 pass leaves test/release out: .ci/run).
+  it("declares engines.node >=20, and the installed command below runs on a node of that major", () => {
+    const engines = (JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8")) as { engines: { node: string } }).engines.node;
+    expect(engines).toBe(">=20");
+    const r = runInstalled("node", ["--version"], "", path.join(work, "cwd"), env());
+    expect(r.stdout.toString()).toMatch(/^v20\./);
+  });
+
   itRunsAsInstalled(run, pkg.version);
 });

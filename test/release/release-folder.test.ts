@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ROOT } from "../../scripts/harness/fixtures.js";
 import type { Run } from "../../scripts/harness/process.js";
 import { itRunsAsInstalled, runInstalled, setUp, wheelPackageFiles, withoutNpm } from "./steps.js";
-import { describeForeignTargets, foreignTargets } from "./targets.js";
+import { describeSlimRuns, LINUX } from "./slim-runs.js";
+import { describeForeignTargets, foreignTargets, VENDORED } from "./targets.js";
 
 /**
  * `node scripts/release.mjs` writes dist/release/ from scratch; then the
@@ -58,7 +59,7 @@ function wheel(): string {
 const sha256 = (file: string): string => createHash("sha256").update(readFileSync(file)).digest("hex");
 
 describe("dist/release", () => {
-  it("has the four binary archives, the npm tarball, the five Python wheels and SHA256SUMS", () => {
+  it("has the five binary archives, the npm tarball, the six Python wheels and SHA256SUMS", () => {
     for (const f of [ARCHIVE, NPM_TARBALL, PURE_WHEEL, "SHA256SUMS", ...FOREIGN.map((t) => t.archive)]) expect(existsSync(path.join(RELEASE, f)), f).toBe(true);
     const wheels = readdirSync(RELEASE).filter((f) => f.endsWith(".whl"));
     const foreignWheels = FOREIGN.map((t) => wheels.find((w) => t.wheel.test(w)) ?? `(none matching ${String(t.wheel)})`);
@@ -101,9 +102,9 @@ describe("dist/release", () => {
     expect(out.split("\n").filter(Boolean)).toEqual(readdirSync(RELEASE).filter((f) => f !== "SHA256SUMS").sort().map((f) => `${f}: OK`));
   });
 
-  it("the archive holds one folder with the binary, LICENSE and README.md", () => {
+  it("the archive holds one folder with the binary, LICENSE, README.md and lib/ with libatomic", () => {
     const listed = sh("tar", ["-tzf", path.join(RELEASE, ARCHIVE)], work).split("\n").filter(Boolean).sort();
-    expect(listed).toEqual([`${folder}/`, `${folder}/LICENSE`, `${folder}/README.md`, `${folder}/agui-state`]);
+    expect(listed).toEqual([`${folder}/`, `${folder}/LICENSE`, `${folder}/README.md`, `${folder}/agui-state`, `${folder}/lib/`, ...VENDORED.map((l) => `${folder}/${l}`)].sort());
   });
 });
 
@@ -112,3 +113,5 @@ describe("the unpacked binary, with no node on PATH", () => {
 });
 
 describeForeignTargets({ dir: RELEASE, work, version: pkg.version, name: pkg.name });
+
+for (const linux of LINUX) describeSlimRuns({ dir: RELEASE, work, version: pkg.version, name: pkg.name }, linux);
