@@ -20,6 +20,8 @@ export class Relay {
   connections = 0;
   cutsMade = 0;
   private cutWaiters: (() => void)[] = [];
+  /** Every socket either side holds, destroyed at close(), so a kept-alive connection does not hold it open. */
+  private readonly sockets = new Set<net.Socket>();
 
   /** Resolves once `n` cuts have been made. */
   cut(n = 1): Promise<void> {
@@ -49,6 +51,10 @@ export class Relay {
   private relay(client: net.Socket): void {
     const cut = this.cuts[this.connections++];
     const server = net.connect(this.target(), "127.0.0.1");
+    for (const s of [client, server]) {
+      this.sockets.add(s);
+      s.on("close", () => this.sockets.delete(s));
+    }
     client.pipe(server);
     let seen = 0;
     let previous = 0;
@@ -89,6 +95,7 @@ export class Relay {
   }
 
   async close(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 }
