@@ -1,7 +1,7 @@
 import type { ParseArgsConfig } from "node:util";
 // A type only: the run log is loaded by the command that opens it.
 import type { ResumeFlags } from "../resume/open.js";
-import { UsageError } from "./options.js";
+import { UsageError } from "./usage-error.js";
 import { parseSeconds, parseSize } from "./sizes.js";
 
 /** The resume flags of `proxy` and of the sidecar (protocol/README.md §16). */

@@ -32,7 +32,7 @@ export class Recorder {
     private readonly log: RunLog,
     private readonly graceMs: number,
     private readonly cancel: () => void,
-    private readonly logger: Log,
+    private readonly logger: Log | undefined,
   ) {}
 
   get events(): number {
@@ -86,7 +86,7 @@ export class Recorder {
         (n) => {
           if (this.done) return;
           if (n > 0) return this.arm();
-          this.logger.info({ run: this.run, graceMs: this.graceMs, events: this.seq }, "nobody rejoined within the grace period; cancelling the run");
+          this.logger?.info({ run: this.run, graceMs: this.graceMs, events: this.seq }, "nobody rejoined within the grace period; cancelling the run");
           this.finish("cancelled");
           this.cancel();
         },

@@ -1,3 +1,4 @@
+import { stringifyJson } from "../json/stringify.js";
 import { credentialOf, sameCredential, type Presented } from "./credentials.js";
 import { parseId } from "./ids.js";
 import type { RunInfo, RunLog, RunStart } from "./log.js";
@@ -31,7 +32,7 @@ export interface RunOrigin {
 }
 
 /** An SSE block whose data is `event`, for a reload's prelude (one line: JSON has no raw newline). */
-const block = (event: unknown): string => `data: ${JSON.stringify(event)}\n\n`;
+const block = (event: unknown): string => `data: ${stringifyJson(event)}\n\n`;
 
 export function runStart(key: Buffer, o: RunOrigin): RunStart {
   return {
