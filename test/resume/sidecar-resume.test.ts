@@ -102,6 +102,19 @@ describe("resume through the sidecar's stream methods, in memory", () => {
   });
 });
 
+describe("the sidecar's resume flags", () => {
+  it("a --store that is not one, or a Redis that cannot be reached: one line on stderr, nothing on stdout, exit 2", async () => {
+    const bad = sidecar(["--store", "postgres://x"]);
+    expect(await bad.waitForExit()).toEqual({ code: 2, signal: null });
+    expect(bad.stderr).toContain("--store: expected memory, none, or redis://HOST:PORT[/DB]");
+    // Port 1 on loopback: nothing listens there.
+    const gone = sidecar(["--store", "redis://127.0.0.1:1/0"]);
+    expect(await gone.waitForExit()).toEqual({ code: 2, signal: null });
+    expect(gone.stderr).toContain("cannot use the store redis://127.0.0.1:1/0");
+    expect(gone.stdout.length + bad.stdout.length).toBe(0);
+  });
+});
+
 describe("resume through two sidecars sharing a real redis-server", () => {
   it("a run written by one sidecar is rejoined, reloaded and refused through the other, exactly", async () => {
     const redis = await startRedis();
