@@ -111,7 +111,7 @@ describe("the sidecar's resume flags", () => {
     const gone = sidecar(["--store", "redis://127.0.0.1:1/0"]);
     expect(await gone.waitForExit()).toEqual({ code: 2, signal: null });
     expect(gone.stderr).toContain("cannot use the store redis://127.0.0.1:1/0");
-    expect(gone.stdout.length + bad.stdout.length).toBe(0);
+    expect(gone.stdoutBytes + bad.stdoutBytes).toBe(0);
   });
 });
 
