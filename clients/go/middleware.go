@@ -230,7 +230,7 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 		sw := &streamWriter{w: w, m: m, req: r, ctx: r.Context()}
 		sw.input = baseline(r)
 		sw.state, sw.note = sw.input.state, sw.input.note
-		if !m.opts.NoResume {
+		if m.resumes() {
 			r = sw.detachable(r) // the handler outlives its client for the grace (middleware_resume.go)
 		}
 		returned := false
@@ -248,11 +248,11 @@ type middleware struct {
 	mu sync.Mutex // guards c, and makes one restart of a dead sidecar out of many callers' attempts
 	c  *Client
 
-	noResume atomic.Bool // the sidecar refused openStream's resume: not asked again
+	noResume int32 // atomic; 1: the sidecar refused openStream's resume, and is not asked again (atomic.Bool is Go 1.19)
 }
 
 // resumes: streams are opened with resume, and rejoins recognised.
-func (m *middleware) resumes() bool { return !m.opts.NoResume && !m.noResume.Load() }
+func (m *middleware) resumes() bool { return !m.opts.NoResume && atomic.LoadInt32(&m.noResume) == 0 }
 
 // refusesResume: openStream's resume is a param the sidecar does not know.
 func refusesResume(err error) bool {
@@ -330,7 +330,7 @@ func (m *middleware) open(ctx context.Context, p OpenStreamParams) (*proc, opene
 		// A sidecar without resume (older than protocol §16's stream
 		// methods): streams are repaired without ids, as before resume, and
 		// it is not asked again.
-		if m.noResume.CompareAndSwap(false, true) {
+		if atomic.CompareAndSwapInt32(&m.noResume, 0, 1) {
 			m.log.Printf("agui-state: the sidecar cannot file streams as resumable runs (%v); they are repaired without resume", err)
 		}
 		p.Resume = nil
