@@ -118,7 +118,11 @@ func TestWireFollowsDiscover(t *testing.T) {
 			_, err := f.RejoinStream(ctx, RejoinStreamParams{ThreadID: "t", Path: "/agent", Authorization: "Bearer a", Cookie: "s=1", LastEventID: "x"})
 			return err
 		},
-		func() error { w := 0; _, err := f.ReadRejoin(ctx, ReadRejoinParams{ReadID: "r1", WaitMs: &w}); return err },
+		func() error {
+			w := 0
+			_, err := f.ReadRejoin(ctx, ReadRejoinParams{ReadID: "r1", WaitMs: &w})
+			return err
+		},
 		func() error { return f.CloseRejoin(ctx, "r1") },
 		func() error { _, err := f.Stats(ctx); return err },
 		func() error { _, err := f.Discover(ctx); return err },

@@ -34,7 +34,7 @@ type stopped struct {
 }
 
 func newStopped(head, tail string) *stopped {
-	return &stopped{head: head, tail: tail, goOn: make(chan struct{}), after: make(chan error, 1)}
+	return &stopped{head: head, tail: tail, goOn: make(chan struct{}), after: make(chan error, 8)}
 }
 
 func (h *stopped) ServeHTTP(w http.ResponseWriter, r *http.Request) {
