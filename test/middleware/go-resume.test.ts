@@ -127,14 +127,18 @@ describe("a dropped stream continues where it stopped (Go middleware, memory sto
     expect(client.messages).toEqual(expected.messages);
   }, 120_000);
 
-  test("without resume (-no-resume: MiddlewareOptions.NoResume), the same cut reaches the handler again and the run fails (the negative control)", async () => {
+  test("without resume (-no-resume: MiddlewareOptions.NoResume), no ids: the same cut breaks the response off, and a rejoin reaches the handler again (the negative control)", async () => {
     const server = await startServer(["-no-resume"]);
     const relay = await relayTo([{ boundary: 2, extra: 0 }], server);
     void relay.cut().then(() => resume(server, "c"));
-    // No ids: the resume module has nothing to rejoin from, so the client's run fails.
-    const client = new ResumableHttpAgent({ url: `${relay.url}/agent?pause=c`, threadId: "t3", initialState: structuredClone(CLIENT_KEYS), resume: { backoffMs: 1 } });
-    await expect(runCollecting(client, "r1")).rejects.toThrow();
+    // Read with the plain fetch: @ag-ui/client 1.0.0's HttpAgent rethrows a failed body from its
+    // reader's cancel() as an unhandled rejection.
+    await expect(readAll(`${relay.url}/agent?pause=c`, input("t3", "r1", CLIENT_KEYS))).rejects.toThrow();
     expect(relay.cutsMade).toBe(1);
+    const again = await readAll(`${server.url}/agent`, input("t3", "r1", CLIENT_KEYS), { "last-event-id": "x" });
+    expect(again).toContain('"type":"RUN_STARTED"');
+    expect(again).not.toMatch(/^id: /m);
+    expect(await hits(server)).toBe(2);
   }, 120_000);
 
   test("a reloaded page: connectAgent() lands on the state and messages of the client that never dropped, and the handler ran once", async () => {
