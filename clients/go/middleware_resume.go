@@ -120,6 +120,7 @@ func (s *streamWriter) leave() {
 		return
 	}
 	s.mode = detached
+	s.m.log.Printf("agui-state: %s: the client left mid-run; the run goes on for %v for it to rejoin", s.req.URL.Path, time.Duration(r.GraceMs)*time.Millisecond)
 	// The sidecar answers a cancel only in a fixStream reply: ask at least
 	// twice per grace, with text "" when the handler wrote nothing.
 	every := time.Duration(r.GraceMs) * time.Millisecond / 2

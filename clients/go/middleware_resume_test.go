@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -23,9 +24,9 @@ var idLine = regexp.MustCompile(`(?m)^id: [^\n]*\n`)
 // withoutIDs is a stream with its id lines taken out: what fix writes.
 func withoutIDs(s string) string { return idLine.ReplaceAllString(s, "") }
 
-// stopped is a handler that writes head, waits for go (or its context to
-// end: then it tries one more write and reports its error on after), and
-// writes tail; calls counts its requests.
+// stopped is a handler that writes head, waits for goOn, writes tail and
+// reports nil on after; or, if its context ends first, tries one more write
+// and reports that, with the write's error; calls counts its requests.
 type stopped struct {
 	head, tail string
 	goOn       chan struct{}
@@ -47,8 +48,8 @@ func (h *stopped) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeSliced(w, h.tail, 5, true)
 		h.after <- nil
 	case <-r.Context().Done():
-		_, err := io.WriteString(w, h.tail)
-		h.after <- err
+		_, err := io.WriteString(w, "data: {}\n\n")
+		h.after <- fmt.Errorf("the handler's context ended (%v); a write after it: %w", r.Context().Err(), err)
 	}
 }
 
@@ -118,7 +119,7 @@ func TestMiddlewareResumesADroppedStream(t *testing.T) {
 	close(h.goOn) // the handler's context was not cancelled: it goes on and ends the run
 	rest := readAll(t, again.Body)
 	if err := <-h.after; err != nil {
-		t.Errorf("the detached handler's writes: %v", err)
+		t.Errorf("the handler did not go on after its client left: %v", err)
 	}
 	if got, want := withoutIDs(head+rest), fixed(t, `{"selectedLayer":"era5"}`, stream, ownArgs...); got != want {
 		t.Errorf("head and rejoin:\n got %q\nwant %q", got, want)
@@ -220,8 +221,11 @@ func TestMiddlewareCancelsADetachedRunAfterTheGrace(t *testing.T) {
 	if !strings.Contains(logs.String(), "the client left and nobody rejoined it within the grace: the handler is cancelled") {
 		t.Errorf("log: %s", logs)
 	}
-	id := regexp.MustCompile(`(?m)^id: (.+)$`).FindStringSubmatch(head)[1]
-	again, err := http.DefaultClient.Do(mustRequest(t, ctx, s.URL+"/agent", runBody, map[string]string{"Last-Event-ID": id}))
+	m := regexp.MustCompile(`(?m)^id: (.+)$`).FindStringSubmatch(head)
+	if m == nil {
+		t.Fatalf("no id in %q", head)
+	}
+	again, err := http.DefaultClient.Do(mustRequest(t, ctx, s.URL+"/agent", runBody, map[string]string{"Last-Event-ID": m[1]}))
 	if err == nil {
 		defer again.Body.Close()
 		if again.StatusCode == http.StatusOK {

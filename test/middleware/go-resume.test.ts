@@ -68,6 +68,8 @@ async function paused(server: Server, name: string): Promise<void> {
   expect(await (await fetch(`${server.url}/paused?name=${name}`)).text()).toBe("paused");
 }
 const resume = (server: Server, name: string) => fetch(`${server.url}/resume?name=${name}`, { method: "POST" });
+/** Waits until the middleware has detached the run whose client left (its log line), so that a handler cancelled at the disconnect would have been by then. */
+const detached = (server: Server) => server.child.until(() => /^agui-state: \/agent: the client left mid-run; the run goes on for 30s for it to rejoin$/m.test(server.child.stderr), "the detach");
 
 const input = (threadId: string, runId: string, state: object = {}): string => JSON.stringify({ threadId, runId, state, messages: [], tools: [], context: [], forwardedProps: {} });
 
@@ -102,7 +104,7 @@ describe("a dropped stream continues where it stopped (Go middleware, memory sto
       const relay = await relayTo([cut], server);
       // The rest of the run is written only once the cut is made: the rejoin gets what it missed
       // from the log, and the rest live, as the detached handler writes it.
-      void relay.cut().then(() => resume(server, "a"));
+      void relay.cut().then(() => detached(server)).then(() => resume(server, "a"));
       const client = new ResumableHttpAgent({ url: `${relay.url}/agent?pause=a`, threadId: "t1", initialState: structuredClone(CLIENT_KEYS), resume: { backoffMs: 1 } });
       expect(await runCollecting(client, "r1")).toEqual([]);
       expect(relay.cutsMade).toBe(1);
@@ -118,7 +120,7 @@ describe("a dropped stream continues where it stopped (Go middleware, memory sto
     const server = await startServer();
     const expected = await uninterrupted(server, "u2", "r1");
     const relay = await relayTo([{ boundary: 2, extra: 3 }, { boundary: 1, extra: 0 }], server);
-    void relay.cut(2).then(() => resume(server, "b"));
+    void relay.cut(2).then(() => detached(server)).then(() => resume(server, "b"));
     const client = new ResumableHttpAgent({ url: `${relay.url}/agent?pause=b`, threadId: "t2", initialState: structuredClone(CLIENT_KEYS), resume: { backoffMs: 1 } });
     expect(await runCollecting(client, "r1")).toEqual([]);
     expect(relay.cutsMade).toBe(2);
@@ -145,7 +147,7 @@ describe("a dropped stream continues where it stopped (Go middleware, memory sto
     const server = await startServer();
     const expected = await uninterrupted(server, "u4", "r1");
     const relay = await relayTo([{ boundary: 2, extra: 0 }], server);
-    void relay.cut().then(() => resume(server, "d"));
+    void relay.cut().then(() => detached(server)).then(() => resume(server, "d"));
     // The first page's request is cut and does not resume: the page was closed.
     await expect(readAll(`${relay.url}/agent?pause=d`, input("t4", "r1", CLIENT_KEYS))).rejects.toThrow();
     // The reloaded page knows only its thread.
@@ -177,6 +179,7 @@ describe("only the requester rejoins (Go middleware)", () => {
       text += new TextDecoder().decode(chunk.value);
     }
     await reader.cancel();
+    await detached(server);
     const ids = [...text.matchAll(/^id: (.+)$/gm)].map((m) => m[1] as string);
     expect(ids.length).toBeGreaterThanOrEqual(2);
     expect(new Set(ids).size).toBe(ids.length);
@@ -218,7 +221,7 @@ describe("resume across Go servers (Redis)", () => {
     const b = await startServer(["-store", store.url]);
     const expected = await uninterrupted(a, "u5", "r1");
     const relay = await relayTo([{ boundary: 2, extra: 5 }], a, b);
-    void relay.cut().then(() => resume(a, "f"));
+    void relay.cut().then(() => detached(a)).then(() => resume(a, "f"));
     const client = new ResumableHttpAgent({ url: `${relay.url}/agent?pause=f`, threadId: "t5", initialState: structuredClone(CLIENT_KEYS), resume: { backoffMs: 1 } });
     expect(await runCollecting(client, "r1")).toEqual([]);
     expect(relay.connections).toBe(2);
