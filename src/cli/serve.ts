@@ -46,8 +46,8 @@ export async function serveCommand(options: ServeOptions): Promise<void> {
   void server.done.then((why) => {
     log.debug({ why, requests: server.requests }, "exiting");
     process.stdin.destroy();
-    // The run log's connection (Redis) would hold the event loop open.
-    void resume?.log.close();
+    // The run log's connections (Redis) would hold the event loop open.
+    void streams.close();
     // No process.exit() at once: the event loop empties when the log writer
     // has written its last records, in order, and the process exits 0 on its
     // own. If the parent is not reading stderr, the writer would wait for it

@@ -113,6 +113,16 @@ export class Rejoins {
     for (const w of wakes) w();
   }
 
+  /** Every read stops following its run (on Redis, each holds a connection of its own): the process is ending. */
+  closeAll(): void {
+    const all: Read[] = [];
+    this.reads.bytes((read) => {
+      all.push(read);
+      return 0;
+    });
+    for (const read of all) this.let(read, "closed");
+  }
+
   /** Open reads (stats), idle ones closed first. */
   get open(): number {
     this.reads.sweep(this.now());

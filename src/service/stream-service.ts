@@ -235,6 +235,12 @@ export class StreamService {
     return { streams: this.store.size, streamsEvicted: this.store.evicted, runs: runs.runs, runBytes: runs.bytes, runsEvicted: runs.evicted, reads: this.rejoins.open };
   }
 
+  /** At exit, once every reply is written: the reads stop following, and the run log closes (Redis's connections would hold the process open). */
+  async close(): Promise<void> {
+    this.rejoins.closeAll();
+    await this.resume?.log.close();
+  }
+
   /** The rejoin methods' waiting reads answer now: the transport is shutting down (§2). */
   wake(): void {
     this.rejoins.wakeAll();

@@ -123,7 +123,7 @@ describe("rejoinStream and readRejoin", () => {
     const ask = { threadId: "t1", path: "/agent", authorization: "Bearer a", cookie: "s=1" };
     const asks = [
       { ...ask, authorization: "Bearer b", lastEventId: id },
-      { ...ask, cookie: undefined, lastEventId: id },
+      { threadId: "t1", path: "/agent", authorization: "Bearer a", lastEventId: id },
       { ...ask, threadId: "t2", lastEventId: id },
       { ...ask, path: "/other", lastEventId: id },
       { ...ask, lastEventId: `${run}.${seq}.AAAAAAAAAAAAAAAA` },

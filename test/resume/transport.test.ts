@@ -57,7 +57,8 @@ describe("methods that answer later", () => {
     await p.server.done;
   });
 
-  it("when input ends, a waiting readRejoin answers at once with what there is, before serving ends", async () => {
+  // Each read below would wait 30 s; the 15 s guard fails a transport that lets it (a hang guard, far from both).
+  it("when input ends, a waiting readRejoin answers at once with what there is, before serving ends", { timeout: 15_000 }, async () => {
     const p = await withRead();
     p.input.write(requestLine(5, "readRejoin", { readId: "r1", waitMs: 30_000 }));
     p.input.end();
@@ -66,7 +67,7 @@ describe("methods that answer later", () => {
     expect(last).toEqual({ jsonrpc: "2.0", id: 5, result: { text: "", done: false } });
   });
 
-  it("stop() (SIGTERM) answers a waiting readRejoin too", async () => {
+  it("stop() (SIGTERM) answers a waiting readRejoin too", { timeout: 15_000 }, async () => {
     const p = await withRead();
     p.input.write(requestLine(5, "readRejoin", { readId: "r1", waitMs: 30_000 }));
     // The request is read (and waiting) once a later one is answered.
