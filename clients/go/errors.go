@@ -60,8 +60,8 @@ func (e *Error) data() errorData {
 // Reason is data.reason: for -32602 (ErrInvalidParams) one of a closed set
 // that can be compared exactly (MISSING, UNKNOWN_PARAM, INVALID_VALUE,
 // INVALID_POINTER, ROOT_NOT_OBJECT, ...); for -32001 (ErrUnknownThread)
-// "never opened", "closed" or "evicted"; for -32006 (ErrUnknownStream) the same
-// or "idle". "" for any other error.
+// "never opened", "closed" or "evicted"; for -32006 (ErrUnknownStream) and
+// -32008 (ErrUnknownRead) the same or "idle". "" for any other error.
 func (e *Error) Reason() string { return e.data().Reason }
 
 // Field is data.field of -32602 (ErrInvalidParams): an escaped JSON pointer
