@@ -106,11 +106,24 @@ func TestWireFollowsDiscover(t *testing.T) {
 		func() error { _, err := f.EscapePointer(ctx, []any{"a", 0}); return err },
 		func() error { _, err := f.ParsePointer(ctx, "/a"); return err },
 		func() error {
-			_, err := f.OpenStream(ctx, OpenStreamParams{State: json.RawMessage(`{"k":1}`), Own: []string{"/k"}, Snapshots: "delta", JoinKeys: true, Framing: "sse"})
+			_, err := f.OpenStream(ctx, OpenStreamParams{State: json.RawMessage(`{"k":1}`), Own: []string{"/k"}, Snapshots: "delta", JoinKeys: true, Framing: "sse",
+				Resume: &ResumeRun{ThreadID: "t", Path: "/agent", Authorization: "Bearer a", Cookie: "s=1", Messages: json.RawMessage(`[]`), Headers: map[string]string{"content-type": "text/event-stream"}}})
 			return err
 		},
 		func() error { _, err := f.FixStream(ctx, "s1", "data: {}\n\n"); return err },
+		func() error { _, err := f.DetachStream(ctx, "s1"); return err },
 		func() error { _, err := f.CloseStream(ctx, "s1"); return err },
+		func() error { _, err := f.CloseBrokenStream(ctx, "s1"); return err },
+		func() error {
+			_, err := f.RejoinStream(ctx, RejoinStreamParams{ThreadID: "t", Path: "/agent", Authorization: "Bearer a", Cookie: "s=1", LastEventID: "x"})
+			return err
+		},
+		func() error {
+			w := 0
+			_, err := f.ReadRejoin(ctx, ReadRejoinParams{ReadID: "r1", WaitMs: &w})
+			return err
+		},
+		func() error { return f.CloseRejoin(ctx, "r1") },
 		func() error { _, err := f.Stats(ctx); return err },
 		func() error { _, err := f.Discover(ctx); return err },
 	}

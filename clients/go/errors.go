@@ -30,8 +30,10 @@ var (
 	ErrPatchFailed     = &Error{Code: -32002, Message: "patch failed"}   // atomic ApplyOps; nothing changed
 	ErrLimitExceeded   = &Error{Code: -32003, Message: "limit exceeded"}
 	ErrVersionConflict = &Error{Code: -32004, Message: "version conflict"}
-	ErrUnknownActivity = &Error{Code: -32005, Message: "unknown activity"} // ActivitySnapshot or DiffActivity creates it
-	ErrUnknownStream   = &Error{Code: -32006, Message: "unknown stream"}   // never opened, closed, evicted or idle: send the rest as it is
+	ErrUnknownActivity = &Error{Code: -32005, Message: "unknown activity"}  // ActivitySnapshot or DiffActivity creates it
+	ErrUnknownStream   = &Error{Code: -32006, Message: "unknown stream"}    // never opened, closed, evicted or idle: send the rest as it is
+	ErrResumeUnknown   = &Error{Code: -32007, Message: "nothing to resume"} // RejoinStream: answer the HTTP client with Status() (410 or 204)
+	ErrUnknownRead     = &Error{Code: -32008, Message: "unknown read"}      // ReadRejoin: break the rejoin's response off
 	ErrMethodNotFound  = &Error{Code: -32601, Message: "method not found"}
 )
 
@@ -42,6 +44,7 @@ type errorData struct {
 	Reason string  `json:"reason"`
 	Field  *string `json:"field"`
 	Index  *int    `json:"index"`
+	Status int     `json:"status"`
 }
 
 // data decodes Data; a missing or unreadable data reads as empty, so that the
@@ -57,8 +60,8 @@ func (e *Error) data() errorData {
 // Reason is data.reason: for -32602 (ErrInvalidParams) one of a closed set
 // that can be compared exactly (MISSING, UNKNOWN_PARAM, INVALID_VALUE,
 // INVALID_POINTER, ROOT_NOT_OBJECT, ...); for -32001 (ErrUnknownThread)
-// "never opened", "closed" or "evicted"; for -32006 (ErrUnknownStream) the same
-// or "idle". "" for any other error.
+// "never opened", "closed" or "evicted"; for -32006 (ErrUnknownStream) and
+// -32008 (ErrUnknownRead) the same or "idle". "" for any other error.
 func (e *Error) Reason() string { return e.data().Reason }
 
 // Field is data.field of -32602 (ErrInvalidParams): an escaped JSON pointer
@@ -91,4 +94,14 @@ func (e *Error) OpIndex() int {
 		return *d.Index
 	}
 	return -1
+}
+
+// Status is data.status of -32007 (ErrResumeUnknown): the HTTP status to
+// answer the rejoin with, 410 for a dropped stream (Last-Event-ID) or 204 for
+// a reload (connect) (protocol/README.md §16). 0 for every other error.
+func (e *Error) Status() int {
+	if e.Code != ErrResumeUnknown.Code {
+		return 0
+	}
+	return e.data().Status
 }

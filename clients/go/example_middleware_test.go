@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"strings"
 
 	aguistate "github.com/agui-state/agui-state/clients/go"
@@ -45,13 +46,18 @@ func ExampleNewMiddleware() {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	fmt.Print(string(body))
+	// Each event has an id, for a client that drops to rejoin from (resume):
+	// the run's handle, the event's number and a nonce, random but the number.
+	fmt.Print(regexp.MustCompile(`(?m)^id: [\w-]+\.(\d+)\.[\w-]+$`).ReplaceAllString(string(body), "id: <run>.$1.<nonce>"))
 
 	// Output:
 	// agui-state: /: findings: 1 kept
+	// id: <run>.1.<nonce>
 	// data: {"type":"RUN_STARTED","threadId":"t","runId":"r"}
 	//
+	// id: <run>.2.<nonce>
 	// data: {"type":"STATE_DELTA","delta":[{"op":"add","path":"/toolState","value":{"dataset":"gfs"}}]}
 	//
+	// id: <run>.3.<nonce>
 	// data: {"type":"RUN_FINISHED","threadId":"t","runId":"r"}
 }

@@ -192,6 +192,10 @@ type StatsResult struct {
 	Activities     int    `json:"activities"`     // activities held by live threads (§10)
 	Streams        int    `json:"streams"`        // open streams (§14)
 	StreamsEvicted int64  `json:"streamsEvicted"` // streams closed by maxStreams, streamIdleMs (ones their callers abandoned) or the heap ceiling
+	Runs           int    `json:"runs"`           // runs the run log keeps (§16): in memory, every live or retained run; in Redis, the ones this process writes
+	RunBytes       int64  `json:"runBytes"`       // bytes of events those runs hold
+	RunsEvicted    int64  `json:"runsEvicted"`    // runs dropped to stay within --log-bytes
+	Reads          int    `json:"reads"`          // open rejoin reads (RejoinStream)
 }
 
 // Limits are the limits in force (protocol/README.md §7).

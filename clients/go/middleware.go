@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -48,6 +49,39 @@ type MiddlewareOptions struct {
 	// STATE_DELTA before it is checked against the request's state. Zero
 	// means defaultReplayLimit.
 	ReplayLimit int
+
+	// NoResume turns resume off (protocol/README.md §16; on by default when
+	// the sidecar keeps a run log, as it does unless started with --store
+	// none): no event ids, no detach, and a request with Last-Event-ID or a
+	// POST to <path>/connect goes to the handler like any other.
+	NoResume bool
+	// Store is the sidecar's --store, when the middleware starts it: "" for
+	// its default ("memory": this process serves rejoins), or
+	// "redis://HOST:PORT[/DB]", so that every server sharing the database
+	// serves a rejoin for a run another one is executing.
+	Store string
+	// DetachGrace is the sidecar's --detach-grace, when the middleware starts
+	// it: how long a run goes on after its client left, for the client to
+	// rejoin it. Zero is the sidecar's default (30 s); negative cancels the
+	// handler at once, as before resume.
+	DetachGrace time.Duration
+}
+
+// sidecarOptions is opts.Sidecar with the flags of Store and DetachGrace.
+func sidecarOptions(opts MiddlewareOptions) Options {
+	o := opts.Sidecar
+	args := append([]string(nil), o.Args...)
+	if opts.Store != "" {
+		args = append(args, "--store", opts.Store)
+	}
+	switch {
+	case opts.DetachGrace < 0:
+		args = append(args, "--detach-grace", "0")
+	case opts.DetachGrace > 0:
+		args = append(args, "--detach-grace", fmt.Sprintf("%.3f", opts.DetachGrace.Seconds()))
+	}
+	o.Args = args
+	return o
 }
 
 // defaultReplayLimit is MiddlewareOptions.ReplayLimit's default: an agent's
@@ -126,7 +160,7 @@ type Repairer struct{ m *middleware }
 //	defer repair.Close()
 //	http.ListenAndServe(addr, repair.Handler(mux))
 func NewMiddleware(ctx context.Context, opts MiddlewareOptions) (*Repairer, error) {
-	c, err := Start(ctx, opts.Sidecar)
+	c, err := Start(ctx, sidecarOptions(opts))
 	if err != nil {
 		return nil, err
 	}
@@ -183,14 +217,26 @@ func newMiddleware(c *Client, opts MiddlewareOptions) *middleware {
 
 func (m *middleware) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if m.resumes() {
+			if path, lastID, ok := m.rejoinOf(r); ok {
+				m.rejoin(w, r, path, lastID) // never the handler (middleware_resume.go)
+				return
+			}
+		}
 		if !m.wants(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		sw := &streamWriter{w: w, m: m, req: r}
-		sw.state, sw.note = baseline(r)
-		defer sw.finish()
+		sw := &streamWriter{w: w, m: m, req: r, ctx: r.Context()}
+		sw.input = baseline(r)
+		sw.state, sw.note = sw.input.state, sw.input.note
+		if m.resumes() {
+			r = sw.detachable(r) // the handler outlives its client for the grace (middleware_resume.go)
+		}
+		returned := false
+		defer func() { sw.finish(!returned) }()
 		next.ServeHTTP(sw, r)
+		returned = true
 	})
 }
 
@@ -201,6 +247,21 @@ type middleware struct {
 
 	mu sync.Mutex // guards c, and makes one restart of a dead sidecar out of many callers' attempts
 	c  *Client
+
+	noResume int32 // atomic; 1: the sidecar refused openStream's resume, and is not asked again (atomic.Bool is Go 1.19)
+}
+
+// resumes: streams are opened with resume, and rejoins recognised.
+func (m *middleware) resumes() bool { return !m.opts.NoResume && atomic.LoadInt32(&m.noResume) == 0 }
+
+// refusesResume: openStream's resume is a param the sidecar does not know.
+func refusesResume(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) || !errors.Is(err, ErrInvalidParams) {
+		return false
+	}
+	field, _ := e.Field()
+	return field == "/resume" || strings.HasPrefix(field, "/resume/")
 }
 
 func (m *middleware) wants(path string) bool {
@@ -221,7 +282,7 @@ func (m *middleware) client(ctx context.Context) (*Client, *proc, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.c == nil {
-		c, err := Start(ctx, m.opts.Sidecar)
+		c, err := Start(ctx, sidecarOptions(m.opts))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -250,34 +311,55 @@ func (m *middleware) restart(ctx context.Context, dead *proc, why error) (*proc,
 // open opens a stream, restarting a sidecar that has exited and trying once
 // more; a baseline the sidecar refuses is dropped for {}, as the proxy does.
 // It returns the stream's process and id, and the baseline it was opened with.
-func (m *middleware) open(ctx context.Context, p OpenStreamParams) (*proc, string, json.RawMessage, error) {
+// It returns the stream's process, what openStream answered, and the params
+// it was opened with (a refused baseline or resume left out).
+func (m *middleware) open(ctx context.Context, p OpenStreamParams) (*proc, openedStream, OpenStreamParams, error) {
 	c, on, err := m.client(ctx)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, openedStream{}, p, err
 	}
-	id, err := c.openStreamOn(ctx, on, p)
+	o, err := c.openStreamOn(ctx, on, p)
 	var exited *ExitError
 	if errors.As(err, &exited) {
 		if on, err = m.restart(ctx, on, err); err != nil {
-			return nil, "", nil, err
+			return nil, openedStream{}, p, err
 		}
-		id, err = c.openStreamOn(ctx, on, p)
+		o, err = c.openStreamOn(ctx, on, p)
+	}
+	if p.Resume != nil && refusesResume(err) {
+		// A sidecar without resume (older than protocol §16's stream
+		// methods): streams are repaired without ids, as before resume, and
+		// it is not asked again.
+		if atomic.CompareAndSwapInt32(&m.noResume, 0, 1) {
+			m.log.Printf("agui-state: the sidecar cannot file streams as resumable runs (%v); they are repaired without resume", err)
+		}
+		p.Resume = nil
+		o, err = c.openStreamOn(ctx, on, p)
 	}
 	if p.State != nil && (errors.Is(err, ErrInvalidParams) || errors.Is(err, ErrLimitExceeded)) {
 		m.log.Printf("agui-state: the request's RunAgentInput.state was refused (%v); the stream is repaired from {}", err)
 		p.State = nil
-		id, err = c.openStreamOn(ctx, on, p)
+		o, err = c.openStreamOn(ctx, on, p)
 	}
-	return on, id, p.State, err
+	return on, o, p, err
 }
 
-// baseline reads the request body for RunAgentInput.state and puts it back
-// for the handler, whole, however long it is. The state goes to the sidecar
-// as its raw text, to be read by the sidecar's one JSON reader (its rules for
-// numbers and depth); nil means none, and note says why when one was meant.
-func baseline(r *http.Request) (json.RawMessage, string) {
+// runInput is what the middleware reads of the request's RunAgentInput.
+type runInput struct {
+	state    json.RawMessage // the client's state, an object; nil: {}
+	note     string          // why there is no state, when one was meant
+	threadID string          // "" when the body has none: the run cannot be resumed
+	messages json.RawMessage // an array, or nil
+}
+
+// baseline reads the request body for RunAgentInput.state (and threadId and
+// messages, for resume) and puts it back for the handler, whole, however long
+// it is. The state goes to the sidecar as its raw text, to be read by the
+// sidecar's one JSON reader (its rules for numbers and depth); nil means
+// none, and note says why when one was meant.
+func baseline(r *http.Request) runInput {
 	if r.Body == nil || r.Body == http.NoBody {
-		return nil, ""
+		return runInput{}
 	}
 	body := r.Body
 	read, err := io.ReadAll(io.LimitReader(body, maxBaselineBytes+1))
@@ -288,22 +370,29 @@ func baseline(r *http.Request) (json.RawMessage, string) {
 	r.Body = readCloser{io.MultiReader(bytes.NewReader(read), rest), body}
 	switch {
 	case err != nil:
-		return nil, "the request body could not be read"
+		return runInput{note: "the request body could not be read"}
 	case len(read) > maxBaselineBytes:
-		return nil, "the request body is too large to keep"
+		return runInput{note: "the request body is too large to keep"}
 	case r.Header.Get("Content-Encoding") != "" && !strings.EqualFold(r.Header.Get("Content-Encoding"), "identity"):
-		return nil, "the request body is encoded"
+		return runInput{note: "the request body is encoded"}
 	}
 	var input struct {
-		State json.RawMessage `json:"state"`
+		State    json.RawMessage `json:"state"`
+		ThreadID json.RawMessage `json:"threadId"` // raw: a threadId that is not a string must not lose the state
+		Messages json.RawMessage `json:"messages"`
 	}
 	if json.Unmarshal(read, &input) != nil {
-		return nil, "the request body is not JSON"
+		return runInput{note: "the request body is not JSON"}
+	}
+	var in runInput
+	_ = json.Unmarshal(input.ThreadID, &in.threadID)
+	if s := bytes.TrimLeft(input.Messages, " \t\r\n"); len(s) > 0 && s[0] == '[' {
+		in.messages = input.Messages
 	}
 	if s := bytes.TrimLeft(input.State, " \t\r\n"); len(s) > 0 && s[0] == '{' {
-		return input.State, ""
+		in.state = input.State
 	}
-	return nil, "" // no state, null or not an object: the client holds {} as far as a patch can tell
+	return in // no state, null or not an object: the client holds {} as far as a patch can tell
 }
 
 type readCloser struct {

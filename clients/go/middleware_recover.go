@@ -107,18 +107,20 @@ func (s *streamWriter) recover(err error) error {
 
 // reopen is one try of recover: the error of the new sidecar, if it failed too.
 func (s *streamWriter) reopen(why error) error {
-	ctx, cancel := withCallTimeout(s.req.Context())
+	ctx, cancel := withCallTimeout(s.ctx)
 	defer cancel()
 	p, err := s.m.restart(ctx, s.p, why)
 	if err != nil {
 		return err
 	}
-	id, err := s.c.openStreamOn(ctx, p, s.params)
+	o, err := s.c.openStreamOn(ctx, p, s.params)
 	if err != nil {
 		s.p = p // a process that failed here is the one to restart next
 		return err
 	}
-	s.p, s.id, s.counted = p, id, outcomes{}
+	// A resumable stream is filed as a new run: the replay below logs what the
+	// old one had, so the ids the client gets from here on rejoin this one.
+	s.p, s.id, s.counted, s.run = p, o.StreamID, outcomes{}, o.Run
 	if s.replay == nil {
 		// The run's RUN_STARTED alone, so that the rest is read as the same run (a new stream's first
 		// event must open a run, §13), its output dropped: the client has it.
@@ -133,7 +135,7 @@ func (s *streamWriter) reopen(why error) error {
 	if len(s.replay) == 0 {
 		return nil
 	}
-	r, err := s.c.fixStreamOn(ctx, p, id, string(s.replay))
+	r, err := s.c.fixStreamOn(ctx, p, s.id, string(s.replay))
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,8 @@ const (
 	undecided mode = iota // no header yet: the Content-Type decides at WriteHeader
 	passing               // not an event stream, or no longer repaired: bytes go through as written
 	repairing             // an open stream: text goes through fixStream
+	detached              // the client left a resumable stream: text still goes through fixStream, its output to the run log only
+	gone                  // the client left and the run was cancelled: writes fail, the handler's context is cancelled
 )
 
 // streamWriter is the ResponseWriter the handler writes to. A repaired body
@@ -54,8 +56,11 @@ type streamWriter struct {
 	w     http.ResponseWriter
 	m     *middleware
 	req   *http.Request
+	ctx   context.Context // the handler's: sidecar calls are bound to it, not to the client's connection
+	input runInput        // what the request's RunAgentInput says
 	state json.RawMessage // the request's RunAgentInput.state, nil for {}
 	note  string          // why the request had no usable state, when it meant to
+	stop  func()          // cancels the handler's context (resume: only when the run is cancelled); nil without resume
 
 	mu      sync.Mutex // everything below, and every write to w
 	cond    *sync.Cond // on mu: drain has finished a call
@@ -76,6 +81,9 @@ type streamWriter struct {
 	sending bool             // drain is running
 	werr    error            // the first error writing to w: the client is gone
 	done    chan struct{}    // closed when the stream ends, to stop the watch
+	run     string           // the run's handle when the stream is resumable (protocol §16), else ""
+	left    bool             // the client left: nothing more is written to w
+	poll    bool             // detached: drain calls fixStream even with nothing to send, to learn of a cancel
 }
 
 func (s *streamWriter) Header() http.Header { return s.w.Header() }
@@ -113,28 +121,35 @@ func (s *streamWriter) writeHeader(code int) {
 }
 
 func (s *streamWriter) open(f string) {
-	ctx, cancel := withCallTimeout(s.req.Context())
+	ctx, cancel := withCallTimeout(s.ctx)
 	defer cancel()
 	if s.note != "" {
 		s.m.log.Printf("agui-state: %s: %s; the stream is repaired from the state {}", s.req.URL.Path, s.note)
 	}
 	o := s.m.opts
 	params := OpenStreamParams{State: s.state, Own: o.Own, Snapshots: o.Snapshots, JoinKeys: o.JoinKeys, Framing: f}
-	p, id, state, err := s.m.open(ctx, params)
+	if s.stop != nil && f == "sse" && s.input.threadID != "" {
+		params.Resume = s.resumeRun()
+	}
+	p, opened, params, err := s.m.open(ctx, params)
 	if err != nil {
 		if s.req.Context().Err() == nil { // a client that went away needs no word; a timeout does
 			s.m.log.Printf("agui-state: %s: no stream repair (%v); the response goes through unrepaired", s.req.URL.Path, err)
 		}
 		return
 	}
-	params.State = state
-	s.c, s.p, s.id, s.params, s.framing, s.mode = s.m.c, p, id, params, f, repairing
+	s.c, s.p, s.id, s.params, s.framing, s.mode = s.m.c, p, opened.StreamID, params, f, repairing
+	if params.Resume != nil {
+		s.run = opened.Run // "" from a sidecar without a run log (--store none)
+	}
 	if s.m.replayLimit > 0 {
 		s.replay = []byte{}
 	}
 	s.cond = sync.NewCond(&s.mu)
 	s.done = make(chan struct{})
-	go s.watch(s.req.Context(), s.done)
+	if s.stop == nil { // with resume, the watch in detachable does this
+		go s.watch(s.req.Context(), s.done)
+	}
 }
 
 // watch closes the stream when the client goes away while the handler may
@@ -159,21 +174,38 @@ func (s *streamWriter) Write(b []byte) (int, error) {
 	if s.mode == undecided {
 		s.writeHeader(http.StatusOK)
 	}
-	if s.mode != repairing {
+	switch s.mode {
+	case gone:
+		return 0, s.werr
+	case repairing, detached:
+	default:
 		return s.w.Write(b)
 	}
 	s.buf = append(s.buf, b...)
 	if s.scan(); s.held > clientLimit {
 		s.passOn()
-		return len(b), s.werr
+		return len(b), s.writeErr()
 	}
 	if len(s.buf) >= flushAt {
 		s.kick()
-		for s.mode == repairing && s.sending && len(s.buf) >= maxPending {
+		for s.feeding() && s.sending && len(s.buf) >= maxPending {
 			s.cond.Wait()
 		}
 	}
-	return len(b), s.werr
+	return len(b), s.writeErr()
+}
+
+// feeding: the handler's text goes to the sidecar, whether or not its client
+// is still there.
+func (s *streamWriter) feeding() bool { return s.mode == repairing || s.mode == detached }
+
+// writeErr is the error the handler's Write and Flush return: none while
+// the stream is detached, so that the handler goes on for a rejoin.
+func (s *streamWriter) writeErr() error {
+	if s.mode == detached {
+		return nil
+	}
+	return s.werr
 }
 
 // Flush sends every event written so far, repaired, then flushes.
@@ -186,7 +218,13 @@ func (s *streamWriter) FlushError() error {
 	if s.mode == undecided {
 		s.writeHeader(http.StatusOK)
 	}
-	if s.mode == repairing {
+	switch s.mode {
+	case gone:
+		return s.werr
+	case detached:
+		s.kick()
+		return nil
+	case repairing:
 		if s.kick(); s.sending {
 			return s.werr // drain flushes once it has written the repaired text
 		}
@@ -255,7 +293,7 @@ func (s *streamWriter) passOn() {
 	for s.sending {
 		s.cond.Wait()
 	}
-	if s.mode != repairing {
+	if !s.feeding() {
 		return // the repair failed, or the client went away, meanwhile: the held text went with it
 	}
 	s.m.log.Printf("agui-state: %s: an event passed %d MiB without its end (the client's SSE limit); the rest of this response goes through unrepaired", s.req.URL.Path, clientLimit>>20)
@@ -269,7 +307,7 @@ func (s *streamWriter) passOn() {
 
 // kick starts drain if something is ready and it is not running.
 func (s *streamWriter) kick() {
-	if !s.sending && s.ready() > 0 {
+	if !s.sending && (s.ready() > 0 || s.poll) {
 		s.sending = true
 		go s.drain()
 	}
@@ -285,21 +323,22 @@ func (s *streamWriter) drain() {
 		s.cond.Broadcast()
 		s.mu.Unlock()
 	}()
-	for s.mode == repairing {
+	for s.feeding() {
 		n := s.ready()
-		if n == 0 {
+		if n == 0 && !s.poll {
 			return
 		}
+		s.poll = false
 		part := string(s.buf[:n])
 		s.buf = s.buf[:copy(s.buf, s.buf[n:])]
 		s.cut, s.seen = s.cut-n, s.seen-n
 		s.cond.Broadcast() // room for a Write held back
 		s.mu.Unlock()
-		ctx, cancel := withCallTimeout(s.req.Context())
+		ctx, cancel := withCallTimeout(s.ctx)
 		r, err := s.c.fixStreamOn(ctx, s.p, s.id, part)
 		cancel()
 		s.mu.Lock()
-		if s.mode != repairing {
+		if !s.feeding() {
 			return // the client went away meanwhile (watch): nothing is worth sending
 		}
 		if err != nil {
@@ -312,28 +351,39 @@ func (s *streamWriter) drain() {
 			return
 		}
 		s.took(part, r)
+		if s.mode == detached {
+			if r.Cancel {
+				s.cancelRun("nobody rejoined it within the grace")
+				return
+			}
+			continue
+		}
 		if s.out(r.Text) == nil {
 			_ = s.flush() // a client that is gone shows in the next write
 		}
 		if s.werr != nil {
-			s.abandon()
-			return
+			s.leave()
 		}
 	}
 }
 
 // finish ends the stream when the handler returns: what drain has not sent
-// goes to the sidecar, then closeStream gives the rest of the output.
-func (s *streamWriter) finish() {
+// goes to the sidecar, then closeStream gives the rest of the output. A
+// handler that panicked (broken) breaks its resumable run off: a rejoin then
+// breaks off too, rather than end as if the run were whole.
+func (s *streamWriter) finish(broken bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.stop != nil {
+		defer s.stop() // the handler has returned: nothing waits on its context
+	}
 	if s.cond == nil { // never opened
 		return
 	}
 	for s.sending {
 		s.cond.Wait()
 	}
-	if s.mode != repairing {
+	if !s.feeding() {
 		return
 	}
 	var held []byte // the text of an event the input's end cut off: only closeStream answers it
@@ -346,7 +396,7 @@ func (s *streamWriter) finish() {
 			continue
 		}
 		part := s.buf[:n]
-		ctx, cancel := withCallTimeout(s.req.Context())
+		ctx, cancel := withCallTimeout(s.ctx)
 		r, err := s.c.fixStreamOn(ctx, s.p, s.id, string(part))
 		for err != nil {
 			if err = s.recover(err); err != nil {
@@ -370,7 +420,7 @@ func (s *streamWriter) finish() {
 		}
 	}
 	s.end()
-	r, err := s.close()
+	r, err := s.closeAs(broken && s.run != "")
 	// A new sidecar fed the replay holds the held text too; without the
 	// replay, it is sent as it came.
 	for err != nil && s.replay != nil {
@@ -390,7 +440,11 @@ func (s *streamWriter) finish() {
 }
 
 // out writes repaired text to w; the first error is kept for the handler.
+// Once the client has left, the text goes nowhere (the sidecar has logged it).
 func (s *streamWriter) out(text string) error {
+	if s.left {
+		return nil
+	}
 	if text == "" || s.werr != nil {
 		return s.werr
 	}
@@ -403,6 +457,14 @@ func (s *streamWriter) out(text string) error {
 // has gone is not a failure of the repair, and is not logged.
 func (s *streamWriter) fail(err error) {
 	var exited *ExitError
+	if s.left { // detached: the run cannot go on into the log, and nobody reads the output
+		s.m.log.Printf("agui-state: %s: the stream repair failed while its client was away (%v); the run is cancelled", s.req.URL.Path, err)
+		if errors.As(err, &exited) || errors.Is(err, ErrUnknownStream) {
+			s.end()
+		}
+		s.cancelRun("")
+		return
+	}
 	if s.req.Context().Err() == nil {
 		again := ""
 		if s.reopens > 0 {
@@ -423,28 +485,33 @@ func (s *streamWriter) fail(err error) {
 func (s *streamWriter) passHeld() {
 	raw := s.buf
 	s.buf = nil
-	if s.werr == nil {
+	if s.werr == nil && !s.left {
 		if _, s.werr = s.w.Write(raw); s.werr == nil {
 			_ = s.flush()
 		}
 	}
 }
 
-// abandon closes the stream in the sidecar, its output unwanted.
+// abandon closes the stream in the sidecar, its output unwanted: a response
+// that did not reach its end, so its run (if resumable) ends as broken off.
 func (s *streamWriter) abandon() {
 	s.end()
-	_, _ = s.close()
+	_, _ = s.closeAs(true)
 }
 
-func (s *streamWriter) close() (*CloseStreamResult, error) {
+func (s *streamWriter) close() (*CloseStreamResult, error) { return s.closeAs(false) }
+
+func (s *streamWriter) closeAs(broken bool) (*CloseStreamResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
-	return s.c.closeStreamOn(ctx, s.p, s.id)
+	return s.c.closeStreamOn(ctx, s.p, s.id, broken && s.run != "")
 }
 
 // end stops the repair: later writes go through as they are.
 func (s *streamWriter) end() {
-	s.mode = passing
+	if s.mode == repairing || s.mode == detached {
+		s.mode = passing
+	}
 	if s.done != nil {
 		close(s.done)
 		s.done = nil

@@ -15,6 +15,7 @@ type OpenStreamParams struct {
 	Snapshots string          `json:"snapshots,omitempty"` // fix --snapshots: "pass" (the default) or "delta"
 	JoinKeys  bool            `json:"joinKeys,omitempty"`  // fix --join-keys
 	Framing   string          `json:"framing,omitempty"`   // "sse" or "ndjson"; "" tells them apart by the first line
+	Resume    *ResumeRun      `json:"resume,omitempty"`    // file the stream as a resumable run (SSE only; resume.go)
 }
 
 // FixStreamResult is the repaired text of every event the part completed
@@ -25,6 +26,9 @@ type FixStreamResult struct {
 	Mended    int    `json:"mended"`
 	Discarded int    `json:"discarded"`
 	Kept      int    `json:"kept"`
+	// Cancel is only ever true for a stream DetachStream detached: the grace
+	// passed with nobody reading its run, so cancel the app and CloseStream.
+	Cancel bool `json:"cancel,omitempty"`
 }
 
 // StreamSummary counts a whole stream (protocol/README.md §13 and §14).
@@ -52,15 +56,21 @@ type CloseStreamResult struct {
 // The ...On forms below are bound to one process (Client.callOn), as
 // Middleware uses them.
 func (c *Client) OpenStream(ctx context.Context, p OpenStreamParams) (string, error) {
-	return c.openStreamOn(ctx, c.current(), p)
+	r, err := c.openStreamOn(ctx, c.current(), p)
+	return r.StreamID, err
 }
 
-func (c *Client) openStreamOn(ctx context.Context, on *proc, p OpenStreamParams) (string, error) {
-	var r struct {
-		StreamID string `json:"streamId"`
-	}
+// openedStream is openStream's result: Run is set when the stream was filed
+// as a resumable run (Resume given, and a sidecar with a run log).
+type openedStream struct {
+	StreamID string `json:"streamId"`
+	Run      string `json:"run"`
+}
+
+func (c *Client) openStreamOn(ctx context.Context, on *proc, p OpenStreamParams) (openedStream, error) {
+	var r openedStream
 	err := c.callOn(ctx, on, "openStream", p, &r)
-	return r.StreamID, err
+	return r, err
 }
 
 // FixStream hands over the next part of the stream, as the server wrote it
@@ -86,14 +96,22 @@ func (c *Client) fixStreamOn(ctx context.Context, on *proc, streamID, text strin
 // CloseStream ends the stream: the output that remained, and the whole
 // stream's counts. Call it also when the client went away (drop the text).
 func (c *Client) CloseStream(ctx context.Context, streamID string) (*CloseStreamResult, error) {
-	return c.closeStreamOn(ctx, c.current(), streamID)
+	return c.closeStreamOn(ctx, c.current(), streamID, false)
 }
 
-func (c *Client) closeStreamOn(ctx context.Context, on *proc, streamID string) (*CloseStreamResult, error) {
+// CloseBrokenStream is CloseStream for a response that broke off (the app
+// failed, or was cancelled) rather than ended: its resumable run ends as
+// cancelled, and a rejoin's reader breaks its response off too.
+func (c *Client) CloseBrokenStream(ctx context.Context, streamID string) (*CloseStreamResult, error) {
+	return c.closeStreamOn(ctx, c.current(), streamID, true)
+}
+
+func (c *Client) closeStreamOn(ctx context.Context, on *proc, streamID string, broken bool) (*CloseStreamResult, error) {
 	var r CloseStreamResult
 	err := c.callOn(ctx, on, "closeStream", struct {
 		StreamID string `json:"streamId"`
-	}{streamID}, &r)
+		Broken   bool   `json:"broken,omitempty"`
+	}{streamID, broken}, &r)
 	if err != nil {
 		return nil, err
 	}

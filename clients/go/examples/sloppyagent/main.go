@@ -18,7 +18,15 @@
 // The sidecar is started, ready for streams, before the URL is printed
 // (aguistate.NewMiddleware), not at the first request.
 //
-//	AGUI_STATE_BIN=dist/agui-state go run ./examples/sloppyagent
+// Resume (protocol/README.md §16) is on, as by default: -store names the
+// sidecar's run log (redis://... to share runs between servers), and
+// -detach-grace how long a run goes on after its client left (-no-resume
+// turns resume off). GET /hits
+// answers how many times the agent handler was called, and GET
+// /cancelled?name=NAME answers once the paused handler NAME saw its context
+// cancelled.
+//
+//	AGUI_STATE_BIN=dist/agui-state go run ./examples/sloppyagent [-store redis://127.0.0.1:6379] [-detach-grace 30s]
 //
 // It prints its URL on stdout; the log (the middleware's too) goes to stderr.
 package main
@@ -26,12 +34,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"log"
 	"net"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	aguistate "github.com/agui-state/agui-state/clients/go"
 )
@@ -40,18 +50,39 @@ const pauseAfter = 4 // events
 
 func main() {
 	log.SetFlags(0)
+	store := flag.String("store", "", "the sidecar's run log: memory (the default) or redis://HOST:PORT[/DB]")
+	grace := flag.Duration("detach-grace", 0, "how long a run goes on after its client left (0: the sidecar's default)")
+	noResume := flag.Bool("no-resume", false, "no resume: no event ids, no detach, no rejoin")
+	flag.Parse()
 	// The one line: the server owns /toolState, the client everything else;
 	// unescaped keys are joined when that is the only way they apply.
-	repair, err := aguistate.NewMiddleware(context.Background(), aguistate.MiddlewareOptions{Own: []string{"/toolState"}, JoinKeys: true, Paths: []string{"/agent"}})
+	repair, err := aguistate.NewMiddleware(context.Background(), aguistate.MiddlewareOptions{
+		Own: []string{"/toolState"}, JoinKeys: true, Paths: []string{"/agent"},
+		Store: *store, DetachGrace: *grace, NoResume: *noResume,
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer repair.Close()
 
 	var pauses pauses
+	var hits int64 // atomic
 	mux := http.NewServeMux()
-	mux.HandleFunc("/agent", agent(&pauses))
+	mux.HandleFunc("/agent", func(w http.ResponseWriter, r *http.Request) {
+		atomic.AddInt64(&hits, 1)
+		agent(&pauses)(w, r)
+	})
 	mux.HandleFunc("/raw", agent(&pauses))
+	mux.HandleFunc("/hits", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, atomic.LoadInt64(&hits))
+	})
+	mux.HandleFunc("/cancelled", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-pauses.get(r.URL.Query().Get("name")).cancelled:
+			fmt.Fprint(w, "cancelled")
+		case <-r.Context().Done():
+		}
+	})
 	mux.HandleFunc("/sidecar", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, repair.Client().Process().Pid)
 	})
@@ -80,7 +111,7 @@ type pauses struct {
 	m  map[string]*pause
 }
 
-type pause struct{ paused, resume chan struct{} }
+type pause struct{ paused, resume, cancelled chan struct{} }
 
 func (ps *pauses) get(name string) *pause {
 	ps.mu.Lock()
@@ -89,7 +120,7 @@ func (ps *pauses) get(name string) *pause {
 		ps.m = map[string]*pause{}
 	}
 	if ps.m[name] == nil {
-		ps.m[name] = &pause{make(chan struct{}, 1), make(chan struct{}, 1)}
+		ps.m[name] = &pause{make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{})}
 	}
 	return ps.m[name]
 }
@@ -123,7 +154,12 @@ func agent(pauses *pauses) http.HandlerFunc {
 			if name := r.URL.Query().Get("pause"); i+1 == pauseAfter && name != "" {
 				p := pauses.get(name)
 				p.paused <- struct{}{}
-				<-p.resume
+				select {
+				case <-p.resume:
+				case <-r.Context().Done():
+					close(p.cancelled)
+					return
+				}
 			}
 		}
 	}
