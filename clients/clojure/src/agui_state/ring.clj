@@ -233,12 +233,13 @@
          rejoin-kind (fn [request] (when resume? (rejoin/kind request wanted-uri?)))
          answer-rejoin (fn [kind request]
                          (let [[_ body] (prepare request)
-                               c (or (:client opts)
-                                     (try (default-client)
-                                          (catch Exception e
-                                            ((:warn opts) (str "agui-state.ring: the sidecar did not start: "
-                                                               (.getMessage e)))
-                                            nil)))]
+                               ;; A sidecar that died is brought back first: with a shared
+                               ;; store, a new one serves the rejoin as well.
+                               c (try (sidecar/alive! (or (:client opts) (default-client)))
+                                      (catch Exception e
+                                        ((:warn opts) (str "agui-state.ring: the sidecar did not start: "
+                                                           (.getMessage e)))
+                                        nil))]
                            (rejoin/respond kind request (run-input body) c (:warn opts))))
          repair (fn [request body response]
                   (let [type (header response "Content-Type")

@@ -113,14 +113,22 @@
          (catch ExceptionInfo e
            (if (lost? e) {:lost e :view v} (throw e))))))
 
+(defn alive!
+  "c, its sidecar restarted first if it is gone (unless another caller already
+  did). Throws what starting it throws."
+  [c]
+  (let [p (client/process c)]
+    (when-not (.isAlive p) (restart-if-current! c p)))
+  c)
+
 (defn open!
   "Opens a stream on c, restarting the sidecar first if it is gone, or once
   after an openStream that found it gone: the next request after a failure is
   repaired again. Returns {:view :stream-id}, and :run when the stream was
-  filed as a resumable run (params' :resume, protocol/README.md §16); throws what the second try throws."
+  filed as a resumable run (params' :resume, protocol/README.md §16); throws
+  what the second try throws."
   [c params]
-  (let [p (client/process c)]
-    (when-not (.isAlive p) (restart-if-current! c p)))
+  (alive! c)
   (let [r (open-on c params)]
     (if-not (:lost r)
       r
