@@ -75,7 +75,7 @@
         take! (fn [f] (if (> (swap! writes inc) n) (throw (IOException. "Broken pipe")) (f)))]
     (proxy [OutputStream] []
       (write
-        ([b] (take! #(.write got (int b))))
+        ([b] (take! #(if (bytes? b) (.write got ^bytes b) (.write got (int b)))))
         ([bs off len] (take! #(.write got ^bytes bs (int off) (int len)))))
       (flush [] nil))))
 

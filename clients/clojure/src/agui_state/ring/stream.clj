@@ -150,6 +150,7 @@
         tick (volatile! nil)               ; the detached stream's grace check
         called (volatile! 0)               ; when the sidecar was last called for the stream
         send-ref (volatile! nil)           ; send!, for the grace check that gone! schedules
+        cancelled (volatile! false)        ; the detached run was cancelled: the app's writes fail
         lock (Object.)
         view (volatile! (:view opened))    ; the client pinned to the stream's process
         sid (volatile! (:stream-id opened))
@@ -167,6 +168,7 @@
                   (stop-tick!)
                   (log (str "agui-state.ring: stream " @sid ": " why "; the app's response is cancelled"))
                   (forget!)
+                  (vreset! cancelled true)
                   (vreset! mode :closed))
         ;; The client is gone: detached if the run can go on without it; else the
         ;; sidecar's stream is closed at once rather than left for its idle
@@ -345,7 +347,9 @@
                                  (throw e))))
         flush-client! (fn [] (when (= @mode :repair)
                                (try (.flush out) (catch IOException e (gone! e)))))
-        cancelled (fn [] (IOException. "the client went away, and nobody rejoined the run within the grace period"))
+        closed (fn [] (IOException. (if @cancelled
+                                      "the client went away, and nobody rejoined the run within the grace period"
+                                      "stream closed")))
         stream (proxy [OutputStream] []
                  (write
                    ([b] (if (bytes? b)
@@ -357,14 +361,14 @@
                         (:repair :detached)
                         (do (.write pending ^bytes bs (int off) (int len))
                             (when (> (.size pending) (long drain-bytes)) (guard drain!))
-                            (when (= @mode :closed) (throw (cancelled))))
+                            (when (= @mode :closed) (throw (closed))))
                         :raw (.write out ^bytes bs (int off) (int len))
-                        :closed (throw (IOException. "stream closed"))))))
+                        :closed (throw (closed))))))
                  (flush []
                    (locking lock
                      (case @mode
                        (:repair :detached) (do (guard (fn [] (drain!) (flush-client!)))
-                                               (when (= @mode :closed) (throw (cancelled))))
+                                               (when (= @mode :closed) (throw (closed))))
                        :raw (.flush out)
                        nil)))
                  (close []
