@@ -226,3 +226,39 @@
           (is (= (raw-sse "t5") (written (app (request "/agent" (input "t5" client-keys))))))
           (is (= 2 @calls)))
         (is (some #(re-find #"openStream failed" %) @warnings))))))
+
+(deftest a-rejoin-of-a-run-that-breaks-off-is-broken-off-too
+  (with-open [cl (s/start-client)]
+    (let [events (str/split (raw-sse "t6") #"(?<=\n\n)")
+          release (promise)
+          handler (fn [_]
+                    {:status 200 :headers {"Content-Type" "text/event-stream"}
+                     :body (reify protocols/StreamableResponseBody
+                             (write-body-to-stream [_ _ out]
+                               (let [^OutputStream out out]
+                                 (doseq [e (take 2 events)] (.write out (utf8 e)) (.flush out))
+                                 ;; A hang guard, not a pause: the test releases it.
+                                 (deref release 60000 nil)
+                                 (.write out (utf8 (nth events 2)))
+                                 (.flush out)
+                                 (throw (IllegalStateException. "the app failed mid-run")))))})
+          app (r/wrap-agui-state handler (assoc opts :client cl :log (fn [_])))
+          response (app (request "/agent" (input "t6" client-keys)))
+          got (ByteArrayOutputStream.)
+          running (future (try (protocols/write-body-to-stream (:body response) response (leaving got 1))
+                               (catch IllegalStateException e (.getMessage e))))]
+      ;; The client took the first event; the second write failed, so the run is detached.
+      (is (loop [n 0] (cond (seq (ids (.toString got "UTF-8"))) true (> n 3000) false
+                            :else (do (Thread/sleep 20) (recur (inc n))))))
+      (let [last-id (last (ids (.toString got "UTF-8")))
+            rejoin (app (request "/agent" (input "t6" client-keys) {"last-event-id" last-id}))
+            out (ByteArrayOutputStream.)
+            reading (future (try (protocols/write-body-to-stream (:body rejoin) rejoin out) :ended
+                                 (catch IOException e (.getMessage e))))]
+        (deliver release true)
+        (is (= "the app failed mid-run" (deref running 60000 nil)) "the app's failure reached the adapter")
+        (is (= "the run ended cancelled: the rejoin is broken off" (deref reading 60000 nil))
+            "the rejoin's body throws, which breaks the response off: it never looks finished")
+        (let [text (.toString out "UTF-8")]
+          (is (= 2 (count (ids text))) "the two events after the id, the last the app wrote")
+          (is (not (str/includes? text "RUN_FINISHED"))))))))

@@ -178,7 +178,8 @@
                               (try (:grace-ms (client/detach-stream @view @sid)) (catch Exception _ nil)))]
                   (if (and grace (pos? (long grace)))
                     (do (vreset! mode :detached)
-                        (log (str "agui-state.ring: stream " @sid ": the client left (" (.getMessage e)
+                        (log (str "agui-state.ring: stream " @sid ": the client left ("
+                                  (or (not-empty (.getMessage e)) (.getName (class e)))
                                   "); the run goes on for " grace " ms for a rejoin"))
                         (vreset! tick (.scheduleWithFixedDelay
                                        ticker
