@@ -90,8 +90,13 @@
     [:get "/calls"] (text 200 (.get calls))
     (text 404 "not found")))
 
+(defn- stamped
+  "A line on stderr with the time, in ms, for a test's log."
+  [^String line]
+  (.println System/err (str (System/currentTimeMillis) " " line)))
+
 (defn app []
-  (agui-ring/wrap-agui-state router (cond-> {:paths ["/agent" "/agent-now"]}
+  (agui-ring/wrap-agui-state router (cond-> {:paths ["/agent" "/agent-now"] :log stamped :warn stamped}
                                       (System/getenv "RING_AGENT_STORE")
                                       (assoc :store (System/getenv "RING_AGENT_STORE")))))
 
