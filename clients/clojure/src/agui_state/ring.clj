@@ -22,7 +22,14 @@
   wrote it and a warning is logged; the user's stream is never broken by the
   repair. An event that passes the client's SSE limit without its end
   (client-sse-limit) is not held either: it and the rest of the response go
-  out as written, as `agui-state fix` passes them (SSE_BUFFER_LIMIT, §13)."
+  out as written, as `agui-state fix` passes them (SSE_BUFFER_LIMIT, §13).
+
+  Resume (§16, on unless :resume false): every repaired SSE event gets an id
+  and the run goes into the sidecar's run log; a client that leaves mid-run is
+  detached (agui-state.ring.stream: the app's output goes on into the log for
+  the grace); a request with Last-Event-ID, or a POST to <path>/connect, is
+  answered from the log (agui-state.ring.rejoin) and never reaches the
+  handler."
   (:require [agui-state.ring.rejoin :as rejoin]
             [agui-state.ring.sidecar :as sidecar]
             [agui-state.ring.stream :as stream]

@@ -12,9 +12,14 @@
             [clojure.data.json :as json]
             [clojure.string :as str]
             [clojure.test :refer [deftest is testing]]
+            [ring.adapter.jetty :as jetty]
             [ring.core.protocols :as protocols])
-  (:import (java.io ByteArrayInputStream ByteArrayOutputStream File IOException OutputStream)
-           (java.nio.charset StandardCharsets)))
+  (:import (java.io ByteArrayInputStream ByteArrayOutputStream File InputStream IOException OutputStream)
+           (java.net URI)
+           (java.net.http HttpClient HttpRequest HttpRequest$BodyPublishers HttpResponse
+                          HttpResponse$BodyHandlers)
+           (java.nio.charset StandardCharsets)
+           (org.eclipse.jetty.server Server ServerConnector)))
 
 (def ^:private client-keys {"selectedLayer" "era5" "ui" {"panel" "layers"}})
 (def ^:private flags ["--own" "/toolState" "--join-keys"])
@@ -250,15 +255,34 @@
       ;; The client took the first event; the second write failed, so the run is detached.
       (is (loop [n 0] (cond (seq (ids (.toString got "UTF-8"))) true (> n 3000) false
                             :else (do (Thread/sleep 20) (recur (inc n))))))
+      ;; The rejoin through Jetty and a real HTTP client: the body's throw must
+      ;; reach the client as a broken response, not as a clean end.
       (let [last-id (last (ids (.toString got "UTF-8")))
-            rejoin (app (request "/agent" (input "t6" client-keys) {"last-event-id" last-id}))
+            ^Server server (jetty/run-jetty app {:host "127.0.0.1" :port 0 :join? false})
+            port (.getLocalPort ^ServerConnector (first (.getConnectors server)))
             out (ByteArrayOutputStream.)
-            reading (future (try (protocols/write-body-to-stream (:body rejoin) rejoin out) :ended
-                                 (catch IOException e (.getMessage e))))]
-        (deliver release true)
-        (is (= "the app failed mid-run" (deref running 60000 nil)) "the app's failure reached the adapter")
-        (is (= "the run ended cancelled: the rejoin is broken off" (deref reading 60000 nil))
-            "the rejoin's body throws, which breaks the response off: it never looks finished")
-        (let [text (.toString out "UTF-8")]
-          (is (= 2 (count (ids text))) "the two events after the id, the last the app wrote")
-          (is (not (str/includes? text "RUN_FINISHED"))))))))
+            reading (future
+                      (let [^HttpResponse response
+                            (.send (HttpClient/newHttpClient)
+                                   (-> (HttpRequest/newBuilder (URI. (str "http://127.0.0.1:" port "/agent")))
+                                       (.header "Content-Type" "application/json")
+                                       (.header "Last-Event-ID" last-id)
+                                       (.POST (HttpRequest$BodyPublishers/ofByteArray (input "t6" client-keys)))
+                                       .build)
+                                   (HttpResponse$BodyHandlers/ofInputStream))
+                            buf (byte-array 4096)]
+                        (try (with-open [^InputStream in (.body response)]
+                               (loop []
+                                 (let [k (.read in buf)]
+                                   (when (pos? k) (.write out buf 0 k) (recur)))))
+                             [(.statusCode response) :ended]
+                             (catch IOException _ [(.statusCode response) :broken]))))]
+        (try
+          (deliver release true)
+          (is (= "the app failed mid-run" (deref running 60000 nil)) "the app's failure reached the adapter")
+          (is (= [200 :broken] (deref reading 60000 nil))
+              "the rejoin's answer breaks off: it never looks finished")
+          (let [text (.toString out "UTF-8")]
+            (is (= 2 (count (ids text))) "the two events after the id, the last the app wrote")
+            (is (not (str/includes? text "RUN_FINISHED"))))
+          (finally (.stop server)))))))
