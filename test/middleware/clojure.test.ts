@@ -145,9 +145,12 @@ describe("HttpAgent through wrap-agui-state in Jetty, in front of an agent with 
       const text = await fixed(before, runId);
       expect(agent.state).toEqual(await clientApply(before, sseEvents(text)));
       expect(agent.state).toMatchObject(CLIENT_KEYS);
-      // The same request, read as bytes: exactly what `fix` writes (protocol/README.md §14).
+      // The same request, read as bytes: exactly what `fix` writes (protocol/README.md §14), with an
+      // id first in every event, since resume is on by default (§16).
       const answer = await request(`${url}/agent`, { method: "POST", headers: { "content-type": "application/json" }, body: runInput(before, runId) });
-      expect(answer.body.toString("utf8")).toBe(text);
+      const body = answer.body.toString("utf8");
+      expect(body.split("\n\n").filter((b) => b !== "").every((b) => /^id: \S+\n/.test(b))).toBe(true);
+      expect(body.replace(/^id: .*\n/gm, "")).toBe(text);
       expect(answer.headers["content-type"]).toMatch(/^text\/event-stream/);
     }
     // The unescaped key was read as one key, the snapshots touched /toolState only, /todos was created.

@@ -85,7 +85,7 @@
 (def ^:private kinds
   {-32001 :unknown-thread, -32002 :patch-failed, -32003 :limit-exceeded,
    -32004 :version-conflict, -32005 :unknown-activity, -32006 :unknown-stream,
-   -32602 :invalid-params})
+   -32007 :resume-unknown, -32008 :unknown-read, -32602 :invalid-params})
 
 (defn- rpc-error [method {:strs [code message data]}]
   (ex-info (str "agui-state " method ": " message " (" code ")")
@@ -327,29 +327,78 @@
 ;;; Stream methods (protocol/README.md §14): the repair `agui-state fix` does, fed
 ;;; part by part. agui-state.ring/wrap-agui-state is built on them.
 
+(defn- wire-resume
+  "openStream's :resume with its own keys spelled as the protocol names them
+  (:thread-id -> \"threadId\"), since below the top level keys go as they are;
+  :headers and :messages stay data."
+  [params]
+  (if (map? (:resume params))
+    (update params :resume wire-params)
+    params))
+
 (defn open-stream
-  "{:state :own :snapshots :join-keys :framing}, all optional: the client's
-  baseline (RunAgentInput.state), the repair policy of `fix --own` (pointers),
-  `--snapshots` (\"pass\" or \"delta\") and `--join-keys`, and \"sse\" or \"ndjson\".
-  Returns {:stream-id}."
+  "{:state :own :snapshots :join-keys :framing :resume}, all optional: the
+  client's baseline (RunAgentInput.state), the repair policy of `fix --own`
+  (pointers), `--snapshots` (\"pass\" or \"delta\") and `--join-keys`, \"sse\" or
+  \"ndjson\", and, to file the stream as a resumable run (protocol/README.md
+  §16), :resume {:thread-id :path :authorization :cookie :messages :headers}
+  (its keys spelled as the top level's are). Returns {:stream-id}, and :run with
+  :resume."
   [client params]
-  (call client "openStream" (check-colls "open-stream" params {"own" ["pointers (strings)"]})))
+  (call client "openStream" (wire-resume (check-colls "open-stream" params {"own" ["pointers (strings)"]}))))
 
 (defn fix-stream
   "{:stream-id :text}: the next part of the stream as the server wrote it (whole
   characters). Returns {:text :passed :mended :discarded :kept}: the repaired text
-  of every event that part completes, and their findings by outcome. An unknown,
-  closed, evicted or idle stream throws :kind :unknown-stream."
+  of every event that part completes, and their findings by outcome; once the
+  stream is detached (detach-stream), :text is \"\" and :cancel says whether to
+  stop the app. An unknown, closed, evicted or idle stream throws :kind
+  :unknown-stream."
   [client params] (call client "fixStream" params))
 
 (defn close-stream
-  "{:stream-id}, or just the stream id. Returns {:text :summary}: the rest of the
-  output, and the whole stream's counts (string keys, as the protocol names them)."
+  "{:stream-id :broken}, or just the stream id. Returns {:text :summary}: the
+  rest of the output, and the whole stream's counts (string keys, as the protocol
+  names them). :broken true says the app's response broke off rather than ended:
+  a resumable run then ends as cancelled."
   [client params] (call client "closeStream" (if (map? params) params {:stream-id params})))
+
+;;; Resume (protocol/README.md §16): a run that outlives its client's connection,
+;;; and the rejoin that brings the client back. wrap-agui-state is built on them.
+
+(defn detach-stream
+  "{:stream-id}, or just the stream id: the client left in the middle of a
+  resumable stream. Returns {:grace-ms}: keep feeding the app's output with
+  fix-stream (its :text is \"\"), at least every :grace-ms (with :text \"\" when
+  the app wrote nothing), until a reply's :cancel is true; then stop the app and
+  close-stream. 0: cancel now (the stream is not resumable)."
+  [client params] (call client "detachStream" (if (map? params) params {:stream-id params})))
+
+(defn rejoin-stream
+  "{:thread-id :path :authorization :cookie :last-event-id}: a request that
+  rejoins a run (with :last-event-id, its Last-Event-ID header) or reloads a
+  thread (without it: POST <path>/connect, :path without /connect). Returns
+  {:read-id :status :headers}: answer with that status and those headers, then
+  read-rejoin until :done. Nothing to rejoin (unknown, expired, forged, another
+  thread, path or credentials) throws :kind :resume-unknown, whose (:data
+  (ex-data e)) holds \"status\": 410 for a rejoin, 204 for a reload."
+  [client params] (call client "rejoinStream" params))
+
+(defn read-rejoin
+  "{:read-id :wait-ms}, or just the read id. Returns {:text :done :end}: the next
+  events (SSE with their ids) to write to the client as they are, waiting up to
+  :wait-ms (default 1000) for one; once :done, :end says how the run ended
+  (\"finished\": end the response cleanly; anything else: break it off). An
+  unknown read throws :kind :unknown-read."
+  [client params] (call client "readRejoin" (if (map? params) params {:read-id params})))
+
+(defn close-rejoin
+  "{:read-id}, or just the read id: the rejoin's client went away. Returns {:closed true}."
+  [client params] (call client "closeRejoin" (if (map? params) params {:read-id params})))
 
 (defn stats
   "Returns {:threads :state-bytes :requests :uptime-ms :limits :version :evicted
-  :activities :streams :streams-evicted};
+  :activities :streams :streams-evicted :runs :run-bytes :runs-evicted :reads};
   :limits keeps the protocol's names as string keys (\"maxOps\", \"maxThreads\", ...)."
   [client] (call client "stats" {}))
 

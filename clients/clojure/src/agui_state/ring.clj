@@ -22,8 +22,16 @@
   wrote it and a warning is logged; the user's stream is never broken by the
   repair. An event that passes the client's SSE limit without its end
   (client-sse-limit) is not held either: it and the rest of the response go
-  out as written, as `agui-state fix` passes them (SSE_BUFFER_LIMIT, §13)."
-  (:require [agui-state.ring.sidecar :as sidecar]
+  out as written, as `agui-state fix` passes them (SSE_BUFFER_LIMIT, §13).
+
+  Resume (§16, on unless :resume false): every repaired SSE event gets an id
+  and the run goes into the sidecar's run log; a client that leaves mid-run is
+  detached (agui-state.ring.stream: the app's output goes on into the log for
+  the grace); a request with Last-Event-ID, or a POST to <path>/connect, is
+  answered from the log (agui-state.ring.rejoin) and never reaches the
+  handler."
+  (:require [agui-state.ring.rejoin :as rejoin]
+            [agui-state.ring.sidecar :as sidecar]
             [agui-state.ring.stream :as stream]
             [clojure.data.json :as json]
             [clojure.string :as str]
@@ -80,15 +88,43 @@
       (cond (= media "text/event-stream") "sse"
             (ndjson-types media) "ndjson"))))
 
-(defn- baseline
-  "RunAgentInput.state from the request body's bytes, when it is an object; nil
-  otherwise, and openStream then starts from {} as `proxy` does (§14)."
+(defn- run-input
+  "The request body's bytes read as a RunAgentInput: a map, or nil when it is
+  not a JSON object."
   [^bytes body]
   (when (and body (pos? (alength body)))
-    (try (let [input (json/read-str (String. body StandardCharsets/UTF_8))
-               state (when (map? input) (get input "state"))]
-           (when (map? state) state))
+    (try (let [input (json/read-str (String. body StandardCharsets/UTF_8))]
+           (when (map? input) input))
          (catch Exception _ nil))))
+
+(defn- baseline
+  "RunAgentInput.state, when it is an object; nil otherwise, and openStream then
+  starts from {} as `proxy` does (§14)."
+  [input]
+  (let [state (get input "state")] (when (map? state) state)))
+
+(def ^:private per-response-headers
+  "Headers a rejoin is not answered with again (§16): they were this response's."
+  #{"set-cookie" "content-length" "content-encoding"})
+
+(defn- resume-params
+  "openStream's :resume for a response to `request` (§16): the thread, the agent
+  path, the credentials, the messages a reload is given back, and the headers a
+  rejoin is answered with. nil when the request names no thread: nothing could
+  rejoin it."
+  [request input response]
+  (let [thread-id (get input "threadId")
+        messages (get input "messages")]
+    (when (and (string? thread-id) (not= "" thread-id))
+      (cond-> {:thread-id thread-id
+               :path (:uri request)
+               :authorization (get-in request [:headers "authorization"])
+               :cookie (get-in request [:headers "cookie"])
+               :headers (into {} (for [[k v] (:headers response)
+                                       :let [k (str/lower-case (name k))]
+                                       :when (not (per-response-headers k))]
+                                   [k (if (sequential? v) (str/join ", " v) (str v))]))}
+        (vector? messages) (assoc :messages messages)))))
 
 ;;; The repairing stream (agui-state.ring.stream)
 
@@ -102,14 +138,15 @@
   "A StreamableResponseBody that writes `body` through a repairing stream,
   opened when the adapter starts writing. If the stream cannot be opened, the
   body goes as it is, with a warning."
-  [body response framing state {:keys [own snapshots join-keys client warn] :as opts}]
+  [body response framing state resume {:keys [own snapshots join-keys client warn] :as opts}]
   (reify protocols/StreamableResponseBody
     (write-body-to-stream [_ _ out]
       (let [params (cond-> {:framing framing}
                      state (assoc :state state)
                      (seq own) (assoc :own (vec own))
                      snapshots (assoc :snapshots snapshots)
-                     join-keys (assoc :join-keys true))
+                     join-keys (assoc :join-keys true)
+                     resume (assoc :resume resume))
             ;; Starting the sidecar is inside the try: a missing binary fails open too.
             c (volatile! nil)
             opened (try (vreset! c (or client (default-client)))
@@ -153,6 +190,21 @@
                 sidecar, which rebuilds the stream's mirror from them; past it
                 the mirror starts again from the request's state and the
                 response's first event; default 8 MiB
+    :resume     true (default): resume (protocol/README.md §16). Each SSE event
+                gets an id and the run is logged in the sidecar; a client that
+                leaves mid-run is detached (the app's response goes on, into the
+                log, for the sidecar's detach grace); a request with
+                Last-Event-ID, or a POST to <path>/connect, is answered from the
+                log and never reaches the handler (410, or 204 for connect, when
+                there is nothing to give). false: none of it, as before.
+    :store      the shared sidecar's `--store`: \"memory\" (its default: this
+                process serves the rejoins of its runs), \"redis://HOST:PORT/DB\"
+                (every process on that database serves any run's rejoin), or
+                \"none\"
+    :detach-grace  the shared sidecar's `--detach-grace`, in seconds (its
+                default 30; 0 cancels the app's response as soon as its client
+                leaves). :store and :detach-grace are flags of the sidecar the
+                middleware starts: with :client, start that one with them
     :warn       a function of one string, called for each warning and each
                 restart; default prints it to stderr
     :log        a function of one string, called with the findings of each part
@@ -167,19 +219,36 @@
                      (-> opts
                          (update :warn #(or % stderr-warning))
                          (update :log #(or % stderr-warning))))
+         resume? (not (false? (:resume opts)))
+         _ (when (nil? (:client opts))
+             (some-> (sidecar/configure! (sidecar/sidecar-args opts))
+                     (->> (str "agui-state.ring: ")) ((:warn opts))))
          _ (when (and (nil? (:client opts)) (not (false? (:start opts))))
              (try (start!)
                   (catch Exception e
                     ((:warn opts) (str "agui-state.ring: the sidecar did not start: " (.getMessage e)
                                        "; the first stream tries again")))))
          paths (some-> (:paths opts) set)
-         wanted? (fn [request] (or (nil? paths) (contains? paths (:uri request))))
+         wanted-uri? (fn [uri] (or (nil? paths) (contains? paths uri)))
+         wanted? (fn [request] (wanted-uri? (:uri request)))
          prepare (fn [request]
                    ;; The body is read once, here, and the handler gets the same bytes.
                    (let [body (when (instance? InputStream (:body request))
                                 (.readAllBytes ^InputStream (:body request)))]
                      [(cond-> request body (assoc :body (ByteArrayInputStream. body))) body]))
-         repair (fn [response body]
+         ;; A rejoin or a reload, when resume is on: answered from the log (§16).
+         rejoin-kind (fn [request] (when resume? (rejoin/kind request wanted-uri?)))
+         answer-rejoin (fn [kind request]
+                         (let [[_ body] (prepare request)
+                               ;; A sidecar that died is brought back first: with a shared
+                               ;; store, a new one serves the rejoin as well.
+                               c (try (sidecar/alive! (or (:client opts) (default-client)))
+                                      (catch Exception e
+                                        ((:warn opts) (str "agui-state.ring: the sidecar did not start: "
+                                                           (.getMessage e)))
+                                        nil))]
+                           (rejoin/respond kind request (run-input body) c (:warn opts))))
+         repair (fn [request body response]
                   (let [type (header response "Content-Type")
                         framing (framing type)
                         coding (some-> (header response "Content-Encoding") str/trim str/lower-case)]
@@ -193,16 +262,24 @@
                       :else
                       (-> response
                           (update :headers without-header "Content-Length")
-                          (assoc :body (repaired-body (:body response) response framing
-                                                      (baseline body) opts))))))]
+                          (assoc :body (let [input (run-input body)]
+                                         (repaired-body (:body response) response framing
+                                                        (baseline input)
+                                                        (when (and resume? (= framing "sse"))
+                                                          (resume-params request input response))
+                                                        opts)))))))]
      (fn
        ([request]
-        (if-not (wanted? request)
-          (handler request)
-          (let [[request body] (prepare request)]
-            (some-> (handler request) (repair body)))))
+        (if-let [kind (rejoin-kind request)]
+          (answer-rejoin kind request)
+          (if-not (wanted? request)
+            (handler request)
+            (let [[request body] (prepare request)]
+              (some->> (handler request) (repair request body))))))
        ([request respond raise]
-        (if-not (wanted? request)
-          (handler request respond raise)
-          (let [[request body] (prepare request)]
-            (handler request #(respond (some-> % (repair body))) raise))))))))
+        (if-let [kind (rejoin-kind request)]
+          (try (respond (answer-rejoin kind request)) (catch Throwable t (raise t)))
+          (if-not (wanted? request)
+            (handler request respond raise)
+            (let [[request body] (prepare request)]
+              (handler request #(respond (some->> % (repair request body))) raise)))))))))

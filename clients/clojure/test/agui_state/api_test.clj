@@ -80,7 +80,7 @@
       (when-let [pkg (s/repo-file "package.json")]
         (is (= (get (json/read-str (slurp pkg)) "version") (:version fresh)) "the program's version"))
       (is (= #{:threads :state-bytes :requests :uptime-ms :limits :version :evicted :activities
-               :streams :streams-evicted}
+               :streams :streams-evicted :runs :run-bytes :runs-evicted :reads}
              (set (keys fresh))))
       (when-let [doc (protocol-doc)]
         (is (= (set (map kebab (keys (get-in doc ["components" "schemas" "StatsResult" "properties"]))))

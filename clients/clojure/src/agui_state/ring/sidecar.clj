@@ -12,15 +12,42 @@
 
 (defonce ^:private shared (atom nil))
 
+(defonce ^:private shared-args
+  ;; The flags the shared sidecar is started with (configure!), kept by its restarts.
+  (atom []))
+
+(defn sidecar-args
+  "The command-line flags of the sidecar from wrap-agui-state's options: :store
+  (`--store`: \"memory\", the sidecar's default, a redis:// URL that several
+  processes share, or \"none\") and :detach-grace (`--detach-grace`, seconds)."
+  [{:keys [store detach-grace]}]
+  (cond-> []
+    (some? store) (into ["--store" (str store)])
+    ;; The sidecar refuses a resume flag with --store none (a usage error): it has no effect there.
+    (and (some? detach-grace) (not= "none" (str store))) (into ["--detach-grace" (str detach-grace)])))
+
+(defn configure!
+  "Sets the flags the shared sidecar starts with. Returns nil, or, when the
+  sidecar already runs with other flags, a sentence saying so (the flags of the
+  running one stand until stop!)."
+  [args]
+  (locking shared
+    (let [before @shared-args]
+      (reset! shared-args (vec args))
+      (when (and @shared (not= before (vec args)))
+        (str "the shared sidecar already runs with " (pr-str before) ", not " (pr-str (vec args))
+             "; stop! it to start it with the new flags")))))
+
 (defn default-client
   "The client that every wrap-agui-state without :client shares: one sidecar per
   process, started by the first call (wrap-agui-state makes it) from
-  AGUI_STATE_BIN, else agui-state on PATH. Each call has a timeout, so that a
-  sidecar that stops answering cannot hold a response (it fails open instead)."
+  AGUI_STATE_BIN, else agui-state on PATH, with the flags of configure!. Each
+  call has a timeout, so that a sidecar that stops answering cannot hold a
+  response (it fails open instead)."
   []
   (or @shared
       (locking shared
-        (or @shared (reset! shared (client/start {:timeout-ms 30000}))))))
+        (or @shared (reset! shared (client/start {:timeout-ms 30000 :args @shared-args}))))))
 
 (defn running
   "The shared client if it was started and not stopped, else nil; starts nothing."
@@ -81,17 +108,27 @@
   {:view :stream-id}, or {:lost e :view v} when that process is gone."
   [c params]
   (let [v (client/pinned c)]
-    (try {:view v :stream-id (:stream-id (client/open-stream v params))}
+    (try (let [{:keys [stream-id run]} (client/open-stream v params)]
+           (cond-> {:view v :stream-id stream-id} run (assoc :run run)))
          (catch ExceptionInfo e
            (if (lost? e) {:lost e :view v} (throw e))))))
+
+(defn alive!
+  "c, its sidecar restarted first if it is gone (unless another caller already
+  did). Throws what starting it throws."
+  [c]
+  (let [p (client/process c)]
+    (when-not (.isAlive p) (restart-if-current! c p)))
+  c)
 
 (defn open!
   "Opens a stream on c, restarting the sidecar first if it is gone, or once
   after an openStream that found it gone: the next request after a failure is
-  repaired again. Returns {:view :stream-id}; throws what the second try throws."
+  repaired again. Returns {:view :stream-id}, and :run when the stream was
+  filed as a resumable run (params' :resume, protocol/README.md §16); throws
+  what the second try throws."
   [c params]
-  (let [p (client/process c)]
-    (when-not (.isAlive p) (restart-if-current! c p)))
+  (alive! c)
   (let [r (open-on c params)]
     (if-not (:lost r)
       r
@@ -122,8 +159,10 @@
   `params` and feeds it `replay`, dropping what comes back. With the text the
   old stream answered for, the new one holds the very mirror the old one held
   (the pipeline is deterministic, §14), and the rest of
-  the response is repaired as if nothing had happened. Returns {:view
-  :stream-id}, or {:lost e :view v} when the new sidecar is gone too (the caller
+  the response is repaired as if nothing had happened. With :resume the new
+  stream is a new run, its log holding the replay under new ids: the ids the
+  client gets from there on rejoin it, an older one is unknown. Returns {:view
+  :stream-id :run}, or {:lost e :view v} when the new sidecar is gone too (the caller
   decides whether to try again). Throws what else fails (a sidecar that cannot
   start, a refusal)."
   [c view params ^CharSequence replay]

@@ -8,7 +8,9 @@
             [clojure.string :as str])
   (:import (java.io ByteArrayOutputStream IOException OutputStream)
            (java.nio ByteBuffer CharBuffer)
-           (java.nio.charset CharsetDecoder CodingErrorAction StandardCharsets)))
+           (java.nio.charset CharsetDecoder CodingErrorAction StandardCharsets)
+           (java.util.concurrent Executors ScheduledExecutorService ScheduledFuture ThreadFactory
+                                 TimeUnit)))
 
 (set! *warn-on-reflection* true)
 
@@ -90,6 +92,12 @@
                (str n " " (name k)))]
     (when (seq said) (str/join ", " said))))
 
+(defonce ^:private ^ScheduledExecutorService ticker
+  ;; One daemon thread for every detached stream's grace check (detach!).
+  (Executors/newSingleThreadScheduledExecutor
+   (reify ThreadFactory
+     (newThread [_ r] (doto (Thread. ^Runnable r "agui-state-detach") (.setDaemon true))))))
+
 (defn repairing-stream
   "An OutputStream onto `out` that hands what is written, decoded as UTF-8
   incrementally (a character a flush cuts in two waits for its other bytes), to
@@ -117,7 +125,17 @@
   at once (give-up!) rather than hold an event that may never end. It counts the
   decoded text, whose length is exactly the UTF-16 length the sidecar counts;
   the few bytes of a character still being decoded are left out, so it never
-  gives up on an event the sidecar would still read."
+  gives up on an event the sidecar would still read.
+
+  Detach (protocol/README.md §16). When the stream is a resumable run (`opened`
+  has :run) and a write to the client fails, the client left mid-run: the
+  sidecar is told (detachStream), and for its grace period the app's output goes
+  on into fixStream, the run's log, and nowhere else; a rejoin, served by any
+  process sharing the store, picks it up. A fixStream reply with :cancel (the
+  grace passed with nobody reading), or a sidecar lost meanwhile, ends it: the
+  app's next write throws, as it did at once before resume. fixStream is called
+  with \"\" between the app's writes, so that the cancel is learnt within the
+  grace even from an app that is silent."
   [^OutputStream out c opened params framing {:keys [warn log restarts replay-limit]}]
   (let [pending (ByteArrayOutputStream.)  ; written, not yet decoded
         ^CharsetDecoder decoder (-> StandardCharsets/UTF_8 .newDecoder
@@ -126,7 +144,13 @@
         tail (StringBuilder.)              ; decoded, not yet sent: the unfinished event
         scan (volatile! [0 true])          ; sse-cut's place in tail
         cut-fn (if (= framing "ndjson") ndjson-cut sse-cut)
-        mode (volatile! :repair)           ; :repair, :raw (failed open), :closed
+        mode (volatile! :repair)           ; :repair, :detached (client gone, run goes on), :raw (failed open), :closed
+        live? (fn [] (#{:repair :detached} @mode))
+        resumable (volatile! (some? (:run opened)))
+        tick (volatile! nil)               ; the detached stream's grace check
+        called (volatile! 0)               ; when the sidecar was last called for the stream
+        send-ref (volatile! nil)           ; send!, for the grace check that gone! schedules
+        cancelled (volatile! false)        ; the detached run was cancelled: the app's writes fail
         lock (Object.)
         view (volatile! (:view opened))    ; the client pinned to the stream's process
         sid (volatile! (:stream-id opened))
@@ -135,11 +159,45 @@
         opening (volatile! nil)            ; the response's first event, if it starts a run
         restarted (volatile! 0)
         why (volatile! nil)                ; why a lost sidecar was not restarted
-        forget! (fn [] (try (client/close-stream @view @sid) (catch Exception _ nil)))
+        ;; Only on an abnormal end: a resumable run ends as cancelled, so a rejoin breaks off.
+        forget! (fn [] (try (client/close-stream @view {:stream-id @sid :broken true}) (catch Exception _ nil)))
+        stop-tick! (fn [] (some-> ^ScheduledFuture @tick (.cancel false)) (vreset! tick nil))
+        ;; The run was cancelled, or can no longer be kept: what the client's
+        ;; leaving did before resume, late. The app's next write throws.
+        cancel! (fn [why]
+                  (stop-tick!)
+                  (log (str "agui-state.ring: stream " @sid ": " why "; the app's response is cancelled"))
+                  (forget!)
+                  (vreset! cancelled true)
+                  (vreset! mode :closed))
+        ;; The client is gone: detached if the run can go on without it; else the
+        ;; sidecar's stream is closed at once rather than left for its idle
+        ;; limit (§14), and the write fails as it did.
+        gone! (fn [^IOException e]
+                (let [grace (when @resumable
+                              (try (:grace-ms (client/detach-stream @view @sid)) (catch Exception _ nil)))]
+                  (if (and grace (pos? (long grace)))
+                    (do (vreset! mode :detached)
+                        (log (str "agui-state.ring: stream " @sid ": the client left ("
+                                  (or (not-empty (.getMessage e)) (.getName (class e)))
+                                  "); the run goes on for " grace " ms for a rejoin"))
+                        (vreset! tick (.scheduleWithFixedDelay
+                                       ticker
+                                       ^Runnable (fn [] (locking lock
+                                                          (when (and (= @mode :detached)
+                                                                     (>= (- (System/currentTimeMillis) (long @called))
+                                                                         (quot (long grace) 2)))
+                                                            (@send-ref ""))))
+                                       (max 1 (quot (long grace) 4)) (max 1 (quot (long grace) 4))
+                                       TimeUnit/MILLISECONDS)))
+                    (do (forget!) (vreset! mode :closed) (throw e)))))
+        to-client! (fn [^String s]
+                     (when (= @mode :repair)
+                       (try (write-text out s) (catch IOException e (gone! e)))))
         ;; `text` was answered for by `reply`: its repair goes out, its findings are
         ;; said, and it is kept to replay.
         emit! (fn [^String text reply]
-                (write-text out (:text reply))
+                (to-client! (:text reply))
                 (when-let [line (outcome-line reply)]
                   (log (str "agui-state.ring: stream " @sid ": " line)))
                 (when (and (nil? @opening) text)
@@ -174,6 +232,7 @@
                            :else
                            (do (vreset! view (:view r))
                                (vreset! sid (:stream-id r))
+                               (vreset! resumable (some? (:run r)))
                                (warn (str "agui-state.ring: the sidecar (pid " old-pid ") was lost during "
                                           what " on stream " old-id " (" (loss e) "); restarted (pid "
                                           (.pid (client/process @view)) "), stream " @sid " resumes "
@@ -212,7 +271,8 @@
                               " (the client's SSE limit); the rest of this response goes through"
                               " unrepaired"))
                    (vreset! mode :raw)
-                   (when-let [reply (try (client/close-stream @view @sid) (catch Exception _ nil))]
+                   (when-let [reply (try (client/close-stream @view {:stream-id @sid :broken true})
+                                         (catch Exception _ nil))]
                      (write-text out (:text reply)))
                    (write-text out (str tail))
                    (.setLength tail 0)
@@ -222,10 +282,20 @@
         ;; new stream once the replay is in.
         send! (fn [^String text]
                 (loop []
+                  (vreset! called (System/currentTimeMillis))
                   (let [reply (try (client/fix-stream @view {:stream-id @sid :text text})
                                    (catch Exception e e))]
                     (cond
-                      (not (instance? Exception reply)) (do (emit! text reply) reply)
+                      (not (instance? Exception reply))
+                      (do (emit! text reply)
+                          (when (and (= @mode :detached) (:cancel reply))
+                            (cancel! "nobody rejoined within the grace period"))
+                          reply)
+                      ;; Detached, there is no client to fail open to, and a restarted
+                      ;; sidecar would hold a new run: the run ends.
+                      (= @mode :detached) (do (cancel! (str "fixStream failed while detached: "
+                                                            (.getMessage ^Exception reply)))
+                                              nil)
                       (and (sidecar/lost? reply) (recover! reply "fixStream")) (recur)
                       :else (do (fail-open! "fixStream" reply text) nil)))))
         ;; The held text is scanned in place from where the last scan stopped, and
@@ -242,34 +312,45 @@
         drain! (fn []
                  (decode! false)
                  (send-whole!)
-                 (when (and (= @mode :repair) (> (.length tail) (long client-sse-limit)))
-                   (give-up!)))
+                 (when (> (.length tail) (long client-sse-limit))
+                   (case @mode
+                     :repair (give-up!)
+                     :detached (cancel! "an event passed the client's SSE limit while detached")
+                     nil)))
         ;; The whole events, then the unfinished one on its own: the sidecar then
         ;; holds just that when closeStream comes, and it is what goes again (or
         ;; as written) if closeStream finds the sidecar gone.
         finish! (fn []
                   (decode! true)
                   (send-whole!)
-                  (when (= @mode :repair)
+                  (when (live?)
                     (let [rest (str tail)]
                       (.setLength tail 0)
                       (when (pos? (.length rest)) (send! rest))
                       (loop []
-                        (when (= @mode :repair)
+                        (when (live?)
                           (let [reply (try (client/close-stream @view @sid) (catch Exception e e))]
                             (cond
                               (not (instance? Exception reply)) (emit! nil reply)
+                              (= @mode :detached) nil
                               (and (sidecar/lost? reply) (recover! reply "closeStream"))
                               ;; The replay holds what the old stream held, unless it was cut short.
                               (do (when (and (not @replayable) (pos? (.length rest))) (send! rest))
                                   (recur))
-                              :else (fail-open! "closeStream" reply rest))))))))
-        ;; Writing to the client failed: it went away. The sidecar's stream is
-        ;; closed at once rather than left for its idle limit (§14).
+                              :else (fail-open! "closeStream" reply rest)))))))
+                  (stop-tick!))
+        ;; Writing to the client failed outside to-client! (failing open): it went
+        ;; away. The sidecar's stream is closed at once rather than left for its
+        ;; idle limit (§14).
         guard (fn [f] (try (f) (catch IOException e
-                                 (when (= @mode :repair) (forget!))
+                                 (when (live?) (stop-tick!) (forget!))
                                  (vreset! mode :closed)
                                  (throw e))))
+        flush-client! (fn [] (when (= @mode :repair)
+                               (try (.flush out) (catch IOException e (gone! e)))))
+        closed (fn [] (IOException. (if @cancelled
+                                      "the client went away, and nobody rejoined the run within the grace period"
+                                      "stream closed")))
         stream (proxy [OutputStream] []
                  (write
                    ([b] (if (bytes? b)
@@ -278,23 +359,31 @@
                    ([bs off len]
                     (locking lock
                       (case @mode
-                        :repair (do (.write pending ^bytes bs (int off) (int len))
-                                    (when (> (.size pending) (long drain-bytes)) (guard drain!)))
+                        (:repair :detached)
+                        (do (.write pending ^bytes bs (int off) (int len))
+                            (when (> (.size pending) (long drain-bytes)) (guard drain!))
+                            (when (= @mode :closed) (throw (closed))))
                         :raw (.write out ^bytes bs (int off) (int len))
-                        :closed (throw (IOException. "stream closed"))))))
+                        :closed (throw (closed))))))
                  (flush []
                    (locking lock
                      (case @mode
-                       :repair (guard (fn [] (drain!) (.flush out)))
+                       (:repair :detached) (do (guard (fn [] (drain!) (flush-client!)))
+                                               (when (= @mode :closed) (throw (closed))))
                        :raw (.flush out)
                        nil)))
                  (close []
                    (locking lock
                      (when-not (= @mode :closed)
-                       (try (when (= @mode :repair) (guard finish!))
-                            (finally (vreset! mode :closed)
-                                     (.close out)))))))]
+                       (let [detached (= @mode :detached)]
+                         (try (when (live?) (guard finish!))
+                              (finally (vreset! mode :closed)
+                                       ;; Closing a connection the client left may fail: nobody to tell.
+                                       (if detached
+                                         (try (.close out) (catch IOException _ nil))
+                                         (.close out)))))))))]
+    (vreset! send-ref send!)
     {:stream stream
      :abandon (fn [] (locking lock
-                       (when (= @mode :repair) (forget!))
+                       (when (live?) (stop-tick!) (forget!))
                        (vreset! mode :closed)))}))

@@ -1,0 +1,108 @@
+(ns agui-state.ring-resume-agent
+  "The agent of issue 34's middleware tests, as a Ring app in Jetty
+  (test/middleware/clojure-resume.test.ts starts it and drives it with the real
+  ResumableHttpAgent through a relay that cuts the connection). Its run is
+  test/resume/paced-agent.ts's: state deltas the repair must mend, and a text
+  message, with characters outside the BMP. It writes the first 4 events, then
+  waits for POST /gate/open before the rest, so that a test can cut the client's
+  connection while the run is live.
+
+    RING_AGENT_STORE=redis://127.0.0.1:6379/0 \\
+    clojure -cp data.json.jar:ring-core.jar:ring-jetty-adapter.jar:src:test \\
+      -m agui-state.ring-resume-agent
+
+  prints `listening http://127.0.0.1:PORT` and serves:
+    POST /agent        the paced agent through wrap-agui-state (resume on; :store from
+                       RING_AGENT_STORE when set, else the sidecar's default, memory)
+    POST /agent-now    the same agent without the pause: the uninterrupted run
+    POST /gate/open    lets every run that waits, and every later one, write the rest
+    POST /gate/close   makes later runs wait again
+    GET  /paused?n=N   waits until N runs of /agent wrote their first events (default 1)
+    GET  /calls        how many times the handler of /agent ran"
+  (:require [agui-state.ring :as agui-ring]
+            [clojure.data.json :as json]
+            [ring.adapter.jetty :as jetty]
+            [ring.core.protocols :as protocols])
+  (:import (java.io OutputStream)
+           (java.nio.charset StandardCharsets)
+           (java.util.concurrent Semaphore TimeUnit)
+           (java.util.concurrent.atomic AtomicLong)
+           (org.eclipse.jetty.server Server ServerConnector)))
+
+(defn run-events
+  "test/resume/paced-agent.ts's runEvents, event for event."
+  [thread-id run-id]
+  (let [m (str "m-" run-id)]
+    [{"type" "RUN_STARTED" "threadId" thread-id "runId" run-id}
+     {"type" "STATE_DELTA" "delta" [{"op" "replace" "path" "/toolState" "value" {}}]}
+     {"type" "STATE_DELTA" "delta" [{"op" "add" "path" "/toolState/raster-ops/dataset" "value" "era5"}]}
+     {"type" "TEXT_MESSAGE_START" "messageId" m "role" "assistant"}
+     {"type" "TEXT_MESSAGE_CONTENT" "messageId" m "delta" "Fetching… 🛰"}
+     {"type" "STATE_DELTA" "delta" [{"op" "add" "path" "/todos/-" "value" "milk ☕"}]}
+     {"type" "TEXT_MESSAGE_CONTENT" "messageId" m "delta" " done."}
+     {"type" "TEXT_MESSAGE_END" "messageId" m}
+     {"type" "STATE_DELTA" "delta" [{"op" "replace" "path" "/toolState/count" "value" 2}]}
+     {"type" "STATE_DELTA" "delta" [{"op" "add" "path" "/todos/-" "value" "bread"}]}
+     {"type" "RUN_FINISHED" "threadId" thread-id "runId" run-id}]))
+
+(def ^:private pause 4)
+(def ^:private hang-guard-ms 120000)
+
+(defonce ^:private gate (atom (promise)))
+(defonce ^:private ^Semaphore paused (Semaphore. 0))
+(defonce ^:private ^AtomicLong calls (AtomicLong.))
+
+(defn- write-event [^OutputStream out event]
+  (.write out (.getBytes (str "data: " (json/write-str event :escape-unicode false :escape-slash false) "\n\n")
+                         StandardCharsets/UTF_8))
+  (.flush out))
+
+(defn agent-handler
+  "The agent; with `wait?`, it stops after its first events until the gate opens."
+  [request wait?]
+  (let [input (json/read-str (slurp (:body request) :encoding "UTF-8"))
+        events (run-events (get input "threadId") (get input "runId"))
+        open @gate]
+    (when wait? (.incrementAndGet calls))
+    {:status 200
+     :headers {"Content-Type" "text/event-stream" "Cache-Control" "no-cache"}
+     :body (reify protocols/StreamableResponseBody
+             (write-body-to-stream [_ _ out]
+               (with-open [^OutputStream out out]
+                 (doseq [[i e] (map-indexed vector events)]
+                   (when (and wait? (= i pause))
+                     (.release paused)
+                     (deref open hang-guard-ms nil))
+                   (write-event out e)))))}))
+
+(defn- text [status body] {:status status :headers {"Content-Type" "text/plain"} :body (str body)})
+
+(defn router [request]
+  (case [(:request-method request) (:uri request)]
+    [:post "/agent"] (agent-handler request true)
+    [:post "/agent-now"] (agent-handler request false)
+    [:post "/gate/open"] (do (deliver @gate true) (text 200 "open"))
+    [:post "/gate/close"] (do (when (realized? @gate) (reset! gate (promise))) (text 200 "closed"))
+    [:get "/paused"] (let [n (or (some->> (:query-string request) (re-find #"n=(\d+)") second Long/parseLong) 1)]
+                       (if (.tryAcquire paused (int n) hang-guard-ms TimeUnit/MILLISECONDS)
+                         (text 200 "paused")
+                         (text 504 "no run reached its pause")))
+    [:get "/calls"] (text 200 (.get calls))
+    (text 404 "not found")))
+
+(defn- stamped
+  "A line on stderr with the time, in ms, for a test's log."
+  [^String line]
+  (.println System/err (str (System/currentTimeMillis) " " line)))
+
+(defn app []
+  (agui-ring/wrap-agui-state router (cond-> {:paths ["/agent" "/agent-now"] :log stamped :warn stamped}
+                                      (System/getenv "RING_AGENT_STORE")
+                                      (assoc :store (System/getenv "RING_AGENT_STORE")))))
+
+(defn -main [& _]
+  (let [^Server server (jetty/run-jetty (app) {:host "127.0.0.1" :port 0 :join? false})
+        port (.getLocalPort ^ServerConnector (first (.getConnectors server)))]
+    (println (str "listening http://127.0.0.1:" port))
+    (flush)
+    (.join server)))

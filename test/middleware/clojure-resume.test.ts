@@ -1,0 +1,268 @@
+import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { HttpAgent } from "@ag-ui/client";
+import { afterAll, afterEach, beforeAll, describe, expect } from "vitest";
+import { runCollecting } from "../../scripts/harness/agui-client.js";
+import { ROOT } from "../../scripts/harness/fixtures.js";
+import { BINARY, childEnv } from "../../scripts/harness/process.js";
+import { startRedis } from "../../scripts/harness/redis.js";
+import { toolchain } from "../../scripts/harness/toolchain.js";
+import { ResumableHttpAgent } from "../../src/web/resume/index.js";
+import { freePort } from "../proxy/upstream.js";
+import { runEvents } from "../resume/paced-agent.js";
+import { Relay, type Cut } from "../resume/relay.js";
+
+/**
+ * Issue 34 §8 through the Clojure middleware: agui-state.ring/wrap-agui-state in a real Jetty
+ * (clients/clojure/test/agui_state/ring_resume_agent.clj), resume on by default, the real
+ * ResumableHttpAgent (agui-state-sidecar/resume) through a TCP relay that cuts the connection at an
+ * event boundary or inside an event while the run is live. The client must end on exactly the
+ * messages and state of a client that was never cut, with no warning, and the handler must have run
+ * once: the rejoin is served by the middleware from the sidecar's run log (protocol/README.md §16).
+ */
+const JARS = ["data.json", "ring-core", "ring-jetty-adapter"].map((j) => `/usr/share/java/${j}.jar`);
+const { test } = toolchain("Clojure + Ring + Jetty (clojure, libdata-json-clojure, libring-core-clojure, libring-jetty-adapter-clojure)", [
+  "bash",
+  "-c",
+  `command -v clojure && ${JARS.map((j) => `test -f ${j}`).join(" && ")}`,
+]);
+const redisToolchain = toolchain("Redis (Debian redis-server)", ["redis-server", "--version"]);
+/** A hang guard for the JVM's start, never an assertion. */
+const START_MS = 180_000;
+
+interface Jvm {
+  child: ChildProcessWithoutNullStreams;
+  url: string;
+  stderr: () => string;
+}
+const jvms: Jvm[] = [];
+
+/** One JVM of the Ring agent, with the sidecar from AGUI_STATE_BIN, as a deployment finds it. */
+function startJvm(env: Record<string, string> = {}): Promise<Jvm> {
+  const classpath = [...JARS, "clients/clojure/src", "clients/clojure/test"].join(":");
+  const child = spawn("clojure", ["-cp", classpath, "-m", "agui-state.ring-resume-agent"], { cwd: ROOT, env: childEnv({ AGUI_STATE_BIN: BINARY, ...env }) });
+  let stderr = "";
+  child.stderr.setEncoding("utf8");
+  child.stderr.on("data", (d: string) => (stderr += d));
+  return new Promise<Jvm>((resolve, reject) => {
+    let out = "";
+    const guard = setTimeout(() => reject(new Error(`the Jetty server did not start within ${START_MS} ms; stderr:\n${stderr}`)), START_MS);
+    child.on("error", (e) => {
+      clearTimeout(guard);
+      reject(e);
+    });
+    child.on("exit", (code) => {
+      clearTimeout(guard);
+      reject(new Error(`the Jetty server exited (${code}) before listening; stderr:\n${stderr}`));
+    });
+    child.stdout.setEncoding("utf8");
+    child.stdout.on("data", (d: string) => {
+      out += d;
+      const m = /^listening (http:\/\/127\.0\.0\.1:\d+)\n/.exec(out);
+      if (m) {
+        clearTimeout(guard);
+        const jvm = { child, url: m[1] as string, stderr: () => stderr };
+        jvms.push(jvm);
+        resolve(jvm);
+      }
+    });
+  });
+}
+
+afterAll(() => {
+  for (const j of jvms) if (j.child.exitCode === null) j.child.kill("SIGKILL");
+});
+
+const closers: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of closers.splice(0).reverse()) await c();
+});
+
+const portOf = (url: string): number => Number(new URL(url).port);
+const post = (url: string): Promise<Response> => fetch(url, { method: "POST" });
+const calls = async (jvm: Jvm): Promise<number> => Number(await (await fetch(`${jvm.url}/calls`)).text());
+const input = (threadId: string, state: Record<string, unknown> = {}): string => JSON.stringify({ threadId, runId: "r1", state, messages: [], tools: [], context: [], forwardedProps: {} });
+
+/** A run's whole answer, read with the plain fetch: how a page without the resume module reads it. */
+async function readAll(url: string, threadId: string, state: Record<string, unknown> = {}): Promise<string> {
+  const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json", accept: "text/event-stream" }, body: input(threadId, state) });
+  return res.text();
+}
+
+/** What a client that was never cut ends with: the same agent, unpaused, through the same middleware. */
+async function uninterrupted(jvm: Jvm, threadId: string, initialState: Record<string, unknown>) {
+  const client = new HttpAgent({ url: `${jvm.url}/agent-now`, threadId, initialState });
+  expect(await runCollecting(client, "r1")).toEqual([]);
+  return { state: client.state, messages: client.messages };
+}
+
+/** A run through a relay with these cuts in front of `targets` (in turn); the gate opens at the first cut. */
+async function cutRun(jvm: Jvm, targets: Jvm[], cuts: Cut[], threadId: string, initialState: Record<string, unknown>) {
+  expect((await post(`${jvm.url}/gate/close`)).status).toBe(200);
+  let next = 0;
+  const relay = await Relay.start(cuts, () => portOf((targets[next++ % targets.length] as Jvm).url));
+  closers.push(() => relay.close());
+  void relay.cut().then(() => post(`${jvm.url}/gate/open`));
+  const client = new ResumableHttpAgent({ url: `${relay.url}/agent`, threadId, initialState, resume: { backoffMs: 1 } });
+  const said = await runCollecting(client, "r1");
+  return { client, said, relay };
+}
+
+describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory store)", () => {
+  let a: Jvm;
+  beforeAll(async () => {
+    a = await startJvm();
+  }, START_MS + 5_000);
+
+  const cuts: Cut[] = [
+    { boundary: 1, extra: 0 },
+    { boundary: 2, extra: 0 },
+    { boundary: 2, extra: 7 },
+    { boundary: 1, extra: 3 },
+    { boundary: 3, extra: 0 },
+  ];
+  for (const cut of cuts) {
+    test(`cut after event ${cut.boundary}${cut.extra ? ` and ${cut.extra} bytes into the next` : ""}: the same messages and state, the handler ran once`, async () => {
+      const threadId = `c${cut.boundary}-${cut.extra}`;
+      const initialState = { selectedLayer: "era5", ui: { open: true } };
+      const expected = await uninterrupted(a, threadId, initialState);
+      const before = await calls(a);
+      const { client, said, relay } = await cutRun(a, [a], [cut], threadId, initialState);
+      expect(said).toEqual([]);
+      expect(relay.cutsMade).toBe(1);
+      expect(relay.connections).toBe(2);
+      expect((await calls(a)) - before).toBe(1);
+      expect(client.state).toEqual(expected.state);
+      expect(client.messages).toEqual(expected.messages);
+      expect(client.state).toMatchObject(initialState);
+    });
+  }
+
+  test("cut twice in one run, the second time in the rejoined stream: still the same end, one handler call", async () => {
+    const initialState = { selectedLayer: "era5" };
+    const expected = await uninterrupted(a, "twice", initialState);
+    const before = await calls(a);
+    const { client, said, relay } = await cutRun(a, [a], [{ boundary: 2, extra: 3 }, { boundary: 3, extra: 0 }], "twice", initialState);
+    expect(said).toEqual([]);
+    expect(relay.cutsMade).toBe(2);
+    expect((await calls(a)) - before).toBe(1);
+    expect(client.state).toEqual(expected.state);
+    expect(client.messages).toEqual(expected.messages);
+  });
+
+  test("without the resume module, the same cut breaks the response off (the negative control)", async () => {
+    expect((await post(`${a.url}/gate/close`)).status).toBe(200);
+    const relay = await Relay.start([{ boundary: 2, extra: 0 }], () => portOf(a.url));
+    closers.push(() => relay.close());
+    void relay.cut().then(() => post(`${a.url}/gate/open`));
+    await expect(readAll(`${relay.url}/agent`, "neg")).rejects.toThrow();
+    expect(relay.connections).toBe(1);
+  });
+
+  test("a reloaded page: connectAgent() lands on the state and messages of the client that never dropped", async () => {
+    const initialState = { selectedLayer: "era5" };
+    const expected = await uninterrupted(a, "reload", initialState);
+    expect((await post(`${a.url}/gate/close`)).status).toBe(200);
+    const before = await calls(a);
+    const relay = await Relay.start([{ boundary: 3, extra: 0 }], () => portOf(a.url));
+    closers.push(() => relay.close());
+    void relay.cut().then(() => post(`${a.url}/gate/open`));
+    // The first page's request is cut and does not resume: the page was closed.
+    await expect(readAll(`${relay.url}/agent`, "reload", initialState)).rejects.toThrow();
+    // The reloaded page knows only its thread.
+    const reloaded = new ResumableHttpAgent({ url: `${a.url}/agent`, threadId: "reload", initialState: {} });
+    await reloaded.connectAgent();
+    expect((await calls(a)) - before).toBe(1);
+    expect(reloaded.state).toEqual(expected.state);
+    expect(reloaded.messages).toEqual(expected.messages);
+    // A thread with no run: 204, nothing applied, and the handler not called.
+    const none = await fetch(`${a.url}/agent/connect`, { method: "POST", headers: { "content-type": "application/json" }, body: input("no-such-thread") });
+    expect(none.status).toBe(204);
+    expect(await none.text()).toBe("");
+    expect((await calls(a)) - before).toBe(1);
+  });
+
+  test("other credentials, another thread, a forged or unknown id: 410, the same answer, and the handler is not called", async () => {
+    expect((await post(`${a.url}/gate/close`)).status).toBe(200);
+    const before = await calls(a);
+    const body = input("t9");
+    const creds = { authorization: "Bearer alice", cookie: "s=1" };
+    const res = await fetch(`${a.url}/agent`, { method: "POST", headers: { "content-type": "application/json", ...creds }, body });
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    // The agent writes 4 events, then waits; the repair drops none of the first three.
+    let text = "";
+    while ((text.match(/\n\n/g) ?? []).length < 3) {
+      const chunk = await reader.read();
+      if (chunk.done) throw new Error(`the answer ended early: ${text}`);
+      text += new TextDecoder().decode(chunk.value);
+    }
+    await reader.cancel();
+    const ids = [...text.matchAll(/^id: (.+)$/gm)].map((m) => m[1] as string);
+    expect(ids.length).toBeGreaterThanOrEqual(3);
+    expect(new Set(ids).size).toBe(ids.length);
+    const last = ids[1] as string;
+    const ask = (id: string, headers: Record<string, string>, b = body) => fetch(`${a.url}/agent`, { method: "POST", headers: { "content-type": "application/json", "last-event-id": id, ...headers }, body: b });
+    const refused = [
+      await ask(last, { authorization: "Bearer mallory", cookie: "s=1" }),
+      await ask(last, { authorization: "Bearer alice" }),
+      await ask(last, creds, body.replace('"t9"', '"t10"')),
+      await ask(`${last.split(".").slice(0, 2).join(".")}.AAAAAAAAAAAAAAAA`, creds),
+      await ask("nonsense", creds),
+    ];
+    const bodies = await Promise.all(refused.map((r) => r.text()));
+    expect(refused.map((r) => r.status)).toEqual([410, 410, 410, 410, 410]);
+    expect(new Set(bodies).size).toBe(1);
+    expect(JSON.parse(bodies[0] as string)).toMatchObject({ error: { code: "resume_unknown" } });
+    expect((await calls(a)) - before).toBe(1);
+
+    // The right credentials get exactly the events after the id, then the rest of the run.
+    expect((await post(`${a.url}/gate/open`)).status).toBe(200);
+    const ok = await ask(last, creds);
+    expect(ok.status).toBe(200);
+    expect(ok.headers.get("content-type")).toMatch(/^text\/event-stream/);
+    const rest = await ok.text();
+    const types = [...rest.matchAll(/"type":"([A-Z_]+)"/g)].map((m) => m[1]);
+    expect(types).toEqual(runEvents("t9", "r1").slice(3).map((e) => (e as { type: string }).type));
+    expect(rest).not.toContain(`id: ${last}\n`);
+    expect((await calls(a)) - before).toBe(1);
+  });
+});
+
+describe("wrap-agui-state on a shared redis-server: two JVMs, the rejoin served by the other one", () => {
+  let b: Jvm;
+  let c: Jvm;
+  beforeAll(async () => {
+    if (!redisToolchain.available) return;
+    const store = await startRedis(await freePort());
+    // Started one after the other: two JVMs starting at once on a small machine take longer than in turn.
+    b = await startJvm({ RING_AGENT_STORE: store.url });
+    c = await startJvm({ RING_AGENT_STORE: store.url });
+  }, 2 * START_MS + 10_000);
+
+  // One test: the harness ends the redis-server after the test that started it (scripts/harness/teardown.ts).
+  redisToolchain.test("a cut inside an event, its rejoin relayed to the other JVM, and a reload on the other JVM: each lands on the uninterrupted client, the handler ran once, on the first", async () => {
+    const initialState = { selectedLayer: "era5" };
+    const expected = await uninterrupted(b, "redis1", initialState);
+    const [beforeB, beforeC] = [await calls(b), await calls(c)];
+    const { client, said, relay } = await cutRun(b, [b, c], [{ boundary: 2, extra: 5 }], "redis1", initialState);
+    expect(said).toEqual([]);
+    expect(relay.connections).toBe(2);
+    expect((await calls(b)) - beforeB).toBe(1);
+    expect((await calls(c)) - beforeC).toBe(0);
+    expect(client.state).toEqual(expected.state);
+    expect(client.messages).toEqual(expected.messages);
+
+    // A page reloaded after its first request was cut, on the other JVM.
+    const expected2 = await uninterrupted(b, "redis2", initialState);
+    expect((await post(`${b.url}/gate/close`)).status).toBe(200);
+    const relay2 = await Relay.start([{ boundary: 3, extra: 0 }], () => portOf(b.url));
+    closers.push(() => relay2.close());
+    void relay2.cut().then(() => post(`${b.url}/gate/open`));
+    await expect(readAll(`${relay2.url}/agent`, "redis2", initialState)).rejects.toThrow();
+    const reloaded = new ResumableHttpAgent({ url: `${c.url}/agent`, threadId: "redis2", initialState: {} });
+    await reloaded.connectAgent();
+    expect(reloaded.state).toEqual(expected2.state);
+    expect(reloaded.messages).toEqual(expected2.messages);
+    expect((await calls(b)) - beforeB).toBe(2);
+    expect((await calls(c)) - beforeC).toBe(0);
+  });
+});
