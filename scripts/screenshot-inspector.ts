@@ -1,5 +1,5 @@
 /**
- * Makes docs/inspector.png, the README's picture of `proxy --inspect`:
+ * Makes docs/inspector.png, docs/cli.md's picture of `proxy --inspect`:
  *   node scripts/ensure-built.mjs && npx tsx scripts/screenshot-inspector.ts [OUT.png]
  * The real HttpAgent runs two runs through the built binary's proxy in front
  * of an agent with a mended, a discarded and a wiping event

@@ -1,7 +1,7 @@
 /**
  * The exit statuses every command follows, so a shell script can tell "the
  * input had problems" from "the command could not do its work" by the number
- * alone (README.md, "In a shell pipeline"; `agui-state --help`).
+ * alone (docs/cli.md, "In a shell pipeline"; `agui-state --help`).
  */
 export const EXIT = {
   /** Done, nothing to report. */
