@@ -20,7 +20,7 @@ export const EXIT = {
   refused: 2,
 } as const;
 
-/** The table as `--help` and the README print it. */
+/** The table as `--help` and docs/cli.md print it. */
 export const EXIT_TABLE = `Exit status, the same for every command:
   0  done, nothing to report (serve and proxy: stopped by end of input or a signal)
   1  done, and the input had problems: check's findings, normalize --strict's
