@@ -54,7 +54,6 @@ interface PageGlobals {
   aguiRun(run: PageRun): Promise<PageResult>;
   aguiSeen: PageSeen;
 }
-const globals = (): PageGlobals => globalThis as unknown as PageGlobals;
 
 const HTML = '<!doctype html><meta charset="utf-8"><title>resume</title><link rel="icon" href="data:,"><script src="/page.js"></script>';
 
