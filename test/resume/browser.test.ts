@@ -111,9 +111,9 @@ async function uninterrupted(): Promise<PageResult> {
 }
 
 describe("the resume module in chromium, through the proxy", () => {
-  // Cut inside an event, and at an event boundary, both before the run's pause (4 events in).
+  // Cut inside an event (60 bytes in: past its id line, inside its data), and at an event boundary, both before the run's pause (4 events in).
   const cuts: Cut[] = [
-    { boundary: 2, extra: 7 },
+    { boundary: 2, extra: 60 },
     { boundary: 3, extra: 0 },
   ];
   for (const cut of cuts) {
@@ -143,7 +143,7 @@ describe("the resume module in chromium, through the proxy", () => {
   test("the plain HttpAgent, the same cut: the run fails (the negative control)", async () => {
     const { agent, upstream } = await upstreamWith(4);
     const proxy = await startProxy(upstream.url);
-    const relay = await Relay.start([{ boundary: 2, extra: 7 }], () => portOf(proxy.url));
+    const relay = await Relay.start([{ boundary: 2, extra: 60 }], () => portOf(proxy.url));
     closers.push(() => relay.close());
     void relay.cut().then(() => agent.go());
     const { page } = await openPage(relay.url);
