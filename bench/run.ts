@@ -20,6 +20,7 @@ import { clientFigures } from "./clients.js";
 import { hardening } from "./hardening.js";
 import { inspectMemory, inspectThroughput } from "./inspect.js";
 import { proxyThroughput } from "./proxy.js";
+import { rejoinLatency, resumeThroughput } from "./resume.js";
 import { fixThroughput } from "./stream.js";
 import { proxyLatency, snapshotBytes } from "./snapshots.js";
 import { alternate, stat, type Stat } from "./lib.js";
@@ -299,5 +300,7 @@ if (wanted("H")) await hardening(row, QUICK);
 if (wanted("B13", "B13b")) await asgiFigures(row, note, QUICK); // issue 24: the Python middleware
 if (wanted("B13go")) goMiddleware(row, note, QUICK); // issue 24: the Go middleware, beside B13
 clientFigures(row, note, QUICK, wanted); // B16, B17, B5c, B18, B18c: issue 26
+if (wanted("B19")) await resumeThroughput(row, QUICK); // issue 34
+if (wanted("B20")) await rejoinLatency(row, QUICK); // issue 34
 
 writeTable(path.join(ROOT, "bench/results.md"), (performance.now() - started) / 1000, QUICK ? "--quick" : ONLY === undefined ? undefined : "--only");
