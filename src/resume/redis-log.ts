@@ -27,6 +27,18 @@ const threadKey = (threadId: string, path: string): string => `${P}thread:${path
 const BEAT_MS = 1000;
 const LIVE_TTL_MS = 60 * 60 * 1000;
 const MAXLEN = 1_000_000;
+/**
+ * Appends one part's events as entries `0-<seq>`, `0-<seq+1>`, …: KEYS[1] the run's stream, ARGV[1]
+ * the MAXLEN guard, ARGV[2] the first event's number, then each event's id and block. EVAL, not
+ * EVALSHA: ioredis answers NOSCRIPT by sending the script again later, after commands issued since,
+ * which would break the order the log is written in. Redis caches the compiled script by its hash.
+ */
+const APPEND = `local seq = tonumber(ARGV[2])
+for i = 3, #ARGV, 2 do
+  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '0-' .. seq, 'id', ARGV[i], 'b', ARGV[i + 1])
+  seq = seq + 1
+end
+return seq`;
 
 interface Writing {
   seq: number;
@@ -78,9 +90,15 @@ export class RedisLog implements RunLog {
     if (w.bytes + bytes > this.caps.maxRunBytes) return void this.drop(run, "unresumable");
     w.bytes += bytes;
     const key = runKey(run, "events");
-    // Issued in order on one connection, so Redis holds them in order; never awaited on the stream's path.
-    for (const e of events) this.redis.xadd(key, "MAXLEN", "~", MAXLEN, `0-${++w.seq}`, "id", e.id, "b", e.block).catch((err: Error) => this.failed(run, err));
-    if (w.seq === events.length) this.redis.pexpire(key, LIVE_TTL_MS).catch((err: Error) => this.failed(run, err));
+    const first = w.seq + 1;
+    w.seq += events.length;
+    // One command for the whole part, issued in order on one connection, so Redis holds the events in
+    // order; never awaited on the stream's path. A command per event cost the proxy most of its
+    // throughput in the client's work per command (docs/benchmarks.md, B19).
+    const args: (string | number)[] = [APPEND, 1, key, MAXLEN, first];
+    for (const e of events) args.push(e.id, e.block);
+    this.redis.call("EVAL", ...args).catch((err: Error) => this.failed(run, err));
+    if (first === 1) this.redis.pexpire(key, LIVE_TTL_MS).catch((err: Error) => this.failed(run, err));
   }
 
   end(run: string, reason: RunEnd): void {
