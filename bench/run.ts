@@ -21,6 +21,7 @@ import { hardening } from "./hardening.js";
 import { inspectMemory, inspectThroughput } from "./inspect.js";
 import { proxyThroughput } from "./proxy.js";
 import { rejoinLatency, resumeThroughput } from "./resume.js";
+import { retainedBytes } from "./resume-memory.js";
 import { fixThroughput } from "./stream.js";
 import { proxyLatency, snapshotBytes } from "./snapshots.js";
 import { alternate, stat, type Stat } from "./lib.js";
@@ -302,5 +303,6 @@ if (wanted("B13go")) goMiddleware(row, note, QUICK); // issue 24: the Go middlew
 clientFigures(row, note, QUICK, wanted); // B16, B17, B5c, B18, B18c: issue 26
 if (wanted("B19")) await resumeThroughput(row, QUICK); // issue 34
 if (wanted("B20")) await rejoinLatency(row, QUICK); // issue 34
+if (wanted("B21")) await retainedBytes(row, QUICK); // issue 34
 
 writeTable(path.join(ROOT, "bench/results.md"), (performance.now() - started) / 1000, QUICK ? "--quick" : ONLY === undefined ? undefined : "--only");
