@@ -81,8 +81,11 @@ export class Resume {
     if (kind === "rejoin") {
       const id = req.headers["last-event-id"] as string;
       const at = parseId(id);
-      const info = at && (await this.allowed(await this.opts.log.find(at.run), req, threadId, path));
-      if (!at || !info || (await this.opts.log.idAt(at.run, at.seq)) !== id) return this.refuse(res, kind, "unknown or refused Last-Event-ID");
+      // The run and the id at that number are asked for at once: on Redis, one round trip instead of two
+      // before the first replayed event (B20). Nothing read is sent before the checks pass.
+      const [found, logged] = at ? await Promise.all([this.opts.log.find(at.run), this.opts.log.idAt(at.run, at.seq)]) : [undefined, undefined];
+      const info = this.allowed(found, req, threadId, path);
+      if (!at || !info || logged !== id) return this.refuse(res, kind, "unknown or refused Last-Event-ID");
       return this.replay(res, info, at.seq, []);
     }
     const base = path.slice(0, -CONNECT.length);
