@@ -30,14 +30,20 @@ const LIVE_TTL_MS = 60 * 60 * 1000;
 const MAXLEN = 1_000_000;
 /**
  * Appends one part's events as entries `0-<seq>`, `0-<seq+1>`, …: KEYS[1] the run's stream, ARGV[1]
- * the MAXLEN guard, ARGV[2] the first event's number, then each event's block. EVAL, not
- * EVALSHA: ioredis answers NOSCRIPT by sending the script again later, after commands issued since,
- * which would break the order the log is written in. Redis caches the compiled script by its hash.
+ * the MAXLEN guard, ARGV[2] the first event's number, ARGV[3] the events' blocks one after another
+ * (each ends at its one blank line, stamp.ts, so they are split there: one argument for the client
+ * to write, not one per event). EVAL, not EVALSHA: ioredis answers NOSCRIPT by sending the script
+ * again later, after commands issued since, which would break the order the log is written in.
+ * Redis caches the compiled script by its hash.
  */
 const APPEND = `local seq = tonumber(ARGV[2])
-for i = 3, #ARGV do
-  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '0-' .. seq, 'b', ARGV[i])
+local s = ARGV[3]
+local from = 1
+while from <= #s do
+  local stop = string.find(s, '\\n\\n', from, true)
+  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '0-' .. seq, 'b', string.sub(s, from, stop + 1))
   seq = seq + 1
+  from = stop + 2
 end
 return seq`;
 
@@ -96,9 +102,9 @@ export class RedisLog implements RunLog {
     // One command for the whole part, issued in order on one connection, so Redis holds the events in
     // order; never awaited on the stream's path. A command per event cost the proxy most of its
     // throughput in the client's work per command (docs/benchmarks.md, B19).
-    const args: (string | number)[] = [APPEND, 1, key, MAXLEN, first];
-    for (const e of events) args.push(e.block);
-    this.redis.call("EVAL", ...args).catch((err: Error) => this.failed(run, err));
+    let blocks = "";
+    for (const e of events) blocks += e.block;
+    this.redis.call("EVAL", APPEND, 1, key, MAXLEN, first, blocks).catch((err: Error) => this.failed(run, err));
     if (first === 1) this.redis.pexpire(key, LIVE_TTL_MS).catch((err: Error) => this.failed(run, err));
   }
 
