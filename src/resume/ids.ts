@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
  * it equals, in full, the id the log holds at that run and number. So an id is unique within its
  * thread, opaque (a client only echoes it), and no id can be made from another: the next event's id
  * is not the last one's with the number raised. Drawing the nonces in bulk keeps the cost per event
- * to a slice of a buffer, not a hash.
+ * to a slice of a string, not a hash.
  */
 export interface EventId {
   run: string;
