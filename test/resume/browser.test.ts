@@ -6,9 +6,9 @@ import { ROOT } from "../../scripts/harness/fixtures.js";
 import { CHROMIUM, openBrowser, type Browser } from "../../scripts/harness/inspector.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
 import { startProxy } from "../proxy/proxy-process.js";
-import { TestUpstream } from "../proxy/upstream.js";
 import type { PageResult, PageRun, PageSeen } from "./browser-page.js";
-import { pacedAgent } from "./paced-agent.js";
+import { sse, TestUpstream, type Seen } from "../proxy/upstream.js";
+import { pacedAgent, runEvents } from "./paced-agent.js";
 import { Relay, type Cut } from "./relay.js";
 
 /**
@@ -49,6 +49,44 @@ async function upstreamWith(pause: number) {
   closers.push(() => upstream.close());
   return { agent, upstream };
 }
+
+/**
+ * The paced agent's run (paced-agent.ts), written one event at a time when the test says. Chromium
+ * may drop what it has received but the page has not read yet when the connection breaks (the body
+ * fails as soon as the loader reports the error), so the cut tests write the next event only once
+ * the page has read the ones before: the cut then falls where the test put it, in what the page had
+ * not read, and the ids the page holds are those of the events before it.
+ */
+function steppedAgent() {
+  let seen!: Seen;
+  let events: string[] = [];
+  let next = 0;
+  let started!: () => void;
+  const start = new Promise<void>((r) => (started = r));
+  return {
+    handler: (s: Seen) => {
+      const input = JSON.parse(s.body.toString("utf8")) as { threadId: string; runId: string };
+      events = runEvents(input.threadId, input.runId).map(sse);
+      seen = s;
+      s.res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+      s.res.flushHeaders();
+      started();
+    },
+    /** Writes the next event. */
+    step: async () => {
+      await start;
+      seen.res.write(events[next++]);
+    },
+    /** Writes the rest and ends. */
+    rest: async () => {
+      await start;
+      seen.res.end(events.slice(next).join(""));
+    },
+  };
+}
+
+/** The client-visible events once the agent's first `n` are written: the proxy discards its third (a delta whose parent is missing). */
+const visible = (n: number): number => (n >= 3 ? n - 1 : n);
 
 interface PageGlobals {
   aguiRun(run: PageRun): Promise<PageResult>;
@@ -119,14 +157,24 @@ describe("the resume module in chromium, through the proxy", () => {
   for (const cut of cuts) {
     test(`ResumableHttpAgent, cut after event ${cut.boundary}${cut.extra ? ` and ${cut.extra} bytes into the next` : ""}: the uninterrupted run's state and messages, no warning, one upstream request`, async () => {
       const expected = await uninterrupted();
-      const { agent, upstream } = await upstreamWith(4);
+      const agent = steppedAgent();
+      const upstream = await TestUpstream.start({ "/agent": agent.handler });
+      closers.push(() => upstream.close());
       const proxy = await startProxy(upstream.url);
       const relay = await Relay.start([cut], () => portOf(proxy.url));
       closers.push(() => relay.close());
-      // The rest of the run is written only once the cut is made: the rejoin gets what it missed from the log, then the rest live.
-      void relay.cut().then(() => agent.go());
       const { page, said } = await openPage(relay.url);
-      const result = await runIn(page, { url: `${relay.url}/agent`, threadId: THREAD, initialState: INITIAL, agent: "resumable", mode: "run" });
+      const running = runIn(page, { url: `${relay.url}/agent`, threadId: THREAD, initialState: INITIAL, agent: "resumable", mode: "run" });
+      // The agent's first three events, each read by the page before the next is written; then the fourth, in which (or at whose end) the relay cuts.
+      for (let n = 1; n <= 3; n++) {
+        await agent.step();
+        await page.waitForFunction((k) => (globalThis as unknown as PageGlobals).aguiSeen.events >= k, visible(n));
+      }
+      await agent.step();
+      // The rest of the run is written only once the cut is made: the rejoin gets what it missed from the log, then the rest live.
+      await relay.cut();
+      await agent.rest();
+      const result = await running;
       expect(result.ok, result.error).toBe(true);
       expect(pageSaid(said)).toEqual([]);
       expect(networkSaid(said)).toHaveLength(1);
