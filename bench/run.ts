@@ -21,6 +21,8 @@ import { hardening } from "./hardening.js";
 import { clojureFirstStream } from "./clojure-first-stream.js";
 import { inspectMemory, inspectThroughput } from "./inspect.js";
 import { proxyThroughput } from "./proxy.js";
+import { rejoinLatency, resumeThroughput } from "./resume.js";
+import { retainedBytes } from "./resume-memory.js";
 import { fixThroughput } from "./stream.js";
 import { proxyLatency, snapshotBytes } from "./snapshots.js";
 import { alternate, stat, type Stat } from "./lib.js";
@@ -295,7 +297,7 @@ if (wanted("B6")) prependDiff();
 if (wanted("B7")) await memory();
 if (wanted("B11")) await churn();
 if (wanted("B8")) await startup();
-if (wanted("B19")) await idleMemory(row, QUICK); // issue 33
+if (wanted("B8m")) await idleMemory(row, QUICK); // issue 33
 if (wanted("B9")) await proxyThroughput(row, QUICK);
 if (wanted("B10")) await fixThroughput(row, QUICK);
 if (wanted("B14")) await snapshotBytes(row); // issue 23
@@ -309,5 +311,8 @@ if (wanted("B13go")) goMiddleware(row, note, QUICK); // issue 24: the Go middlew
 if (wanted("B22go")) goFirstStream(row, note, QUICK); // issue 31: the Go middleware's first stream, NewMiddleware
 clientFigures(row, note, QUICK, wanted); // B16, B17, B5c, B18, B18c: issue 26
 if (wanted("B22clj")) clojureFirstStream(row, note, QUICK); // issue 31: the Ring middleware's first stream, wrap-agui-state
+if (wanted("B19")) await resumeThroughput(row, QUICK); // issue 34
+if (wanted("B20")) await rejoinLatency(row, QUICK); // issue 34
+if (wanted("B21")) await retainedBytes(row, QUICK); // issue 34
 
 writeTable(path.join(ROOT, "bench/results.md"), (performance.now() - started) / 1000, QUICK ? "--quick" : ONLY === undefined ? undefined : "--only");

@@ -2,7 +2,7 @@
  * The runtime under the binary (issue 33): every binary embeds the Node pinned in
  * scripts/node-runtime.json (26.10.0), where the bench's own node (this machine's, Node 20 here) ran
  * the binaries before. B8's reference is `node -e 0` of that same pinned Node, so the ratio is the
- * binary's own cost over its runtime's; B19 is the idle sidecar's resident memory, the binary against
+ * binary's own cost over its runtime's; B8m is the idle sidecar's resident memory, the binary against
  * the same bundle run by this machine's node (the runtime the binaries had before) and by the pinned
  * Node, side by side in one run.
  */
@@ -54,7 +54,7 @@ export async function idleMemory(row: (r: Row) => void, quick: boolean): Promise
   }
   const [a, b, c] = [stat(xs), stat(ys), stat(zs)];
   row({
-    id: "B19",
+    id: "B8m",
     what: `idle sidecar's resident memory, MiB: the binary (Node ${versionOf(node26).slice(1)}) against the bundle on the runtime before it`,
     ours: range(a),
     reference: `${old.name}: ${range(b)}; ${same.name}: ${range(c)}`,

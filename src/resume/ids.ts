@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
  * it equals, in full, the id the log holds at that run and number. So an id is unique within its
  * thread, opaque (a client only echoes it), and no id can be made from another: the next event's id
  * is not the last one's with the number raised. Drawing the nonces in bulk keeps the cost per event
- * to a slice of a buffer, not a hash.
+ * to a slice of a string, not a hash.
  */
 export interface EventId {
   run: string;
@@ -23,16 +23,20 @@ const POOL = NONCE_BYTES * 512;
 /** A new run handle: 12 random bytes, base64url (16 characters). */
 export const newRun = (): string => randomBytes(12).toString("base64url");
 
-let pool = Buffer.alloc(0);
-let used = POOL;
+/** 16 base64url characters a nonce (12 bytes, a multiple of 3, so no padding and no partial character). */
+const NONCE_CHARS = (NONCE_BYTES / 3) * 4;
+// The pool is encoded once and sliced: encoding 12 bytes per event through Buffer#toString cost about
+// half a microsecond each, a tenth of the proxy's whole work per event (docs/benchmarks.md, B19).
+let pool = "";
+let used = 0;
 
 function nonce(): string {
-  if (used + NONCE_BYTES > pool.length) {
-    pool = randomBytes(POOL);
+  if (used + NONCE_CHARS > pool.length) {
+    pool = randomBytes(POOL).toString("base64url");
     used = 0;
   }
-  const out = pool.toString("base64url", used, used + NONCE_BYTES);
-  used += NONCE_BYTES;
+  const out = pool.slice(used, used + NONCE_CHARS);
+  used += NONCE_CHARS;
   return out;
 }
 

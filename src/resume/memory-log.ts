@@ -10,16 +10,64 @@ export interface LogCaps {
   maxTotalBytes: number;
 }
 
+/**
+ * A run's events, packed: sealed segments of UTF-8 (the events' bytes as the client gets them, one
+ * after another) and, per event, where it ends in its segment; the blocks since the last seal wait
+ * as they came. So a retained event costs its bytes and one number, not an object, a string for its
+ * id and a string for its block (often a slice keeping a whole chunk alive, and two bytes a
+ * character once one character is past Latin-1): docs/benchmarks.md, B19 and B21.
+ */
 interface Run {
   start: RunStart;
-  events: Stamped[];
+  segments: Buffer[];
+  /** The number of the first event of each sealed segment (0-based). */
+  firsts: number[];
+  /** Per event: the byte offset of its end in its segment. */
+  ends: number[];
+  /** Blocks not sealed yet, and their bytes. */
+  open: string[];
+  openBytes: number;
+  /** Events logged so far. */
+  count: number;
   bytes: number;
   ended: RunEnd | undefined;
   endedAt: number;
   followers: Set<Follower>;
 }
 
-const eventBytes = (e: Stamped): number => e.block.length + e.id.length;
+/** Blocks are sealed into a segment once this many bytes wait, when the run ends, and before a read. */
+const SEAL_BYTES = 16 * 1024;
+
+function seal(r: Run): void {
+  if (r.open.length === 0) return;
+  r.firsts.push(r.count - r.open.length);
+  r.segments.push(Buffer.from(r.open.join(""), "utf8"));
+  r.open = [];
+  r.openBytes = 0;
+}
+
+/** The events from the `from`-th (0-based) up to, not including, the `to`-th, unpacked. */
+function eventsFrom(r: Run, from: number, to = r.count): Stamped[] {
+  seal(r);
+  const out: Stamped[] = [];
+  // The segment holding event `from`: the last whose first event is at or before it.
+  let seg = 0;
+  for (let lo = 0, hi = r.firsts.length - 1; lo <= hi; ) {
+    const mid = (lo + hi) >> 1;
+    if ((r.firsts[mid] as number) <= from) {
+      seg = mid;
+      lo = mid + 1;
+    } else hi = mid - 1;
+  }
+  for (let i = from; i < to; i++) {
+    if (seg + 1 < r.firsts.length && (r.firsts[seg + 1] as number) <= i) seg++;
+    const start = i === r.firsts[seg] ? 0 : (r.ends[i - 1] as number);
+    const block = (r.segments[seg] as Buffer).toString("utf8", start, r.ends[i]);
+    // Every logged block starts with its id line (stamp.ts).
+    out.push({ id: block.slice(4, block.indexOf("\n")), block });
+  }
+  return out;
+}
 
 /**
  * The event log in this process (`--store memory`, the default): it serves rejoins to this process
@@ -40,7 +88,7 @@ export class MemoryLog implements RunLog {
 
   begin(run: string, start: RunStart): Promise<void> {
     this.sweep();
-    this.runs.set(run, { start, events: [], bytes: 0, ended: undefined, endedAt: 0, followers: new Set() });
+    this.runs.set(run, { start, segments: [], firsts: [], ends: [], open: [], openBytes: 0, count: 0, bytes: 0, ended: undefined, endedAt: 0, followers: new Set() });
     this.threads.set(threadKey(start.threadId, start.path), run);
     return Promise.resolve();
   }
@@ -50,9 +98,20 @@ export class MemoryLog implements RunLog {
     if (!r || r.ended !== undefined || events.length === 0) return;
     this.use(run, r);
     let bytes = 0;
-    for (const e of events) bytes += eventBytes(e);
+    const lengths: number[] = [];
+    for (const e of events) {
+      const n = Buffer.byteLength(e.block, "utf8");
+      lengths.push(n);
+      bytes += n;
+    }
     if (r.bytes + bytes > this.caps.maxRunBytes) return this.drop(run, r, "unresumable");
-    for (const e of events) r.events.push(e);
+    for (let i = 0; i < events.length; i++) {
+      r.open.push((events[i] as Stamped).block);
+      r.openBytes += lengths[i] as number;
+      r.ends.push(r.openBytes);
+    }
+    r.count += events.length;
+    if (r.openBytes >= SEAL_BYTES) seal(r);
     r.bytes += bytes;
     this.total += bytes;
     for (const f of r.followers) f.events(events);
@@ -68,17 +127,20 @@ export class MemoryLog implements RunLog {
     if (!r || r.ended !== undefined) return;
     r.ended = reason;
     r.endedAt = this.now();
+    seal(r);
     for (const f of r.followers) f.end(reason);
     r.followers.clear();
   }
 
   find(run: string): Promise<RunInfo | undefined> {
     const r = this.live(run);
-    return Promise.resolve(r && { ...r.start, run, events: r.events.length, ended: r.ended });
+    return Promise.resolve(r && { ...r.start, run, events: r.count, ended: r.ended });
   }
 
   idAt(run: string, seq: number): Promise<string | undefined> {
-    return Promise.resolve(this.live(run)?.events[seq - 1]?.id);
+    const r = this.live(run);
+    if (!r || seq < 1 || seq > r.count) return Promise.resolve(undefined);
+    return Promise.resolve(eventsFrom(r, seq - 1, seq)[0]?.id);
   }
 
   latest(threadId: string, path: string): Promise<string | undefined> {
@@ -93,7 +155,7 @@ export class MemoryLog implements RunLog {
       return Promise.resolve(() => {});
     }
     this.use(run, r);
-    if (afterSeq < r.events.length) follower.events(r.events.slice(afterSeq));
+    if (afterSeq < r.count) follower.events(eventsFrom(r, afterSeq));
     if (r.ended !== undefined) {
       follower.end(r.ended);
       return Promise.resolve(() => {});

@@ -10,7 +10,8 @@ import type { LogCaps } from "./memory-log.js";
  * by every proxy replica and middleware worker that names the same database, and kept across their
  * restarts. Per run, under `agui-state:run:<run>:`:
  * - `events`: a stream; event n is the entry `0-n` (XADD with that explicit id, so a Last-Event-ID
- *   maps to an entry with no index), fields `id` and `b` (the block); a last entry with field `end`
+ *   maps to an entry with no index), field `b` (the block, whose first line is the event's id, so the
+ *   id is not stored twice: docs/benchmarks.md, B21); a last entry with field `end`
  *   says how the run ended. XADD carries a MAXLEN cap as a guard; the byte cap is the writer's.
  * - `meta`: a hash with the run's start (JSON) and, once it ended, `ended`.
  * - `owner`: a key the writing process refreshes while the run is live; when it lapses with no end
@@ -27,6 +28,24 @@ const threadKey = (threadId: string, path: string): string => `${P}thread:${path
 const BEAT_MS = 1000;
 const LIVE_TTL_MS = 60 * 60 * 1000;
 const MAXLEN = 1_000_000;
+/**
+ * Appends one part's events as entries `0-<seq>`, `0-<seq+1>`, …: KEYS[1] the run's stream, ARGV[1]
+ * the MAXLEN guard, ARGV[2] the first event's number, ARGV[3] the events' blocks one after another
+ * (each ends at its one blank line, stamp.ts, so they are split there: one argument for the client
+ * to write, not one per event). EVAL, not EVALSHA: ioredis answers NOSCRIPT by sending the script
+ * again later, after commands issued since, which would break the order the log is written in.
+ * Redis caches the compiled script by its hash.
+ */
+const APPEND = `local seq = tonumber(ARGV[2])
+local s = ARGV[3]
+local from = 1
+while from <= #s do
+  local stop = string.find(s, '\\n\\n', from, true)
+  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '0-' .. seq, 'b', string.sub(s, from, stop + 1))
+  seq = seq + 1
+  from = stop + 2
+end
+return seq`;
 
 interface Writing {
   seq: number;
@@ -80,13 +99,19 @@ export class RedisLog implements RunLog {
     const w = this.writing.get(run);
     if (!w) return;
     let bytes = 0;
-    for (const e of events) bytes += e.block.length + e.id.length;
+    for (const e of events) bytes += Buffer.byteLength(e.block, "utf8");
     if (w.bytes + bytes > this.caps.maxRunBytes) return void this.drop(run, "unresumable");
     w.bytes += bytes;
     const key = runKey(run, "events");
-    // Issued in order on one connection, so Redis holds them in order; never awaited on the stream's path.
-    for (const e of events) this.redis.xadd(key, "MAXLEN", "~", MAXLEN, `0-${++w.seq}`, "id", e.id, "b", e.block).catch((err: Error) => this.failed(run, err));
-    if (w.seq === events.length) this.redis.pexpire(key, LIVE_TTL_MS).catch((err: Error) => this.failed(run, err));
+    const first = w.seq + 1;
+    w.seq += events.length;
+    // One command for the whole part, issued in order on one connection, so Redis holds the events in
+    // order; never awaited on the stream's path. A command per event cost the proxy most of its
+    // throughput in the client's work per command (docs/benchmarks.md, B19).
+    let blocks = "";
+    for (const e of events) blocks += e.block;
+    this.redis.call("EVAL", APPEND, 1, key, MAXLEN, first, blocks).catch((err: Error) => this.failed(run, err));
+    if (first === 1) this.redis.pexpire(key, LIVE_TTL_MS).catch((err: Error) => this.failed(run, err));
   }
 
   end(run: string, reason: RunEnd): void {
@@ -115,7 +140,8 @@ export class RedisLog implements RunLog {
 
   async idAt(run: string, seq: number): Promise<string | undefined> {
     const entries = await this.redis.xrange(runKey(run, "events"), `0-${seq}`, `0-${seq}`);
-    return field(entries[0]?.[1], "id");
+    const block = field(entries[0]?.[1], "b");
+    return block === undefined ? undefined : idOf(block);
   }
 
   async latest(threadId: string, path: string): Promise<string | undefined> {
@@ -139,7 +165,9 @@ export class RedisLog implements RunLog {
     const mark = () => this.redis.zadd(readers, Date.now() + 3 * BEAT_MS, reader).catch(() => 0);
     const beat = setInterval(() => void mark(), BEAT_MS);
     beat.unref();
-    await mark();
+    // Not awaited: the read below goes after it on the same connection, so Redis counts the reader
+    // before it answers the read, and the first replayed event waits one round trip less (B20).
+    void mark();
     // Delivers entries; true when one of them ended the run.
     const deliver = (entries: [string, string[]][]): boolean => {
       const list: Stamped[] = [];
@@ -150,7 +178,8 @@ export class RedisLog implements RunLog {
           follower.end(end as RunEnd);
           return true;
         }
-        list.push({ id: field(fields, "id") as string, block: field(fields, "b") as string });
+        const block = field(fields, "b") as string;
+        list.push({ id: idOf(block), block });
       }
       if (list.length > 0) follower.events(list);
       return false;
@@ -215,6 +244,9 @@ export class RedisLog implements RunLog {
     this.log.warn({ run, err: err.message }, "redis: a write to the run log failed; the run may not be resumable");
   }
 }
+
+/** The id of a logged block: its first line is `id: <id>` (stamp.ts). */
+const idOf = (block: string): string => block.slice(4, block.indexOf("\n"));
 
 /** A field's value in a stream entry's flat [name, value, ...] list. */
 function field(fields: string[] | undefined, name: string): string | undefined {

@@ -55,8 +55,11 @@ function allowed(key: Buffer, info: RunInfo | undefined, a: Asker): RunInfo | un
 export async function findRejoin(log: RunLog, key: Buffer, lastEventId: string, a: Asker): Promise<{ info: RunInfo; after: number } | undefined> {
   const at = parseId(lastEventId);
   if (!at) return undefined;
-  const info = allowed(key, await log.find(at.run), a);
-  if (!info || (await log.idAt(at.run, at.seq)) !== lastEventId) return undefined;
+  // The run and the id at that number are asked for at once: on Redis, one round trip instead of two
+  // before the first replayed event (B20). Nothing read is sent before the checks pass.
+  const [found, logged] = await Promise.all([log.find(at.run), log.idAt(at.run, at.seq)]);
+  const info = allowed(key, found, a);
+  if (!info || logged !== lastEventId) return undefined;
   return { info, after: at.seq };
 }
 

@@ -31,18 +31,22 @@ export class Stamper {
 
   push(text: string): StampedPart {
     if (this.passing) return { text, events: [] };
-    let rest = this.pending === "" ? text : this.pending + text;
-    let out = "";
+    const all = this.pending === "" ? text : this.pending + text;
+    const parts: string[] = [];
     const events: Stamped[] = [];
-    for (let end = rest.indexOf("\n\n"); end !== -1; end = rest.indexOf("\n\n")) {
-      const block = rest.slice(0, end + 2);
-      rest = rest.slice(end + 2);
+    let from = 0;
+    for (let end = all.indexOf("\n\n"); end !== -1; end = all.indexOf("\n\n", from)) {
+      const block = all.slice(from, end + 2);
+      from = end + 2;
       const stamped = this.stamp(block);
       if (stamped) {
         events.push(stamped);
-        out += stamped.block;
-      } else out += block;
+        parts.push(stamped.block);
+      } else parts.push(block);
     }
+    // One join, not a += per event: the client's text is one flat string, written once.
+    const out = parts.join("");
+    const rest = all.slice(from);
     if (rest.length > CLIENT_SSE_LIMIT) {
       this.passing = true;
       this.pending = "";
@@ -60,6 +64,12 @@ export class Stamper {
   }
 
   private stamp(block: string): Stamped | undefined {
+    // The usual block: a data field and no id of the upstream's. Found with indexOf, not a split per event.
+    if (!hasField(block, "id")) {
+      if (!hasField(block, "data")) return undefined;
+      const id = this.mint();
+      return { id, block: `id: ${id}\n${block}` };
+    }
     // Fields are "name" or "name:value" at a line's start (HTML Standard §9.2.6).
     const lines = block.slice(0, -2).split("\n");
     let data = false;
@@ -78,4 +88,14 @@ export class Stamper {
     const id = this.mint();
     return { id, block: `id: ${id}\n${kept ? kept.join("\n") : block.slice(0, -2)}\n\n` };
   }
+}
+
+/** Whether an LF-ended block has a line that is the field `name` ("name" alone or "name:…"). */
+function hasField(block: string, name: string): boolean {
+  for (let at = block.startsWith(name) ? 0 : block.indexOf(`\n${name}`); at !== -1; at = block.indexOf(`\n${name}`, at + 1)) {
+    const after = at === 0 && block.startsWith(name) ? name.length : at + 1 + name.length;
+    const c = block.charCodeAt(after);
+    if (c === 58 /* : */ || c === 10 /* LF */) return true;
+  }
+  return false;
 }

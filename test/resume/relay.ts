@@ -8,6 +8,8 @@ import type { AddressInfo } from "node:net";
  * response's bytes: after the `boundary`-th blank line ("\n\n", the end of an SSE event) plus
  * `extra` more bytes (0: exactly at an event boundary; more: inside the next event).
  * `target()` names where each new connection goes, so a rejoin can reach another replica.
+ * A connection takes its cut when its first request bytes arrive, so one a browser opens ahead of
+ * need (a preconnect) and never uses takes none.
  */
 export interface Cut {
   boundary: number;
@@ -16,8 +18,9 @@ export interface Cut {
 
 export class Relay {
   private readonly server: net.Server;
-  /** Connections made so far; each takes the next cut, and none is cut once the list is used up. */
+  /** Connections that carried a request so far; each takes the next cut, and none is cut once the list is used up. */
   connections = 0;
+  private readonly sockets = new Set<net.Socket>();
   cutsMade = 0;
   private cutWaiters: (() => void)[] = [];
   /** Every socket either side holds, destroyed at close(), so a kept-alive connection does not hold it open. */
@@ -49,7 +52,8 @@ export class Relay {
   }
 
   private relay(client: net.Socket): void {
-    const cut = this.cuts[this.connections++];
+    let cut: Cut | undefined;
+    client.once("data", () => (cut = this.cuts[this.connections++]));
     const server = net.connect(this.target(), "127.0.0.1");
     for (const s of [client, server]) {
       this.sockets.add(s);
@@ -94,6 +98,7 @@ export class Relay {
     server.on("end", () => client.end());
   }
 
+  /** Stops listening and cuts every connection still open (a browser keeps idle ones for reuse). */
   async close(): Promise<void> {
     for (const s of this.sockets) s.destroy();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));

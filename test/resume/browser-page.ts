@@ -1,0 +1,48 @@
+import { HttpAgent } from "@ag-ui/client";
+import { ResumableHttpAgent } from "../../src/web/resume/index.js";
+
+/**
+ * The script of the page browser.test.ts loads in chromium, bundled for the browser by esbuild in
+ * the test: the real @ag-ui/client and the resume module, as an application would ship them. It puts
+ * one function on the page, `aguiRun`, which runs (or connects) an agent and answers with where the
+ * client ended. What the page is told of the run as it goes (events seen, retries) is on `aguiSeen`.
+ */
+export interface PageRun {
+  /** The agent's URL, on the page's own origin. */
+  url: string;
+  threadId: string;
+  initialState: Record<string, unknown>;
+  /** The plain HttpAgent (no resume), or ResumableHttpAgent. */
+  agent: "plain" | "resumable";
+  /** runAgent(), or connectAgent() (a reloaded page). */
+  mode: "run" | "connect";
+}
+
+export interface PageResult {
+  ok: boolean;
+  error?: string;
+  state: unknown;
+  messages: unknown;
+}
+
+export interface PageSeen {
+  events: number;
+  retries: number;
+}
+
+const seen: PageSeen = { events: 0, retries: 0 };
+
+async function aguiRun(run: PageRun): Promise<PageResult> {
+  const config = { url: run.url, threadId: run.threadId, initialState: run.initialState };
+  const agent = run.agent === "plain" ? new HttpAgent(config) : new ResumableHttpAgent({ ...config, resume: { backoffMs: 1, onRetry: () => void seen.retries++ } });
+  const subscriber = { onEvent: () => void seen.events++ };
+  try {
+    if (run.mode === "connect") await agent.connectAgent({}, subscriber);
+    else await agent.runAgent({ runId: "r1" }, subscriber);
+    return { ok: true, state: agent.state, messages: agent.messages };
+  } catch (e) {
+    return { ok: false, error: String(e), state: agent.state, messages: agent.messages };
+  }
+}
+
+Object.assign(globalThis, { aguiRun, aguiSeen: seen });
