@@ -20,7 +20,6 @@ export class Relay {
   private readonly server: net.Server;
   /** Connections that carried a request so far; each takes the next cut, and none is cut once the list is used up. */
   connections = 0;
-  private readonly sockets = new Set<net.Socket>();
   cutsMade = 0;
   private cutWaiters: (() => void)[] = [];
   /** Every socket either side holds, destroyed at close(), so a kept-alive connection does not hold it open. */
