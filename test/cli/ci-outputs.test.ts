@@ -75,7 +75,8 @@ describe("the finding codes are one closed set, each with its rule (issue 32)", 
 
   it("is the contract's: §4's skip codes and §13's event codes, no more, no less", () => {
     const skips = tableCodes("## 4. Skip codes", "## 5.");
-    const events = tableCodes("Event codes:", "## 14.");
+    // §13 names ROOT_NOT_OBJECT again, for a snapshot: one code, already a skip code (§4).
+    const events = tableCodes("Event codes:", "## 14.").filter((c) => !skips.includes(c));
     expect(skips.length).toBeGreaterThan(5);
     expect(new Set(events)).toEqual(new Set(EVENT_CODES));
     expect(new Set(FINDING_CODES)).toEqual(new Set([...skips, ...events]));

@@ -32,7 +32,8 @@ const LAYERS: Record<string, RegExp> = {
   "src/runtime": /^(node:(v8|vm)|\.\.\/log\.js)$/,
   "src/rpc/node": /^(\.\/[\w-]+\.js|\.\.\/common\/[\w-]+\.js|\.\.\/\.\.\/(log|service\/[\w-]+)\.js|node:(buffer|stream))$/,
   // The events' schemas and a JSON Patch applier to hold a client model to; no I/O.
-  "src/stream": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|@ag-ui\/core(\/schemas)?|fast-json-patch)$`),
+  // The protocol's types only (a finding is the protocol's StreamFinding, held equal at compile time).
+  "src/stream": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/protocol\/types\.js|@ag-ui\/core(\/schemas)?|fast-json-patch)$`),
   // An HTTP server around stream's fixer: its own options type, not the command line's; the inspector, loaded only with --inspect.
   "src/proxy": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(log|stream\/[\w-]+|inspect\/[\w-]+|resume\/[\w-]+)\.js|node:(events|http|https|net|stream|zlib))$`),
   // The inspector (issue 25): what the stream's observer saw, served over its own node:http listener; never the proxy or the command line.
