@@ -73,7 +73,10 @@ export class HeapCeiling {
     if (used < this.ceiling && this.checks - this.lastCollect < COOL_DOWN) return [];
     this.lastCollect = this.checks;
     const live = this.heap.collect() ? this.heap.used() : used;
-    if (live <= TARGET * this.ceiling) return [];
+    // Only live data past HIGH is a reason to evict: a collection forced by garbage that finds the live set
+    // between TARGET (where the last eviction left it) and HIGH evicts nothing, so reading, which adds garbage
+    // and no live data, never evicts.
+    if (live < HIGH * this.ceiling) return [];
     const threadBytes = this.threads.stateBytes();
     const streamBytes = this.streams.stateBytes();
     // Heap bytes per state byte, as threads and streams cost now (2 to 3 for typical JSON; never taken below 1).

@@ -56,6 +56,17 @@ describe("HeapCeiling", () => {
     expect(ok(service.stats(0)).evicted).toBe(0);
   });
 
+  it("evicts nothing when the collection finds the live heap between TARGET and HIGH, where the last eviction may have left it", () => {
+    const service = setup(10);
+    // Live data halfway between TARGET and HIGH of the ceiling, and garbage enough to look past it.
+    const heap = fakeHeap(service, ((TARGET + HIGH) / 2) * 64 * MB - 3 * service.stateBytes(), 3);
+    const ceiling = new HeapCeiling(64 * MB, heap, service, silent, 4 * MB);
+    heap.garbage = 64 * MB;
+    expect(ceiling.check()).toEqual([]);
+    expect(heap.collections).toBe(1);
+    expect(ok(service.stats(0)).evicted).toBe(0);
+  });
+
   it("evicts the least recently used threads, oldest first, until the live heap is at TARGET × the ceiling", () => {
     const service = setup(200); // ~20 MB of state, ~60 MB of heap with the floor: over HIGH × 64 MB
     ok(service.getState({ threadId: "t0" })); // t0 is now the most recently used
