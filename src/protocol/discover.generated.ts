@@ -3828,6 +3828,7 @@ export const DISCOVER_JSON = String.raw`{
             "name": "fixStreamResult",
             "value": {
               "text": "id: AAAAAAAAAAAAAAAA.1.AAAAAAAAAAAAAAAA\ndata: {\"type\":\"RUN_STARTED\",\"threadId\":\"t-resume\",\"runId\":\"r\"}\n\n",
+              "findings": [],
               "passed": 0,
               "mended": 0,
               "discarded": 0,
@@ -3853,6 +3854,7 @@ export const DISCOVER_JSON = String.raw`{
             "name": "fixStreamResult",
             "value": {
               "text": "",
+              "findings": [],
               "passed": 0,
               "mended": 0,
               "discarded": 0,
@@ -3971,6 +3973,7 @@ export const DISCOVER_JSON = String.raw`{
             "name": "closeStreamResult",
             "value": {
               "text": "",
+              "findings": [],
               "summary": {
                 "events": 0,
                 "deltas": 0,

@@ -90,7 +90,7 @@ describe("agui-state proxy when things go wrong", () => {
     stream.hangUp();
     await proxy.child.until(() => logged(proxy.child.stderr, "the client's connection closed before the answer ended; the run goes on, detached, for the grace period") === 1, "the detach record");
     expect(await seen.closed).toEqual({ finished: false });
-    expect(logged(proxy.child.stderr, "nobody rejoined within the grace period; cancelling the upstream request")).toBe(1);
+    expect(logged(proxy.child.stderr, "nobody rejoined within the grace period; cancelling the run")).toBe(1);
   });
 
   it("on SIGTERM stops accepting, lets the open stream finish, and exits 0", async () => {
