@@ -125,7 +125,7 @@ func (s *streamWriter) reopen(why error) error {
 		// The run's RUN_STARTED alone, so that the rest is read as the same run (a new stream's first
 		// event must open a run, §13), its output dropped: the client has it.
 		if len(s.opening) > 0 {
-			if _, err := s.c.fixStreamOn(ctx, p, id, string(s.opening)); err != nil {
+			if _, err := s.c.fixStreamOn(ctx, p, s.id, string(s.opening)); err != nil {
 				return err
 			}
 		}
