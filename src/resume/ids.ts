@@ -25,8 +25,8 @@ export const newRun = (): string => randomBytes(12).toString("base64url");
 
 /** 16 base64url characters a nonce (12 bytes, a multiple of 3, so no padding and no partial character). */
 const NONCE_CHARS = (NONCE_BYTES / 3) * 4;
-// The pool is encoded once and sliced: encoding 12 bytes per event through Buffer#toString cost about
-// half a microsecond each, a tenth of the proxy's whole work per event (docs/benchmarks.md, B19).
+// The pool is encoded once and sliced: encoding 12 bytes per event through Buffer#toString was a
+// tenth of the proxy's whole work per event (docs/benchmarks.md, B19).
 let pool = "";
 let used = 0;
 
