@@ -18,7 +18,18 @@ export interface ResumeFlags {
  */
 export async function openRunLog(flags: ResumeFlags, log: Log): Promise<ResumeOptions | null> {
   const caps = { retentionMs: flags.retentionMs, maxRunBytes: flags.maxRunBytes, maxTotalBytes: flags.maxTotalBytes };
-  if (flags.store.kind === "memory") return { log: new MemoryLog(caps), key: randomBytes(32), graceMs: flags.graceMs };
+  if (flags.store.kind === "memory") {
+    // Drawn at first use, not at start: a sidecar that never files a run never asks the system for
+    // entropy (under wine, a start that did failed with ERR_OSSL_ENTROPY_SOURCE_STRENGTH_TOO_WEAK).
+    let key: Buffer | undefined;
+    return {
+      log: new MemoryLog(caps),
+      get key(): Buffer {
+        return (key ??= randomBytes(32));
+      },
+      graceMs: flags.graceMs,
+    };
+  }
   const { openRedisLog } = await import("./redis-log.js");
   try {
     const { runLog, key } = await openRedisLog(flags.store.url, caps, log);
