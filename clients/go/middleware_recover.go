@@ -132,15 +132,15 @@ func (s *streamWriter) reopen(why error) error {
 		s.m.log.Printf("agui-state: %s: the stream was opened again on the new sidecar, from the request's state: what the old one had seen of it was not kept (ReplayLimit), so the rest is repaired without it", s.req.URL.Path)
 		return nil
 	}
-	if len(s.replay) == 0 {
-		return nil
+	// Each stream opened again is a line in the log (protocol §14), one that had taken nothing yet too.
+	if len(s.replay) > 0 {
+		r, err := s.c.fixStreamOn(ctx, p, s.id, string(s.replay))
+		if err != nil {
+			return err
+		}
+		// Its findings were reported as the parts first went through.
+		s.counted = outcomes{r.Passed, r.Mended, r.Discarded, r.Kept}
 	}
-	r, err := s.c.fixStreamOn(ctx, p, s.id, string(s.replay))
-	if err != nil {
-		return err
-	}
-	// Its findings were reported as the parts first went through.
-	s.counted = outcomes{r.Passed, r.Mended, r.Discarded, r.Kept}
 	s.m.log.Printf("agui-state: %s: the stream was opened again on the new sidecar, and the %d bytes it had repaired fed to it again: the repair goes on", s.req.URL.Path, len(s.replay))
 	return nil
 }
