@@ -76,6 +76,18 @@ await step("esbuild src/inspect/page/main.ts -> the inspector's page script", as
   if (/<\/script/i.test(inspectorJs)) throw new Error("the inspector's page script contains </script");
 });
 
+/** An esbuild plugin that bundles each named optional module as an empty one. */
+function absent(names) {
+  const filter = new RegExp(`^(${names.map((n) => n.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|")})$`);
+  return {
+    name: "absent",
+    setup(build) {
+      build.onResolve({ filter }, (args) => ({ path: args.path, namespace: "absent" }));
+      build.onLoad({ filter: /.*/, namespace: "absent" }, () => ({ contents: "module.exports = {};", loader: "js" }));
+    },
+  };
+}
+
 await step(`esbuild ${path.relative(root, entry)} -> dist/agui-state.cjs`, () =>
   esbuild.build({
     entryPoints: [entry],
@@ -98,6 +110,9 @@ await step(`esbuild ${path.relative(root, entry)} -> dist/agui-state.cjs`, () =>
     // __filename is process.execPath) and make any other import.meta use
     // (dirname, resolve, ...) a hard error rather than `undefined` at runtime.
     define: { "import.meta.url": "__importMetaUrl", __AGUI_INSPECTOR_JS__: JSON.stringify(inspectorJs) },
+    // ioredis's `debug` asks for supports-color inside a try, which the SEA's require() answers with a
+    // warning on stderr; it is not installed, so it is bundled as the empty module it would be missing as.
+    plugins: [absent(["supports-color"])],
     logOverride: { "empty-import-meta": "error" },
     // The shebang makes the .cjs runnable on its own; Node's SEA loader
     // strips it like the CJS loader does (verified on v20.20.2).
@@ -108,6 +123,8 @@ await step(`esbuild ${path.relative(root, entry)} -> dist/agui-state.cjs`, () =>
 );
 fs.chmodSync(bundleTmp, 0o755);
 fs.renameSync(bundleTmp, bundle);
+await step("esbuild src/web/resume -> dist/resume (the agui-state-sidecar/resume module)", () => import("./build-resume.mjs"));
+
 if (bundleOnly) {
   console.error(`[build] done in ${Math.round(performance.now() - t0)} ms (bundle only)`);
   process.exit(0);

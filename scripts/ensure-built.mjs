@@ -9,8 +9,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const outputs = ["dist/agui-state", "dist/agui-state.cjs"];
-const inputs = ["src", "protocol", "package.json", "package-lock.json", "scripts/build.mjs"];
+const outputs = ["dist/agui-state", "dist/agui-state.cjs", "dist/resume/index.js"];
+const inputs = ["src", "protocol", "package.json", "package-lock.json", "scripts/build.mjs", "scripts/build-resume.mjs"];
 
 // Newest mtime under p (file or directory tree); 0 if p does not exist.
 function newest(p) {

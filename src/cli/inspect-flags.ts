@@ -3,6 +3,7 @@ import { DEFAULT_CAPS } from "../inspect/store.js";
 // A type only: the proxy is loaded by the command that runs it.
 import type { InspectOptions } from "../proxy/main.js";
 import { UsageError } from "./options.js";
+import { parseSize } from "./sizes.js";
 
 /** `proxy --inspect`'s flags (issue 25). */
 export const INSPECT_OPTIONS = {
@@ -32,14 +33,6 @@ function count(values: Record<string, unknown>, flag: string, fallback: number):
   return n;
 }
 
-function size(text: unknown): number {
-  if (text === undefined) return DEFAULT_CAPS.bytes;
-  const m = /^(\d{1,12})([KMG]?)$/i.exec(String(text));
-  const n = m ? Number(m[1]) * 1024 ** " KMG".indexOf((m[2] || " ").toUpperCase()) : NaN;
-  if (!(n >= 1024)) throw new UsageError(`--inspect-bytes: expected a number of bytes of at least 1024, with an optional K, M or G, got ${JSON.stringify(text)}`);
-  return n;
-}
-
 /**
  * The inspector the flags ask for, or undefined without --inspect. A UsageError
  * for a non-loopback address without a token: the page shows users' state.
@@ -59,5 +52,5 @@ export function inspectOptions(values: Record<string, unknown>, env: NodeJS.Proc
   if (token === undefined && !isLoopback(host)) {
     throw new UsageError(`--inspect: ${host} is not a loopback address, and the inspector shows users' state; set --inspect-token TOKEN (or ${TOKEN_ENV}) to serve it there`);
   }
-  return { host, port, token, caps: { streams: count(values, "inspect-streams", DEFAULT_CAPS.streams), events: count(values, "inspect-events", DEFAULT_CAPS.events), bytes: size(values["inspect-bytes"]) } };
+  return { host, port, token, caps: { streams: count(values, "inspect-streams", DEFAULT_CAPS.streams), events: count(values, "inspect-events", DEFAULT_CAPS.events), bytes: values["inspect-bytes"] === undefined ? DEFAULT_CAPS.bytes : parseSize("inspect-bytes", values["inspect-bytes"], 1024) } };
 }

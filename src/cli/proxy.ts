@@ -5,6 +5,7 @@ import type { ProxyOptions } from "../proxy/main.js";
 import { UsageError } from "./options.js";
 import { INSPECT_OPTIONS, inspectOptions } from "./inspect-flags.js";
 import { REPAIR_OPTIONS, repairPolicy } from "./repair-flags.js";
+import { RESUME_OPTIONS, resumeFlags } from "./resume-flags.js";
 
 export const PROXY_HELP = `agui-state proxy --upstream URL [--listen HOST:PORT] [flags]
 
@@ -71,6 +72,31 @@ kind (what the client would do with the stream as sent) and by outcome
 (passed, mended, discarded, kept: what the proxy did); --log-level debug adds
 one line per finding.
 
+Resume (protocol/README.md §16). Every event of a repaired event stream gets
+an SSE id (the upstream's own id lines are replaced), and the stream is kept
+as a run in a log. A client that disconnects mid-run does not cancel the
+upstream request for --detach-grace; it rejoins by sending the same request
+again with Last-Event-ID (the agui-state-sidecar/resume module's fetch does),
+and gets exactly the events after that id, then the live tail, from the log:
+the upstream is not called again. POST <agent path>/connect with the thread's
+RunAgentInput replays its latest run from RUN_STARTED, for a reloaded page.
+Only a request with the credentials (Authorization, cookies) of the one that
+started the run may rejoin it; any other, or an unknown or expired id, gets
+410 (a reload with nothing to reload, 204).
+  --store STORE        memory (default): this process serves rejoins;
+                       redis://HOST:PORT[/DB]: Redis Streams, so any replica
+                       sharing it serves them, and a restarted proxy too;
+                       none: no ids, no log, no rejoin (as before resume)
+                       env AGUI_STATE_STORE
+  --detach-grace SECONDS  default 30: how long a run goes on with nobody
+                       reading it before its upstream request is cancelled;
+                       0 cancels it as soon as its client leaves
+  --retention SECONDS  default 300: how long a run's log is kept after it ends
+  --run-log-bytes B    default 16M: one run's log; past it, not resumable
+  --log-bytes B        default 256M: all runs' logs in memory; past it the
+                       least recently used run is evicted (with Redis: Redis's
+                       own maxmemory)
+
 A request for /agent/run on the proxy goes to URL's path joined with /agent/run.
 Host becomes the upstream's; X-Forwarded-For, -Host and -Proto are added. A
 gzip, deflate or br event stream is decoded, fixed, and sent unencoded. Each
@@ -107,7 +133,7 @@ export function parseProxyArgs(argv: string[], env: NodeJS.ProcessEnv): ProxyOpt
   try {
     ({ values } = parseArgs({
       args: argv,
-      options: { upstream: { type: "string" }, listen: { type: "string" }, grace: { type: "string" }, "log-level": { type: "string" }, ...REPAIR_OPTIONS, ...INSPECT_OPTIONS },
+      options: { upstream: { type: "string" }, listen: { type: "string" }, grace: { type: "string" }, "log-level": { type: "string" }, ...REPAIR_OPTIONS, ...INSPECT_OPTIONS, ...RESUME_OPTIONS },
       strict: true,
       allowPositionals: false,
     }));
@@ -122,7 +148,8 @@ export function parseProxyArgs(argv: string[], env: NodeJS.ProcessEnv): ProxyOpt
   const level = String(values["log-level"] ?? env["AGUI_STATE_LOG_LEVEL"] ?? "info");
   if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new UsageError(`--log-level: expected one of ${LOG_LEVELS.join(", ")}, got ${JSON.stringify(level)}`);
   const inspect = inspectOptions(values, env, (text) => parseListen(text, "--inspect"));
-  return { upstream, host, port, logLevel: level as LogLevel, graceMs: Math.round(grace * 1000), policy: repairPolicy(values), ...(inspect ? { inspect } : {}) };
+  const resume = resumeFlags(values, env);
+  return { upstream, host, port, logLevel: level as LogLevel, graceMs: Math.round(grace * 1000), policy: repairPolicy(values), ...(inspect ? { inspect } : {}), ...(resume ? { resume } : {}) };
 }
 
 /**

@@ -10,6 +10,9 @@ export type BaselineNote = "too-large" | "not-json" | "encoded" | "state-not-obj
 export interface Baseline {
   state: JsonObject;
   note: BaselineNote;
+  /** RunAgentInput.threadId and .messages, when the body has them: what a resumable run is filed under and replays (protocol/README.md §16). */
+  threadId?: string;
+  messages?: unknown[];
 }
 
 /**
@@ -63,7 +66,11 @@ export function baselineOf(text: string): Baseline {
   } catch {
     return { state: {}, note: "not-json" };
   }
-  if (!isObject(input) || input["state"] === undefined || input["state"] === null) return { state: {}, note: undefined };
+  if (!isObject(input)) return { state: {}, note: undefined };
+  const about: Pick<Baseline, "threadId" | "messages"> = {};
+  if (typeof input["threadId"] === "string") about.threadId = input["threadId"];
+  if (Array.isArray(input["messages"])) about.messages = input["messages"];
   const state = input["state"];
-  return isObject(state) ? { state, note: undefined } : { state: {}, note: "state-not-object" };
+  if (state === undefined || state === null) return { state: {}, note: undefined, ...about };
+  return isObject(state) ? { state, note: undefined, ...about } : { state: {}, note: "state-not-object", ...about };
 }

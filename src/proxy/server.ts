@@ -4,8 +4,9 @@ import https from "node:https";
 import type { AddressInfo, Socket } from "node:net";
 import type { Log } from "../log.js";
 import type { Policy } from "../stream/client.js";
-import { BodyTap } from "./baseline.js";
+import { BodyTap, type Baseline } from "./baseline.js";
 import { endToEnd, upstreamHeaders, upstreamUrl } from "./headers.js";
+import { Resume, type Recorder, type ResumeOptions } from "./resume.js";
 import { canDecode, fixStream, isEventStream, isProtobuf, type StreamWatcher } from "./sse.js";
 
 /** How long a connection to the upstream may take before the request is answered 502. */
@@ -18,6 +19,8 @@ export interface ProxyServerOptions {
   policy?: Policy;
   /** Told of every event stream and its events (`--inspect`). */
   watcher?: StreamWatcher;
+  /** Event ids, the run log, detach and rejoin (protocol/README.md §16); absent (`--store none`), none of them. */
+  resume?: ResumeOptions;
 }
 
 /** A 502's body: what went wrong between the proxy and the upstream. */
@@ -40,6 +43,7 @@ export class ProxyServer {
   private readonly upstreams = new Set<http.ClientRequest>();
   private stopping = false;
   private idle: (() => void) | undefined;
+  private readonly resume: Resume | undefined;
 
   constructor(private readonly opts: ProxyServerOptions) {
     const secure = opts.upstream.protocol === "https:";
@@ -49,6 +53,7 @@ export class ProxyServer {
     // seconds; a handshake costs well under a millisecond on a local network.
     this.agent = secure ? new https.Agent({ keepAlive: false }) : new http.Agent({ keepAlive: false });
     this.request = secure ? https.request : http.request;
+    this.resume = opts.resume && new Resume(opts.resume, opts.log);
     // No request timeout: an agent run streams for as long as the model thinks.
     this.server = http.createServer({ requestTimeout: 0 }, (req, res) => this.handle(req, res));
   }
@@ -102,22 +107,38 @@ export class ProxyServer {
     this.open.add(res);
     // No keep-alive once stopping, so the client does not reuse a connection about to close.
     if (this.stopping) res.setHeader("connection", "close");
+    const kind = this.resume?.kind(req) ?? "forward";
+    if (kind !== "forward" && this.resume) {
+      // A rejoin or a reload is answered from the run log: the upstream is never called (§16).
+      res.on("close", () => this.finished(res));
+      this.resume.serve(kind, req, res).catch((e: unknown) => {
+        log.error({ method: req.method, url: req.url, err: String(e) }, "the run log failed to answer a rejoin");
+        if (!res.headersSent) res.writeHead(503).end();
+        else res.destroy();
+      });
+      return;
+    }
     const target = upstreamUrl(upstream, req.url ?? "/");
     const socket = req.socket as Socket & { encrypted?: boolean };
     const headers = upstreamHeaders(req.headers, upstream, { address: socket.remoteAddress, encrypted: socket.encrypted === true });
     const tap = new BodyTap(req);
     const line = { method: req.method, url: req.url };
     const up = this.send(target, req.method, headers);
+    // Set once the answer is an event stream filed as a run (resume).
+    const run: { recorder?: Recorder } = {};
 
-    // A client that goes away takes its upstream request with it: the agent
-    // stops generating for nobody.
+    // A client that goes away takes its upstream request with it, so the
+    // agent stops generating for nobody: at once, or, for a run that can be
+    // rejoined, once the grace period passes with nobody back (§16).
     res.on("close", () => {
       this.finished(res);
-      this.upstreams.delete(up);
-      if (!res.writableFinished) {
-        log.info({ ...line, ms: Date.now() - started }, "the client's connection closed before the answer ended; aborting the upstream request");
-        up.destroy();
+      if (res.writableFinished) return;
+      if (run.recorder?.detach()) {
+        log.info({ ...line, run: run.recorder.run, events: run.recorder.events, ms: Date.now() - started }, "the client's connection closed before the answer ended; the run goes on, detached, for the grace period");
+        return;
       }
+      log.info({ ...line, ms: Date.now() - started }, "the client's connection closed before the answer ended; aborting the upstream request");
+      up.destroy();
     });
 
     // Whether a connection to the upstream was made: an error before that
@@ -134,7 +155,9 @@ export class ProxyServer {
       });
       s.once("close", () => clearTimeout(timer));
     });
-    up.on("response", (answer) => this.answer(answer, res, tap, line, started));
+    const resume = this.resume;
+    const record = resume && ((b: Baseline, h: OutgoingHttpHeaders, status: number) => (run.recorder = resume.record(req, b, status, h, () => up.destroy())));
+    up.on("response", (answer) => this.answer(answer, res, tap, line, started, run, record));
     up.on("error", (e: NodeJS.ErrnoException) => {
       if (!res.headersSent && !res.destroyed) this.badGateway(res, target, !connected, e, line);
     });
@@ -152,6 +175,7 @@ export class ProxyServer {
   private send(target: URL, method: string | undefined, headers: OutgoingHttpHeaders): http.ClientRequest {
     const up = this.request(target, { method, headers, agent: this.agent });
     this.upstreams.add(up);
+    up.on("close", () => this.upstreams.delete(up));
     return up;
   }
 
@@ -170,15 +194,19 @@ export class ProxyServer {
     res.end(text);
   }
 
-  private answer(answer: IncomingMessage, res: ServerResponse, tap: BodyTap, line: Record<string, unknown>, started: number): void {
+  private answer(answer: IncomingMessage, res: ServerResponse, tap: BodyTap, line: Record<string, unknown>, started: number, run: { recorder?: Recorder }, record?: (b: Baseline, headers: OutgoingHttpHeaders, status: number) => Recorder): void {
     const { log } = this.opts;
     const type = answer.headers["content-type"];
     const status = answer.statusCode ?? 502;
     if (isEventStream(type) && canDecode(answer.headers["content-encoding"])) {
       const watch = this.opts.watcher && { watcher: this.opts.watcher, method: String(line.method ?? "GET"), path: String(line.url ?? "/") };
-      void fixStream(answer, res, tap.read(), log, this.opts.policy, watch).then(({ complete, counts }) => {
+      const filed = record && ((b: Baseline, h: OutgoingHttpHeaders) => record(b, h, status));
+      void fixStream(answer, res, tap.read(), log, this.opts.policy, watch, filed).then(({ complete, counts }) => {
+        const recorder = run.recorder;
+        const filing = recorder && { run: recorder.run, events: recorder.events, ...(recorder.upstreamIds > 0 ? { upstreamIdsReplaced: recorder.upstreamIds } : {}) };
         // One line per stream: the findings counted by what the client would do with them (kinds) and by what the proxy did (outcomes).
-        if (complete) log.info({ ...line, status, ms: Date.now() - started, ...counts }, "event stream fixed");
+        if (complete) log.info({ ...line, status, ms: Date.now() - started, ...filing, ...counts }, "event stream fixed");
+        else if (recorder?.detached) log.info({ ...line, status, ms: Date.now() - started, ...filing, ...counts }, "event stream fixed, detached from its client");
       });
       return;
     }

@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
 import type { Readable } from "node:stream";
 import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
 import type { JsonObject } from "../core/index.js";
@@ -8,6 +8,7 @@ import type { Kind, Outcome } from "../stream/findings.js";
 import { StreamFixer, type Observed } from "../stream/fixer.js";
 import type { Baseline } from "./baseline.js";
 import { endToEnd } from "./headers.js";
+import type { Recorder } from "./resume.js";
 
 /** Whether a Content-Type is an AG-UI event stream in SSE framing. */
 export const isEventStream = (type: string | undefined): boolean => type !== undefined && /^\s*text\/event-stream\s*(;|$)/i.test(type);
@@ -51,10 +52,16 @@ export interface StreamWatcher {
  * Content-Length, since fixing changes its length. Back-pressure: the
  * upstream is paused while the client's socket is full. Resolves when the
  * client has the whole stream, or when either side went away (`complete` false).
+ *
+ * With `record` (resume, protocol/README.md §16), every event goes through the run's Recorder, which
+ * gives it its id and logs it; a client that leaves is then detached (the Recorder says so) rather
+ * than the end of the stream: the upstream is read on into the log, and the promise resolves when
+ * the upstream ends or fails.
  */
-export async function fixStream(upstream: IncomingMessage, res: ServerResponse, baseline: Promise<Baseline>, log: Log, policy?: Policy, watch?: { watcher: StreamWatcher; method: string; path: string }): Promise<{ complete: boolean; counts: FindingCounts }> {
+export async function fixStream(upstream: IncomingMessage, res: ServerResponse, baseline: Promise<Baseline>, log: Log, policy?: Policy, watch?: { watcher: StreamWatcher; method: string; path: string }, record?: (b: Baseline, headers: OutgoingHttpHeaders) => Recorder): Promise<{ complete: boolean; counts: FindingCounts }> {
   const counts: FindingCounts = { kinds: { dropped: 0, ignored: 0, fatal: 0, wiped: 0 }, outcomes: { passed: 0, mended: 0, discarded: 0, kept: 0 } };
-  const { state, note } = await baseline;
+  const base = await baseline;
+  const { state, note } = base;
   // While the body was still arriving, the client may have left (or a 502 gone out).
   if (res.headersSent || res.destroyed) return { complete: false, counts };
   if (note !== undefined) log.warn({ note }, "the request's RunAgentInput.state could not be read; the mirror starts at {}");
@@ -75,7 +82,9 @@ export async function fixStream(upstream: IncomingMessage, res: ServerResponse, 
   const encoding = upstream.headers["content-encoding"]?.trim().toLowerCase();
   const decoder = encoding !== undefined && encoding !== "identity" ? DECODERS[encoding] : undefined;
   const source: Readable = decoder ? (upstream.pipe(decoder()) as unknown as Readable) : upstream;
-  res.writeHead(upstream.statusCode ?? 200, upstream.statusMessage, endToEnd(upstream.headers, ["content-length", "content-encoding"]));
+  const headers = endToEnd(upstream.headers, ["content-length", "content-encoding"]);
+  const recorder = record?.(base, headers);
+  res.writeHead(upstream.statusCode ?? 200, upstream.statusMessage, headers);
   // Many proxies and browsers wait for the first bytes before they show a
   // stream; the headers go now rather than with the first event.
   res.flushHeaders();
@@ -88,8 +97,11 @@ export async function fixStream(upstream: IncomingMessage, res: ServerResponse, 
       watching?.close(complete);
       resolve({ complete, counts });
     };
-    const send = (text: string) => {
-      if (text !== "" && !res.write(text)) {
+    // A detached run's text goes only to the log (the recorder): nobody reads this response any more.
+    const gone = () => res.destroyed || res.writableEnded;
+    const send = (part: string) => {
+      const text = recorder ? recorder.part(part) : part;
+      if (text !== "" && !gone() && !res.write(text)) {
         source.pause();
         res.once("drain", () => source.resume());
       }
@@ -103,7 +115,10 @@ export async function fixStream(upstream: IncomingMessage, res: ServerResponse, 
     });
     source.on("end", () => {
       try {
-        res.end(fixer.end(), () => done(true));
+        const last = fixer.end();
+        const text = recorder ? recorder.part(last) + recorder.end() : last;
+        if (gone()) done(false);
+        else res.end(text, () => done(true));
       } catch (e) {
         fail(e as Error);
       }
@@ -112,6 +127,7 @@ export async function fixStream(upstream: IncomingMessage, res: ServerResponse, 
     // a broken stream, not a clean end that would look like a finished run.
     const fail = (e: Error) => {
       if (settled) return;
+      recorder?.finish("cancelled");
       log.error({ err: { message: e.message, code: (e as NodeJS.ErrnoException).code } }, "the event stream broke off mid-stream; closing the client's connection so it does not look finished");
       res.destroy();
       done(false);
@@ -121,6 +137,10 @@ export async function fixStream(upstream: IncomingMessage, res: ServerResponse, 
     upstream.on("close", () => {
       if (!upstream.complete) fail(new Error("the upstream closed the stream before its end"));
     });
-    res.on("close", () => done(res.writableFinished));
+    res.on("close", () => {
+      // Detached (server.ts asked the recorder first): read on into the log, never held back for a socket that is gone.
+      if (recorder?.detached && !res.writableFinished) return void source.resume();
+      done(res.writableFinished);
+    });
   });
 }

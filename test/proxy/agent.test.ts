@@ -7,6 +7,7 @@ import { startProxy } from "./proxy-process.js";
 import { sloppyGzipRoute, sloppyRoute } from "./sloppy-agent.js";
 import { TestUpstream } from "./upstream.js";
 import { runCollecting } from "../../scripts/harness/agui-client.js";
+import { withoutIds } from "../../scripts/harness/sse-ids.js";
 
 /**
  * The real @ag-ui/client HttpAgent, through the real `dist/agui-state proxy`,
@@ -83,19 +84,19 @@ describe("HttpAgent through agui-state proxy, in front of a sloppy agent", () =>
     expect(answer.status).toBe(200);
     expect(answer.headers["content-type"]).toBe("text/event-stream");
     expect(answer.headers["content-length"]).toBeUndefined();
-    expect(answer.body.toString("utf8")).toBe(replay(state, sent[0] ?? []).text);
+    expect(withoutIds(answer.body.toString("utf8"))).toBe(replay(state, sent[0] ?? []).text);
   });
 
   it("starts the mirror at {} when the request carries no state", async () => {
     const proxy = await startProxy(upstream.url);
     const answer = await request(`${proxy.url}/agent`, { method: "POST", headers: { "content-type": "application/json" }, body: runInput(undefined) });
-    expect(answer.body.toString("utf8")).toBe(replay({}, sent[0] ?? []).text);
+    expect(withoutIds(answer.body.toString("utf8"))).toBe(replay({}, sent[0] ?? []).text);
   });
 
   it("fixes a gzip-encoded event stream too, and sends it decoded", async () => {
     const proxy = await startProxy(upstream.url);
     const answer = await request(`${proxy.url}/gzip-agent`, { method: "POST", headers: { "content-type": "application/json", "accept-encoding": "gzip" }, body: runInput({}) });
     expect(answer.headers["content-encoding"]).toBeUndefined();
-    expect(answer.body.toString("utf8")).toBe(replay({}, sent[0] ?? []).text);
+    expect(withoutIds(answer.body.toString("utf8"))).toBe(replay({}, sent[0] ?? []).text);
   });
 });

@@ -1,6 +1,7 @@
 import type { ServerResponse } from "node:http";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { logged } from "../../scripts/harness/process.js";
+import { withoutIds } from "../../scripts/harness/sse-ids.js";
 import { openStream, request, runInput } from "./http-client.js";
 import { spawnProxy, startProxy } from "./proxy-process.js";
 import { freePort, sse, TestUpstream, type Seen } from "./upstream.js";
@@ -66,11 +67,11 @@ describe("agui-state proxy when things go wrong", () => {
     expect(await stream.status).toBe(200);
     const done = await stream.done;
     expect(done.complete).toBe(false);
-    expect(done.body).toBe(sse({ type: "RUN_STARTED", threadId: "t1", runId: "r1" }));
+    expect(withoutIds(done.body)).toBe(sse({ type: "RUN_STARTED", threadId: "t1", runId: "r1" }));
   });
 
-  it("aborts the upstream request when the client disconnects mid-stream", async () => {
-    const proxy = await startProxy(upstream.url);
+  it("with --detach-grace 0, aborts the upstream request as soon as the client disconnects mid-stream", async () => {
+    const proxy = await startProxy(upstream.url, ["--detach-grace", "0"]);
     const next = upstream.nextRequest();
     const stream = openStream(`${proxy.url}/hold`, runInput({}));
     expect(await stream.first).toContain("RUN_STARTED");
@@ -78,6 +79,18 @@ describe("agui-state proxy when things go wrong", () => {
     stream.hangUp();
     // The upstream sees its request closed before it finished its answer.
     expect(await seen.closed).toEqual({ finished: false });
+  });
+
+  it("by default, a client that disconnects mid-stream leaves the run going; nobody back within the grace period, the upstream request is aborted", async () => {
+    const proxy = await startProxy(upstream.url, ["--detach-grace", "0.3"]);
+    const next = upstream.nextRequest();
+    const stream = openStream(`${proxy.url}/hold`, runInput({}));
+    expect(await stream.first).toContain("RUN_STARTED");
+    const seen = await next;
+    stream.hangUp();
+    await proxy.child.until(() => logged(proxy.child.stderr, "the client's connection closed before the answer ended; the run goes on, detached, for the grace period") === 1, "the detach record");
+    expect(await seen.closed).toEqual({ finished: false });
+    expect(logged(proxy.child.stderr, "nobody rejoined within the grace period; cancelling the upstream request")).toBe(1);
   });
 
   it("on SIGTERM stops accepting, lets the open stream finish, and exits 0", async () => {
@@ -92,7 +105,7 @@ describe("agui-state proxy when things go wrong", () => {
     release((held[0] as Seen).res);
     const done = await stream.done;
     expect(done.complete).toBe(true);
-    expect(done.body).toBe(sse({ type: "RUN_STARTED", threadId: "t1", runId: "r1" }) + sse({ type: "RUN_FINISHED", threadId: "t1", runId: "r1" }));
+    expect(withoutIds(done.body)).toBe(sse({ type: "RUN_STARTED", threadId: "t1", runId: "r1" }) + sse({ type: "RUN_FINISHED", threadId: "t1", runId: "r1" }));
     expect(await proxy.child.waitForExit()).toEqual({ code: 0, signal: null });
   });
 

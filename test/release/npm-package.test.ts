@@ -15,7 +15,9 @@ import { itRunsAsInstalled, runInstalled, setUp, withoutNpm } from "./steps.js";
  * checkout, it could not borrow anything from node_modules/ here.
  */
 const pkg = JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8")) as { name: string; version: string };
-const EXPECTED_FILES = ["CHANGELOG.md", "LICENSE", "README.md", "dist/agui-state.cjs", "package.json", "protocol/openrpc.json"];
+const EXPECTED_FILES = ["CHANGELOG.md", "LICENSE", "README.md", "dist/agui-state.cjs", "package.json", "protocol/openrpc.json", ...["agent.d.ts", "fetch.d.ts", "fetch.js", "index.d.ts", "index.js", "resumable-fetch.d.ts"].map((f) => `dist/resume/${f}`)];
+/** The browser module's shared code, split out by esbuild under a name with its hash. */
+const CHUNK = /^package\/dist\/resume\/chunks\/chunk-[A-Z0-9]+\.js$/;
 const MAX_BYTES = 2 * 1024 * 1024;
 const SLOW = 300_000;
 
@@ -53,10 +55,22 @@ beforeAll(() => {
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 describe("the npm package", () => {
+  it("exports the resume module: resumableFetch loads with nothing else installed, and its types are beside it", () => {
+    const fetchModule = path.join(installed, "dist/resume/fetch.js");
+    const out = sh(process.execPath, ["--input-type=module", "-e", `const m = await import(${JSON.stringify(fetchModule)}); console.log(typeof m.resumableFetch, typeof m.resumableFetch()); `], work);
+    expect(out.trim()).toBe("function function");
+    const exported = (JSON.parse(readFileSync(path.join(installed, "package.json"), "utf8")) as { exports: Record<string, { types: string; default: string }> }).exports;
+    for (const entry of ["./resume", "./resume/fetch"]) {
+      expect(existsSync(path.join(installed, exported[entry]?.default ?? "missing"))).toBe(true);
+      expect(existsSync(path.join(installed, exported[entry]?.types ?? "missing"))).toBe(true);
+    }
+  });
+
   it("holds exactly the bundle, the OpenRPC document, README, LICENSE, CHANGELOG and package.json", () => {
     expect(path.basename(tarball)).toBe(`${pkg.name}-${pkg.version}.tgz`);
     const listed = sh("tar", ["-tzf", tarball], work).split("\n").filter(Boolean).sort();
-    expect(listed).toEqual(EXPECTED_FILES.map((f) => `package/${f}`).sort());
+    expect(listed.filter((f) => !CHUNK.test(f))).toEqual(EXPECTED_FILES.map((f) => `package/${f}`).sort());
+    expect(listed.filter((f) => CHUNK.test(f))).toHaveLength(1);
   });
 
   it("is under 2 MB", () => {

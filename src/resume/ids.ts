@@ -1,0 +1,47 @@
+import { randomBytes } from "node:crypto";
+
+/**
+ * Event ids and run handles (protocol/README.md §16). An id names one event of one run:
+ * `<run>.<seq>.<nonce>`: the run's random handle (96 bits), the event's number in it (1-based) and
+ * 96 more random bits. The log keeps each event with its id, and a Last-Event-ID is taken only when
+ * it equals, in full, the id the log holds at that run and number. So an id is unique within its
+ * thread, opaque (a client only echoes it), and no id can be made from another: the next event's id
+ * is not the last one's with the number raised. Drawing the nonces in bulk keeps the cost per event
+ * to a slice of a buffer, not a hash.
+ */
+export interface EventId {
+  run: string;
+  seq: number;
+}
+
+const RUN = /^[A-Za-z0-9_-]{16}$/;
+const SEQ = /^[1-9][0-9]{0,14}$/;
+const NONCE = /^[A-Za-z0-9_-]{16}$/;
+const NONCE_BYTES = 12;
+const POOL = NONCE_BYTES * 512;
+
+/** A new run handle: 12 random bytes, base64url (16 characters). */
+export const newRun = (): string => randomBytes(12).toString("base64url");
+
+let pool = Buffer.alloc(0);
+let used = POOL;
+
+function nonce(): string {
+  if (used + NONCE_BYTES > pool.length) {
+    pool = randomBytes(POOL);
+    used = 0;
+  }
+  const out = pool.toString("base64url", used, used + NONCE_BYTES);
+  used += NONCE_BYTES;
+  return out;
+}
+
+export const mintId = (run: string, seq: number): string => `${run}.${seq}.${nonce()}`;
+
+/** The run and number an id names, or undefined when it is not shaped as ours. Whether it is one the log holds is the log's to say. */
+export function parseId(id: string): EventId | undefined {
+  const parts = id.split(".");
+  if (parts.length !== 3) return undefined;
+  const [run, seq, n] = parts as [string, string, string];
+  return RUN.test(run) && SEQ.test(seq) && NONCE.test(n) ? { run, seq: Number(seq) } : undefined;
+}

@@ -1,0 +1,3 @@
+// agui-state-sidecar/resume: the browser side of resume (protocol/README.md §16).
+export { resumableFetch, type FetchFn, type ResumeOptions } from "./resumable-fetch.js";
+export { ResumableHttpAgent } from "./agent.js";
