@@ -1,9 +1,13 @@
+import { randomBytes } from "node:crypto";
 import { PassThrough } from "node:stream";
 import pino from "pino";
 import { startServer as serve, type Server } from "../../src/rpc/node/server.js";
 import type { Framing } from "../../src/rpc/node/stdio.js";
 import { StateService, type ServiceOptions } from "../../src/service/state-service.js";
 import { StreamService, type Pipeline } from "../../src/service/stream-service.js";
+import { RESUME_DEFAULTS } from "../../src/cli/resume-flags.js";
+import { MemoryLog } from "../../src/resume/memory-log.js";
+import type { ResumeOptions } from "../../src/resume/recorder.js";
 import { StreamFixer } from "../../src/stream/fixer.js";
 import { ndjson } from "./frames.js";
 import { request, type Id } from "./jsonrpc.js";
@@ -24,11 +28,14 @@ export interface Paired {
 /** The stream pipeline already loaded (src/cli/stream-pipeline.ts loads it on the first openStream). */
 export const LOADED_PIPELINE: Pipeline = { get: () => (opts) => new StreamFixer(opts), load: () => undefined, loading: () => undefined };
 
+/** The run log the sidecar has with no flag (`--store memory`, protocol/README.md §16.x), fresh for each call. */
+export const defaultResume = (graceMs: number = RESUME_DEFAULTS.graceMs): ResumeOptions => ({ log: new MemoryLog(RESUME_DEFAULTS), key: randomBytes(32), graceMs });
+
 export function paired(framing: Framing = "auto", service: StateService | ServiceOptions = {}, streams?: StreamService): Paired {
   const input = new PassThrough();
   const output = new PassThrough();
   const svc = service instanceof StateService ? service : new StateService(service);
-  const str = streams ?? new StreamService({ limits: svc.limits, pipeline: LOADED_PIPELINE });
+  const str = streams ?? new StreamService({ limits: svc.limits, pipeline: LOADED_PIPELINE, resume: defaultResume() });
   const server = serve({ input, output, framing, service: svc, streams: str, log: pino({ level: "silent" }) });
   let out = "";
   const waiters: (() => void)[] = [];

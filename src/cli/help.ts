@@ -62,6 +62,14 @@ ${limitLines}
   closes the least recently used one; a stream idle for --stream-idle-ms
   milliseconds is closed.
 
+Resume (protocol/README.md §16.x): a stream opened with openStream's resume
+gets an SSE id on every event and is kept as a run in a log, which a
+middleware's dropped or reloaded client rejoins (rejoinStream, readRejoin).
+The flags are proxy's (agui-state proxy --help):
+  --store memory|none|redis://HOST:PORT[/DB]   default memory; env AGUI_STATE_STORE
+  --detach-grace SECONDS (30)   --retention SECONDS (300)
+  --run-log-bytes B (16M)       --log-bytes B (256M)
+
 Methods (protocol/README.md §6, §10 for activities, §14 for streams; rpc.discover returns
 the OpenRPC document):
 ${methodLines}

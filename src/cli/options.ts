@@ -2,13 +2,18 @@ import { parseArgs } from "node:util";
 import { LOG_LEVELS, type LogLevel } from "../log.js";
 import { DEFAULT_LIMITS } from "../protocol/limits.js";
 import type { Limits } from "../protocol/types.js";
+import type { ResumeFlags } from "../resume/open.js";
 import type { Framing } from "../rpc/node/stdio.js";
+import { RESUME_OPTIONS, resumeFlags } from "./resume-flags.js";
+import { UsageError } from "./usage-error.js";
 
 /** The options of the serve command, from its flags and environment variables. */
 export interface ServeOptions {
   framing: Framing;
   logLevel: LogLevel;
   limits: Limits;
+  /** --store and the other resume flags (protocol/README.md §16.x); absent (`--store none`), no run log. */
+  resume?: ResumeFlags;
 }
 
 /** Each limit's flag and environment variable (protocol/README.md §7). A flag wins over its variable. */
@@ -27,9 +32,10 @@ export const SERVE_FLAGS = {
   framing: { type: "string" },
   "log-level": { type: "string" },
   ...Object.fromEntries(LIMIT_FLAGS.map((l) => [l.flag, { type: "string" }])),
+  ...RESUME_OPTIONS,
 } as const;
 
-export class UsageError extends Error {}
+export { UsageError };
 
 /** Accepts plain integers, with an optional KiB/MiB/GiB suffix for byte sizes (e.g. 64MiB). */
 function parseCount(text: string, what: string, min: number): number {
@@ -52,7 +58,8 @@ export function serveOptions(values: Record<string, string | boolean | undefined
     if (typeof flag === "string") limits[l.key] = parseCount(flag, `--${l.flag}`, l.min);
     else if (env[l.env] !== undefined && env[l.env] !== "") limits[l.key] = parseCount(env[l.env] as string, l.env, l.min);
   }
-  return { framing, logLevel: level as LogLevel, limits };
+  const resume = resumeFlags(values, env);
+  return { framing, logLevel: level as LogLevel, limits, ...(resume ? { resume } : {}) };
 }
 
 export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv): ServeOptions {

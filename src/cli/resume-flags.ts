@@ -1,10 +1,10 @@
 import type { ParseArgsConfig } from "node:util";
-// A type only: the proxy is loaded by the command that runs it.
-import type { ResumeFlags } from "../proxy/main.js";
-import { UsageError } from "./options.js";
+// A type only: the run log is loaded by the command that opens it.
+import type { ResumeFlags } from "../resume/open.js";
+import { UsageError } from "./usage-error.js";
 import { parseSeconds, parseSize } from "./sizes.js";
 
-/** `proxy`'s resume flags (protocol/README.md §16). */
+/** The resume flags of `proxy` and of the sidecar (protocol/README.md §16). */
 export const RESUME_OPTIONS = {
   store: { type: "string" },
   "detach-grace": { type: "string" },

@@ -85,6 +85,6 @@ export function runCli(argv: string[]): void {
     if (process.stdin.isTTY) {
       process.stderr.write(`agui-state ${pkg.version}: reading JSON-RPC 2.0 from stdin, one message per line. Try:\n  {"jsonrpc":"2.0","id":1,"method":"escapePointer","params":{"path":["toolState","raster-ops/dataset"]}}\n(Ctrl-D to end; agui-state --help for more)\n`);
     }
-    serveCommand(options);
+    void serveCommand(options);
   });
 }

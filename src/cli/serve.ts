@@ -1,5 +1,6 @@
 import pkg from "../../package.json" with { type: "json" };
 import { createLogger, divertConsole } from "../log.js";
+import { openRunLog } from "../resume/open.js";
 import { startServer } from "../rpc/node/server.js";
 import { effectiveCeiling, HeapCeiling, tuneHeap, v8Heap } from "../runtime/heap-ceiling.js";
 import { StateService } from "../service/state-service.js";
@@ -10,18 +11,25 @@ import { lazyPipeline } from "./stream-pipeline.js";
 /**
  * `agui-state [serve]`: runs the sidecar on stdin/stdout until stdin ends, a
  * signal arrives, or the parent closes stdout; then exits 0. Each reply is
- * written as its message is handled, so when `done` resolves nothing is left
- * to answer.
+ * written as its message is handled (or, for a method that answers later,
+ * when it settles), so when `done` resolves nothing is left to answer. With a
+ * redis:// store, serving starts once Redis answers; when it cannot be reached,
+ * one line on stderr and exit status 2.
  */
-export function serveCommand(options: ServeOptions): void {
+export async function serveCommand(options: ServeOptions): Promise<void> {
   const log = createLogger(options.logLevel);
   divertConsole(log);
+  const resume = options.resume && (await openRunLog(options.resume, log));
+  if (resume === null) {
+    process.exitCode = 2;
+    return;
+  }
   tuneHeap();
   const asked = options.limits.maxHeapBytes;
   const { ceiling, clamped } = effectiveCeiling(asked);
   const limits = { ...options.limits, maxHeapBytes: ceiling };
   const service = new StateService({ limits, version: pkg.version, ownsInput: true, sharesResults: true });
-  const streams = new StreamService({ limits, pipeline: lazyPipeline() });
+  const streams = new StreamService({ limits, pipeline: lazyPipeline(), log, ...(resume ? { resume } : {}) });
   const probe = v8Heap();
   const heap = new HeapCeiling(ceiling, probe, service, log, probe.used(), streams);
   if (clamped) log.warn({ asked, maxHeapBytes: ceiling }, "--max-heap is above 80% of V8's own heap limit; using that instead");
@@ -38,6 +46,8 @@ export function serveCommand(options: ServeOptions): void {
   void server.done.then((why) => {
     log.debug({ why, requests: server.requests }, "exiting");
     process.stdin.destroy();
+    // The run log's connections (Redis) would hold the event loop open.
+    void streams.close();
     // No process.exit() at once: the event loop empties when the log writer
     // has written its last records, in order, and the process exits 0 on its
     // own. If the parent is not reading stderr, the writer would wait for it

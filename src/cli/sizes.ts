@@ -1,4 +1,4 @@
-import { UsageError } from "./options.js";
+import { UsageError } from "./usage-error.js";
 
 /** A number of bytes as flags take it: digits with an optional K, M or G (powers of 1024). Throws UsageError below `min`. */
 export function parseSize(flag: string, text: unknown, min: number): number {

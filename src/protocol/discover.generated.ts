@@ -3440,7 +3440,7 @@ export const DISCOVER_JSON = String.raw`{
     {
       "name": "openStream",
       "summary": "Open a stream repair: the pipeline of \u0060agui-state fix\u0060, fed by the caller.",
-      "description": "protocol/README.md §14. Opens a stream: a StreamFixer, the repair \u0060agui-state fix\u0060 does (§13), whose input the caller hands over part by part with fixStream and ends with closeStream; for a server middleware that cannot compute its own deltas. Returns {streamId}, an id the process never hands out again (\u0060s1\u0060, \u0060s2\u0060, ... in order: a restarted sidecar starts again at \u0060s1\u0060, so an id is never carried from one process to another). \u0060state\u0060 is the client's baseline, RunAgentInput.state (default {}); it must be a JSON object (-32602 ROOT_NOT_OBJECT, field \u0060/state\u0060), held to maxDepth and maxStateBytes (-32003). \u0060own\u0060, \u0060snapshots\u0060 and \u0060joinKeys\u0060 are the repair policy of \u0060fix --own\u0060, \u0060--snapshots\u0060 and \u0060--join-keys\u0060 (§13): \u0060own\u0060 lists escaped JSON Pointers to members (such as \u0060/toolState\u0060); one that is not a pointer, or is the root \u0060\"\"\u0060, fails with -32602 INVALID_POINTER, field \u0060/own/<i>\u0060. \u0060framing\u0060 is \u0060sse\u0060 or \u0060ndjson\u0060; omitted, it is told apart from the first non-blank line, as \u0060fix\u0060 does. Opening a stream past maxStreams closes the least recently used one (later calls on it fail with -32006, reason \u0060evicted\u0060); a stream not called for streamIdleMs is closed (reason \u0060idle\u0060). The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
+      "description": "protocol/README.md §14. Opens a stream: a StreamFixer, the repair \u0060agui-state fix\u0060 does (§13), whose input the caller hands over part by part with fixStream and ends with closeStream; for a server middleware that cannot compute its own deltas. Returns {streamId}, an id the process never hands out again (\u0060s1\u0060, \u0060s2\u0060, ... in order: a restarted sidecar starts again at \u0060s1\u0060, so an id is never carried from one process to another). \u0060state\u0060 is the client's baseline, RunAgentInput.state (default {}); it must be a JSON object (-32602 ROOT_NOT_OBJECT, field \u0060/state\u0060), held to maxDepth and maxStateBytes (-32003). \u0060own\u0060, \u0060snapshots\u0060 and \u0060joinKeys\u0060 are the repair policy of \u0060fix --own\u0060, \u0060--snapshots\u0060 and \u0060--join-keys\u0060 (§13): \u0060own\u0060 lists escaped JSON Pointers to members (such as \u0060/toolState\u0060); one that is not a pointer, or is the root \u0060\"\"\u0060, fails with -32602 INVALID_POINTER, field \u0060/own/<i>\u0060. \u0060framing\u0060 is \u0060sse\u0060 or \u0060ndjson\u0060; omitted, it is told apart from the first non-blank line, as \u0060fix\u0060 does. Opening a stream past maxStreams closes the least recently used one (later calls on it fail with -32006, reason \u0060evicted\u0060); a stream not called for streamIdleMs is closed (reason \u0060idle\u0060). With \u0060resume\u0060, the stream is also filed as a run in the run log (protocol/README.md §16.x): the result carries \u0060run\u0060, every event the stream's \u0060text\u0060 returns carries an \u0060id:\u0060 line, and the run can be rejoined with rejoinStream; \u0060resume\u0060 with framing \u0060ndjson\u0060 fails with -32602 CONFLICTING_PARAMS, field \u0060/resume\u0060. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
       "params": [
         {
           "name": "state",
@@ -3486,6 +3486,14 @@ export const DISCOVER_JSON = String.raw`{
           "required": false,
           "schema": {
             "$ref": "#/components/schemas/StreamFraming"
+          }
+        },
+        {
+          "name": "resume",
+          "description": "File the stream as a resumable run (protocol/README.md §16.x): every event of fixStream's and closeStream's \u0060text\u0060 then carries an \u0060id:\u0060 line and goes into the run log. Only for SSE: with framing \u0060ndjson\u0060, -32602 CONFLICTING_PARAMS, field \u0060/resume\u0060; with framing left out, \u0060sse\u0060 is taken. Ignored (no ids, no \u0060run\u0060) when the sidecar runs with --store none.",
+          "required": false,
+          "schema": {
+            "$ref": "#/components/schemas/ResumeRun"
           }
         }
       ],
@@ -3580,13 +3588,66 @@ export const DISCOVER_JSON = String.raw`{
             }
           },
           "x-file": "examples/openStream/03-state-not-object.json"
+        },
+        {
+          "name": "04-resume",
+          "description": "With resume, the stream is filed as a run in the run log (protocol/README.md §16.x): the result carries its handle, 96 random bits that differ on every call.",
+          "params": [
+            {
+              "name": "framing",
+              "value": "sse"
+            },
+            {
+              "name": "resume",
+              "value": {
+                "threadId": "t-resume",
+                "path": "/agent",
+                "authorization": "Bearer abc"
+              }
+            }
+          ],
+          "result": {
+            "name": "openStreamResult",
+            "value": {
+              "streamId": "s1",
+              "run": "AAAAAAAAAAAAAAAA"
+            }
+          },
+          "x-file": "examples/openStream/04-resume.json"
+        },
+        {
+          "name": "05-resume-ndjson",
+          "description": "Only an SSE stream can be resumed: NDJSON has no field for an event id.",
+          "params": [
+            {
+              "name": "framing",
+              "value": "ndjson"
+            },
+            {
+              "name": "resume",
+              "value": {
+                "threadId": "t-resume",
+                "path": "/agent",
+                "authorization": "Bearer abc"
+              }
+            }
+          ],
+          "x-error": {
+            "code": -32602,
+            "data": {
+              "code": "INVALID_PARAMS",
+              "field": "/resume",
+              "reason": "CONFLICTING_PARAMS"
+            }
+          },
+          "x-file": "examples/openStream/05-resume-ndjson.json"
         }
       ]
     },
     {
       "name": "fixStream",
       "summary": "Feed the next part of a stream; get back the repaired text of every event it completes.",
-      "description": "protocol/README.md §14. \u0060text\u0060 is the next part of the stream, exactly as the server wrote it, cut anywhere (in the middle of a line or of an event). The result's \u0060text\u0060 is the repaired text of every event that this part completes, in order (\"\" when it completes none): the stream's whole output is the concatenation of the \u0060text\u0060 of every fixStream and of closeStream, and equals what \u0060agui-state fix\u0060 with the same baseline and policy writes for the whole input, however it was cut. \u0060passed\u0060, \u0060mended\u0060, \u0060discarded\u0060 and \u0060kept\u0060 count the findings of the events this part completed by outcome (§13). UTF-8 is the caller's: decode the bytes incrementally, so that a character cut between two parts reaches the sidecar whole. A stream that is unknown, closed, evicted or closed as idle fails with -32006. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
+      "description": "protocol/README.md §14. \u0060text\u0060 is the next part of the stream, exactly as the server wrote it, cut anywhere (in the middle of a line or of an event). The result's \u0060text\u0060 is the repaired text of every event that this part completes, in order (\"\" when it completes none): the stream's whole output is the concatenation of the \u0060text\u0060 of every fixStream and of closeStream, and equals what \u0060agui-state fix\u0060 with the same baseline and policy writes for the whole input, however it was cut. \u0060passed\u0060, \u0060mended\u0060, \u0060discarded\u0060 and \u0060kept\u0060 count the findings of the events this part completed by outcome (§13). UTF-8 is the caller's: decode the bytes incrementally, so that a character cut between two parts reaches the sidecar whole. A stream that detachStream detached answers \u0060text\u0060 \"\" (its events go only to the run log) and \u0060cancel\u0060 (protocol/README.md §16.x). A stream that is unknown, closed, evicted or closed as idle fails with -32006. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
       "params": [
         {
           "name": "streamId",
@@ -3718,6 +3779,57 @@ export const DISCOVER_JSON = String.raw`{
             }
           },
           "x-file": "examples/fixStream/04-closed.json"
+        },
+        {
+          "name": "05-resume-ids",
+          "description": "A resumable stream's events each get an \u0060id:\u0060 line first (an unguessable id that differs on every run, so it is not compared here). Setup: openStream {\"resume\":{\"threadId\":\"t-resume\",\"path\":\"/agent\",\"authorization\":\"Bearer abc\"}}.",
+          "params": [
+            {
+              "name": "streamId",
+              "value": "s1"
+            },
+            {
+              "name": "text",
+              "value": "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t-resume\",\"runId\":\"r\"}\n\n"
+            }
+          ],
+          "result": {
+            "name": "fixStreamResult",
+            "value": {
+              "text": "id: AAAAAAAAAAAAAAAA.1.AAAAAAAAAAAAAAAA\ndata: {\"type\":\"RUN_STARTED\",\"threadId\":\"t-resume\",\"runId\":\"r\"}\n\n",
+              "passed": 0,
+              "mended": 0,
+              "discarded": 0,
+              "kept": 0
+            }
+          },
+          "x-file": "examples/fixStream/05-resume-ids.json"
+        },
+        {
+          "name": "06-detached",
+          "description": "Once detached, a stream's events go only to the run log (text \"\"), and each reply says whether to cancel the app: not while the grace period (30 s by default) runs. Setup: openStream {\"resume\":{\"threadId\":\"t-resume\",\"path\":\"/agent\",\"authorization\":\"Bearer abc\"}}; detachStream {\"streamId\":\"s1\"}.",
+          "params": [
+            {
+              "name": "streamId",
+              "value": "s1"
+            },
+            {
+              "name": "text",
+              "value": "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t-resume\",\"runId\":\"r\"}\n\n"
+            }
+          ],
+          "result": {
+            "name": "fixStreamResult",
+            "value": {
+              "text": "",
+              "passed": 0,
+              "mended": 0,
+              "discarded": 0,
+              "kept": 0,
+              "cancel": false
+            }
+          },
+          "x-file": "examples/fixStream/06-detached.json"
         }
       ]
     },
@@ -3731,6 +3843,14 @@ export const DISCOVER_JSON = String.raw`{
           "required": true,
           "schema": {
             "$ref": "#/components/schemas/StreamId"
+          }
+        },
+        {
+          "name": "broken",
+          "description": "true when the app's response broke off (an exception) rather than ended: a resumable run then ends as cancelled, and a rejoin's reader breaks its response too. Default false.",
+          "required": false,
+          "schema": {
+            "type": "boolean"
           }
         }
       ],
@@ -3801,6 +3921,475 @@ export const DISCOVER_JSON = String.raw`{
             }
           },
           "x-file": "examples/closeStream/02-unknown.json"
+        },
+        {
+          "name": "03-broken",
+          "description": "The app's response broke off: a resumable run ends as cancelled, so a rejoin's reader breaks its response too. Setup: openStream {\"resume\":{\"threadId\":\"t-resume\",\"path\":\"/agent\",\"authorization\":\"Bearer abc\"}}.",
+          "params": [
+            {
+              "name": "streamId",
+              "value": "s1"
+            },
+            {
+              "name": "broken",
+              "value": true
+            }
+          ],
+          "result": {
+            "name": "closeStreamResult",
+            "value": {
+              "text": "",
+              "summary": {
+                "events": 0,
+                "deltas": 0,
+                "dropped": 0,
+                "ignored": 0,
+                "fatal": 0,
+                "wiped": 0,
+                "passed": 0,
+                "mended": 0,
+                "discarded": 0,
+                "kept": 0,
+                "unfixed": 0
+              }
+            }
+          },
+          "x-file": "examples/closeStream/03-broken.json"
+        }
+      ]
+    },
+    {
+      "name": "detachStream",
+      "summary": "The client left mid-run: keep the run going, into the log, for the grace period.",
+      "description": "protocol/README.md §16.x. The middleware's client went away before the app's response ended. A resumable stream (opened with \u0060resume\u0060) goes on: the middleware keeps feeding the app's output with fixStream, whose \u0060text\u0060 is then \"\" (the events go only to the run log, for a rejoin), and every fixStream reply carries \u0060cancel\u0060, true once the grace period (--detach-grace) passed with nobody reading the run; then the middleware cancels the app and calls closeStream. \u0060graceMs\u0060 says how often to call fixStream at least (with text \"\" when the app wrote nothing). A stream that is not resumable (no \u0060resume\u0060, --store none, --detach-grace 0, or already ended) answers graceMs 0 and \u0060cancel\u0060 true at once: cancel as before resume. Calling it again changes nothing. A stream that is unknown, closed, evicted or closed as idle fails with -32006. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
+      "params": [
+        {
+          "name": "streamId",
+          "required": true,
+          "schema": {
+            "$ref": "#/components/schemas/StreamId"
+          }
+        }
+      ],
+      "result": {
+        "name": "detachStreamResult",
+        "schema": {
+          "$ref": "#/components/schemas/DetachStreamResult"
+        }
+      },
+      "errors": [
+        {
+          "$ref": "#/components/errors/InvalidParams"
+        },
+        {
+          "$ref": "#/components/errors/UnknownStream"
+        },
+        {
+          "$ref": "#/components/errors/InternalError"
+        }
+      ],
+      "paramStructure": "by-name",
+      "examples": [
+        {
+          "name": "01-resumable",
+          "description": "A resumable stream goes on, detached, for the grace period (--detach-grace, default 30 s). Setup: openStream {\"resume\":{\"threadId\":\"t-resume\",\"path\":\"/agent\",\"authorization\":\"Bearer abc\"}}.",
+          "params": [
+            {
+              "name": "streamId",
+              "value": "s1"
+            }
+          ],
+          "result": {
+            "name": "detachStreamResult",
+            "value": {
+              "graceMs": 30000
+            }
+          },
+          "x-file": "examples/detachStream/01-resumable.json"
+        },
+        {
+          "name": "02-not-resumable",
+          "description": "A stream opened without resume cannot be rejoined: graceMs 0, cancel the app now, as before resume. Setup: openStream {}.",
+          "params": [
+            {
+              "name": "streamId",
+              "value": "s1"
+            }
+          ],
+          "result": {
+            "name": "detachStreamResult",
+            "value": {
+              "graceMs": 0
+            }
+          },
+          "x-file": "examples/detachStream/02-not-resumable.json"
+        },
+        {
+          "name": "03-unknown",
+          "description": "An id no openStream returned.",
+          "params": [
+            {
+              "name": "streamId",
+              "value": "s9"
+            }
+          ],
+          "x-error": {
+            "code": -32006,
+            "data": {
+              "code": "UNKNOWN_STREAM",
+              "streamId": "s9",
+              "reason": "never opened"
+            }
+          },
+          "x-file": "examples/detachStream/03-unknown.json"
+        }
+      ]
+    },
+    {
+      "name": "rejoinStream",
+      "summary": "Rejoin a run from the log: a dropped stream (Last-Event-ID) or a reloaded page (connect).",
+      "description": "protocol/README.md §16.x. With \u0060lastEventId\u0060 (the request's Last-Event-ID header): a dropped stream; the read gives exactly the events after that id, with no prelude, then the live tail. Without it: a reload (POST <agent path>/connect); the read gives the thread's latest run at \u0060path\u0060 from its first event (RUN_STARTED), followed by a STATE_SNAPSHOT and a MESSAGES_SNAPSHOT of what the run started from, then the rest and the tail. \u0060threadId\u0060 is the request body's RunAgentInput.threadId; \u0060path\u0060 the agent's path without the query (for a reload, without \u0060/connect\u0060); \u0060authorization\u0060 and \u0060cookie\u0060 the request's headers. The run must have been opened with the same thread, path and credentials. Anything else (an unknown, expired or forged id, another thread, path or credentials, a thread with no run) fails with -32007 RESUME_UNKNOWN, one answer for all, whose data.status is the HTTP answer to give: 410 for a rejoin, 204 for a reload. The app is never called for a rejoin, and a refused one never reaches it either. Returns the read's id and the run's status and headers to answer with; read it with readRejoin. Open reads are held to maxStreams (the least recently used closed first) and streamIdleMs, as streams are. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
+      "params": [
+        {
+          "name": "threadId",
+          "required": true,
+          "schema": {
+            "$ref": "#/components/schemas/ThreadId"
+          }
+        },
+        {
+          "name": "path",
+          "required": true,
+          "schema": {
+            "$ref": "#/components/schemas/AgentPath"
+          }
+        },
+        {
+          "name": "authorization",
+          "description": "The request's Authorization header, if any.",
+          "required": false,
+          "schema": {
+            "$ref": "#/components/schemas/Credential"
+          }
+        },
+        {
+          "name": "cookie",
+          "description": "The request's Cookie header, if any.",
+          "required": false,
+          "schema": {
+            "$ref": "#/components/schemas/Credential"
+          }
+        },
+        {
+          "name": "lastEventId",
+          "description": "The request's Last-Event-ID header: a rejoin. Left out: a reload (connect).",
+          "required": false,
+          "schema": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 1024
+          }
+        }
+      ],
+      "result": {
+        "name": "rejoinStreamResult",
+        "schema": {
+          "$ref": "#/components/schemas/RejoinStreamResult"
+        }
+      },
+      "errors": [
+        {
+          "$ref": "#/components/errors/InvalidParams"
+        },
+        {
+          "$ref": "#/components/errors/ResumeUnknown"
+        },
+        {
+          "$ref": "#/components/errors/InternalError"
+        }
+      ],
+      "paramStructure": "by-name",
+      "examples": [
+        {
+          "name": "01-unknown-id",
+          "description": "A Last-Event-ID the log does not hold (unknown, expired, forged, or another's): one answer for all, and the status to give the client, 410.",
+          "params": [
+            {
+              "name": "threadId",
+              "value": "t-rejoin"
+            },
+            {
+              "name": "path",
+              "value": "/agent"
+            },
+            {
+              "name": "lastEventId",
+              "value": "AAAAAAAAAAAAAAAA.1.AAAAAAAAAAAAAAAA"
+            }
+          ],
+          "x-error": {
+            "code": -32007,
+            "data": {
+              "code": "RESUME_UNKNOWN",
+              "status": 410
+            }
+          },
+          "x-file": "examples/rejoinStream/01-unknown-id.json"
+        },
+        {
+          "name": "02-no-run",
+          "description": "A reload (no lastEventId) for a thread with no run: the status to give the client is 204, nothing to apply.",
+          "params": [
+            {
+              "name": "threadId",
+              "value": "t-none"
+            },
+            {
+              "name": "path",
+              "value": "/agent"
+            }
+          ],
+          "x-error": {
+            "code": -32007,
+            "data": {
+              "code": "RESUME_UNKNOWN",
+              "status": 204
+            }
+          },
+          "x-file": "examples/rejoinStream/02-no-run.json"
+        },
+        {
+          "name": "03-connect",
+          "description": "A reload of a thread with a live run: a read of its events from RUN_STARTED, with the status and headers to answer with. Setup: openStream {\"state\":{\"count\":1},\"resume\":{\"threadId\":\"t-connect\",\"path\":\"/agent\",\"cookie\":\"session=1\"}}; fixStream {\"streamId\":\"s1\",\"text\":\"data: {\\\"type\\\":\\\"RUN_STARTED\\\",\\\"threadId\\\":\\\"t-connect\\\",\\\"runId\\\":\\\"r\\\"}\\n\\n\"}.",
+          "params": [
+            {
+              "name": "threadId",
+              "value": "t-connect"
+            },
+            {
+              "name": "path",
+              "value": "/agent"
+            },
+            {
+              "name": "cookie",
+              "value": "session=1"
+            }
+          ],
+          "result": {
+            "name": "rejoinStreamResult",
+            "value": {
+              "readId": "r1",
+              "status": 200,
+              "headers": {
+                "content-type": "text/event-stream"
+              }
+            }
+          },
+          "x-file": "examples/rejoinStream/03-connect.json"
+        },
+        {
+          "name": "04-other-credentials",
+          "description": "The same thread and path with other credentials: refused, with the very answer an unknown thread gets. Setup: openStream {\"state\":{\"count\":1},\"resume\":{\"threadId\":\"t-connect\",\"path\":\"/agent\",\"cookie\":\"session=1\"}}; fixStream {\"streamId\":\"s1\",\"text\":\"data: {\\\"type\\\":\\\"RUN_STARTED\\\",\\\"threadId\\\":\\\"t-connect\\\",\\\"runId\\\":\\\"r\\\"}\\n\\n\"}.",
+          "params": [
+            {
+              "name": "threadId",
+              "value": "t-connect"
+            },
+            {
+              "name": "path",
+              "value": "/agent"
+            },
+            {
+              "name": "cookie",
+              "value": "session=2"
+            }
+          ],
+          "x-error": {
+            "code": -32007,
+            "data": {
+              "code": "RESUME_UNKNOWN",
+              "status": 204
+            }
+          },
+          "x-file": "examples/rejoinStream/04-other-credentials.json"
+        }
+      ]
+    },
+    {
+      "name": "readRejoin",
+      "summary": "The next events of a rejoin: the replay first, then the live tail.",
+      "description": "protocol/README.md §16.x. Answers as soon as there is at least one event, or the run ended, or \u0060waitMs\u0060 passed (default 1000, at most 30000; 0 answers at once): \u0060text\u0060 is the events since the last readRejoin, as SSE with their ids, to write to the client as it is (\"\" when none came). \u0060done\u0060 is true once the run ended and \u0060text\u0060 holds its last events; \u0060end\u0060 then says how: \u0060finished\u0060, end the client's response; anything else, break it off. A done read is closed. Replies to other requests may overtake a waiting readRejoin (JSON-RPC 2.0 matches replies by id). A second readRejoin for a read that is waiting answers the first at once, with what there is. An unknown read fails with -32008. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
+      "params": [
+        {
+          "name": "readId",
+          "required": true,
+          "schema": {
+            "$ref": "#/components/schemas/ReadId"
+          }
+        },
+        {
+          "name": "waitMs",
+          "description": "How long to wait for an event, in ms. Default 1000.",
+          "required": false,
+          "schema": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 30000
+          }
+        }
+      ],
+      "result": {
+        "name": "readRejoinResult",
+        "schema": {
+          "$ref": "#/components/schemas/ReadRejoinResult"
+        }
+      },
+      "errors": [
+        {
+          "$ref": "#/components/errors/InvalidParams"
+        },
+        {
+          "$ref": "#/components/errors/UnknownRead"
+        },
+        {
+          "$ref": "#/components/errors/InternalError"
+        }
+      ],
+      "paramStructure": "by-name",
+      "examples": [
+        {
+          "name": "01-connect",
+          "description": "A reload's read: RUN_STARTED with its id, then the STATE_SNAPSHOT and MESSAGES_SNAPSHOT the run started from (the id differs on every run, so the text is not compared here); the run goes on, so done is false. Setup: openStream {\"state\":{\"count\":1},\"resume\":{\"threadId\":\"t-connect\",\"path\":\"/agent\",\"cookie\":\"session=1\"}}; fixStream {\"streamId\":\"s1\",\"text\":\"data: {\\\"type\\\":\\\"RUN_STARTED\\\",\\\"threadId\\\":\\\"t-connect\\\",\\\"runId\\\":\\\"r\\\"}\\n\\n\"}; rejoinStream {\"threadId\":\"t-connect\",\"path\":\"/agent\",\"cookie\":\"session=1\"}.",
+          "params": [
+            {
+              "name": "readId",
+              "value": "r1"
+            },
+            {
+              "name": "waitMs",
+              "value": 0
+            }
+          ],
+          "result": {
+            "name": "readRejoinResult",
+            "value": {
+              "text": "id: AAAAAAAAAAAAAAAA.1.AAAAAAAAAAAAAAAA\ndata: {\"type\":\"RUN_STARTED\",\"threadId\":\"t-connect\",\"runId\":\"r\"}\n\ndata: {\"type\":\"STATE_SNAPSHOT\",\"snapshot\":{\"count\":1}}\n\ndata: {\"type\":\"MESSAGES_SNAPSHOT\",\"messages\":[]}\n\n",
+              "done": false
+            }
+          },
+          "x-file": "examples/readRejoin/01-connect.json"
+        },
+        {
+          "name": "02-finished",
+          "description": "The run ended while the read was open: its last events, done, and how it ended. The read is then closed. Setup: openStream {\"state\":{\"count\":1},\"resume\":{\"threadId\":\"t-connect\",\"path\":\"/agent\",\"cookie\":\"session=1\"}}; fixStream {\"streamId\":\"s1\",\"text\":\"data: {\\\"type\\\":\\\"RUN_STARTED\\\",\\\"threadId\\\":\\\"t-connect\\\",\\\"runId\\\":\\\"r\\\"}\\n\\n\"}; rejoinStream {\"threadId\":\"t-connect\",\"path\":\"/agent\",\"cookie\":\"session=1\"}; readRejoin {\"readId\":\"r1\",\"waitMs\":0}; closeStream {\"streamId\":\"s1\"}.",
+          "params": [
+            {
+              "name": "readId",
+              "value": "r1"
+            },
+            {
+              "name": "waitMs",
+              "value": 0
+            }
+          ],
+          "result": {
+            "name": "readRejoinResult",
+            "value": {
+              "text": "",
+              "done": true,
+              "end": "finished"
+            }
+          },
+          "x-file": "examples/readRejoin/02-finished.json"
+        },
+        {
+          "name": "03-unknown",
+          "description": "An id no rejoinStream returned.",
+          "params": [
+            {
+              "name": "readId",
+              "value": "r9"
+            }
+          ],
+          "x-error": {
+            "code": -32008,
+            "data": {
+              "code": "UNKNOWN_READ",
+              "readId": "r9",
+              "reason": "never opened"
+            }
+          },
+          "x-file": "examples/readRejoin/03-unknown.json"
+        }
+      ]
+    },
+    {
+      "name": "closeRejoin",
+      "summary": "Stop reading a rejoin: its client went away.",
+      "description": "protocol/README.md §16.x. The rejoin's client went away (or the middleware gives up on it): the read is forgotten and stops counting as a reader of the run (the run's own grace period then runs as if it had never been rejoined). An unknown read fails with -32008. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
+      "params": [
+        {
+          "name": "readId",
+          "required": true,
+          "schema": {
+            "$ref": "#/components/schemas/ReadId"
+          }
+        }
+      ],
+      "result": {
+        "name": "closeRejoinResult",
+        "schema": {
+          "$ref": "#/components/schemas/CloseRejoinResult"
+        }
+      },
+      "errors": [
+        {
+          "$ref": "#/components/errors/InvalidParams"
+        },
+        {
+          "$ref": "#/components/errors/UnknownRead"
+        },
+        {
+          "$ref": "#/components/errors/InternalError"
+        }
+      ],
+      "paramStructure": "by-name",
+      "examples": [
+        {
+          "name": "01-close",
+          "description": "The rejoin's client went away: the read is forgotten. Setup: openStream {\"state\":{\"count\":1},\"resume\":{\"threadId\":\"t-connect\",\"path\":\"/agent\",\"cookie\":\"session=1\"}}; fixStream {\"streamId\":\"s1\",\"text\":\"data: {\\\"type\\\":\\\"RUN_STARTED\\\",\\\"threadId\\\":\\\"t-connect\\\",\\\"runId\\\":\\\"r\\\"}\\n\\n\"}; rejoinStream {\"threadId\":\"t-connect\",\"path\":\"/agent\",\"cookie\":\"session=1\"}.",
+          "params": [
+            {
+              "name": "readId",
+              "value": "r1"
+            }
+          ],
+          "result": {
+            "name": "closeRejoinResult",
+            "value": {
+              "closed": true
+            }
+          },
+          "x-file": "examples/closeRejoin/01-close.json"
+        },
+        {
+          "name": "02-unknown",
+          "description": "An id no rejoinStream returned.",
+          "params": [
+            {
+              "name": "readId",
+              "value": "r9"
+            }
+          ],
+          "x-error": {
+            "code": -32008,
+            "data": {
+              "code": "UNKNOWN_READ",
+              "readId": "r9",
+              "reason": "never opened"
+            }
+          },
+          "x-file": "examples/closeRejoin/02-unknown.json"
         }
       ]
     },
@@ -3850,7 +4439,11 @@ export const DISCOVER_JSON = String.raw`{
               "evicted": 0,
               "activities": 0,
               "streams": 0,
-              "streamsEvicted": 0
+              "streamsEvicted": 0,
+              "runs": 0,
+              "runBytes": 0,
+              "runsEvicted": 0,
+              "reads": 0
             }
           },
           "x-file": "examples/stats/01-fresh.json"
@@ -3880,7 +4473,11 @@ export const DISCOVER_JSON = String.raw`{
               "evicted": 0,
               "activities": 0,
               "streams": 0,
-              "streamsEvicted": 0
+              "streamsEvicted": 0,
+              "runs": 0,
+              "runBytes": 0,
+              "runsEvicted": 0,
+              "reads": 0
             }
           },
           "x-file": "examples/stats/02-one-thread.json"
@@ -4504,6 +5101,26 @@ export const DISCOVER_JSON = String.raw`{
             "description": "Streams closed since start because maxStreams was reached (least recently used first), because they were idle for streamIdleMs (streams a caller abandoned), or because the heap neared maxHeapBytes and evicting threads was not enough (protocol/README.md §7).",
             "type": "integer",
             "minimum": 0
+          },
+          "runs": {
+            "description": "Runs the run log keeps (protocol/README.md §16): in memory, every live or retained run; in Redis, the runs this process writes.",
+            "type": "integer",
+            "minimum": 0
+          },
+          "runBytes": {
+            "description": "Bytes of events those runs hold (each event's SSE block and id).",
+            "type": "integer",
+            "minimum": 0
+          },
+          "runsEvicted": {
+            "description": "Runs whose log was dropped since start to stay within --log-bytes (least recently used first).",
+            "type": "integer",
+            "minimum": 0
+          },
+          "reads": {
+            "description": "Open rejoin reads (rejoinStream, protocol/README.md §16.x).",
+            "type": "integer",
+            "minimum": 0
           }
         },
         "required": [
@@ -4516,7 +5133,11 @@ export const DISCOVER_JSON = String.raw`{
           "evicted",
           "activities",
           "streams",
-          "streamsEvicted"
+          "streamsEvicted",
+          "runs",
+          "runBytes",
+          "runsEvicted",
+          "reads"
         ],
         "additionalProperties": false
       },
@@ -4944,6 +5565,10 @@ export const DISCOVER_JSON = String.raw`{
         "properties": {
           "streamId": {
             "$ref": "#/components/schemas/StreamId"
+          },
+          "run": {
+            "description": "With \u0060resume\u0060: the run's handle in the run log.",
+            "$ref": "#/components/schemas/RunHandle"
           }
         },
         "required": [
@@ -4978,6 +5603,10 @@ export const DISCOVER_JSON = String.raw`{
             "description": "Client values left standing under \u0060own\u0060 (outcome kept).",
             "type": "integer",
             "minimum": 0
+          },
+          "cancel": {
+            "description": "Only once detachStream was called for the stream: true when the run is cancelled (the grace period passed with nobody reading it, or the stream could not be resumed); then cancel the app and call closeStream.",
+            "type": "boolean"
           }
         },
         "required": [
@@ -5107,6 +5736,198 @@ export const DISCOVER_JSON = String.raw`{
           "reason"
         ],
         "additionalProperties": false
+      },
+      "AgentPath": {
+        "description": "An agent's path, as the request named it without its query (\u0060/agent\u0060): a run is filed under it, and a rejoin or reload names the same (protocol/README.md §16).",
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 2048,
+        "pattern": "^/"
+      },
+      "Credential": {
+        "description": "A request header's value as the client sent it (\u0060Authorization\u0060, or \u0060Cookie\u0060 with every cookie header joined by \"; \"). The sidecar keeps only an HMAC-SHA-256 of the two under its key, never the text (protocol/README.md §16).",
+        "type": "string",
+        "maxLength": 65536
+      },
+      "RunHandle": {
+        "description": "A run's handle in the run log: 16 characters, base64url of 96 random bits (protocol/README.md §16). For logs and tracing: nothing is called with it.",
+        "type": "string",
+        "minLength": 16,
+        "maxLength": 16
+      },
+      "ReadId": {
+        "description": "A rejoin's read, as rejoinStream returned it (\u0060r1\u0060, \u0060r2\u0060, ... in order; never reused by the process).",
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 256
+      },
+      "RunEnd": {
+        "description": "How a run ended (protocol/README.md §16): \u0060finished\u0060, as the app ended its response (end the client's response cleanly); \u0060cancelled\u0060, broken off (nobody rejoined within the grace period, the app's response broke, or the writer went away); \u0060evicted\u0060, its log was dropped to stay within --log-bytes; \u0060unresumable\u0060, past --run-log-bytes or an event longer than the client's SSE buffer. Anything but \u0060finished\u0060: break the client's response off (abort it), so that its client does not take a cut run for a whole one.",
+        "enum": [
+          "finished",
+          "cancelled",
+          "evicted",
+          "unresumable"
+        ]
+      },
+      "ResumeRun": {
+        "description": "openStream's \u0060resume\u0060: file the stream as a resumable run (protocol/README.md §16.x).",
+        "type": "object",
+        "properties": {
+          "threadId": {
+            "description": "The request's RunAgentInput.threadId.",
+            "$ref": "#/components/schemas/ThreadId"
+          },
+          "path": {
+            "$ref": "#/components/schemas/AgentPath"
+          },
+          "authorization": {
+            "description": "The request's Authorization header, if any.",
+            "$ref": "#/components/schemas/Credential"
+          },
+          "cookie": {
+            "description": "The request's Cookie header, if any.",
+            "$ref": "#/components/schemas/Credential"
+          },
+          "messages": {
+            "description": "The request's RunAgentInput.messages, replayed to a reload as a MESSAGES_SNAPSHOT after RUN_STARTED (with a STATE_SNAPSHOT of \u0060state\u0060). Default [].",
+            "type": "array"
+          },
+          "headers": {
+            "description": "The response's headers a rejoin is answered with again (names in lower case; set-cookie, content-length and content-encoding are dropped). Default {\"content-type\": \"text/event-stream\"}.",
+            "type": "object",
+            "additionalProperties": {
+              "type": "string"
+            }
+          }
+        },
+        "required": [
+          "threadId",
+          "path"
+        ],
+        "additionalProperties": false
+      },
+      "DetachStreamResult": {
+        "type": "object",
+        "properties": {
+          "graceMs": {
+            "description": "How long the run goes on without a reader; call fixStream (with text \"\" if the app wrote nothing) at least this often to learn whether to cancel. 0: cancel now (the stream is not resumable).",
+            "type": "integer",
+            "minimum": 0
+          }
+        },
+        "required": [
+          "graceMs"
+        ],
+        "additionalProperties": false
+      },
+      "RejoinStreamResult": {
+        "type": "object",
+        "properties": {
+          "readId": {
+            "$ref": "#/components/schemas/ReadId"
+          },
+          "status": {
+            "description": "The status to answer the rejoin with: the run's own (200).",
+            "type": "integer",
+            "minimum": 100,
+            "maximum": 599
+          },
+          "headers": {
+            "description": "The headers to answer it with: the run's own, as openStream's \u0060resume.headers\u0060 gave them.",
+            "type": "object",
+            "additionalProperties": {
+              "type": "string"
+            }
+          }
+        },
+        "required": [
+          "readId",
+          "status",
+          "headers"
+        ],
+        "additionalProperties": false
+      },
+      "ReadRejoinResult": {
+        "type": "object",
+        "properties": {
+          "text": {
+            "description": "The next events of the run, as SSE with their ids: what the middleware writes to its client, as it is. \"\" when none came within waitMs.",
+            "type": "string"
+          },
+          "done": {
+            "description": "true once the run ended and \u0060text\u0060 holds its last events: the read is closed.",
+            "type": "boolean"
+          },
+          "end": {
+            "description": "Only with done: how the run ended.",
+            "$ref": "#/components/schemas/RunEnd"
+          }
+        },
+        "required": [
+          "text",
+          "done"
+        ],
+        "additionalProperties": false
+      },
+      "CloseRejoinResult": {
+        "type": "object",
+        "properties": {
+          "closed": {
+            "description": "Always true: the read is forgotten.",
+            "const": true
+          }
+        },
+        "required": [
+          "closed"
+        ],
+        "additionalProperties": false
+      },
+      "ResumeUnknownData": {
+        "description": "-32007. Nothing to rejoin (protocol/README.md §16.x): the id is unknown, expired, forged, of another thread or path, or the credentials differ; for a reload, the thread has no run (kept) at the path that this request may read. One answer for every case, so a refusal tells nothing. \u0060status\u0060 is the HTTP answer to give the client: 410 for a rejoin (Last-Event-ID), 204 for a reload (connect).",
+        "type": "object",
+        "properties": {
+          "code": {
+            "const": "RESUME_UNKNOWN"
+          },
+          "status": {
+            "enum": [
+              410,
+              204
+            ]
+          }
+        },
+        "required": [
+          "code",
+          "status"
+        ],
+        "additionalProperties": false
+      },
+      "UnknownReadData": {
+        "description": "-32008. The read id names no open read: never opened by this process, closed (by closeRejoin, or after the read that returned done), evicted by maxStreams, or closed after streamIdleMs without a call (protocol/README.md §16.x). Break the client's response off: it cannot be completed.",
+        "type": "object",
+        "properties": {
+          "code": {
+            "const": "UNKNOWN_READ"
+          },
+          "readId": {
+            "$ref": "#/components/schemas/ReadId"
+          },
+          "reason": {
+            "enum": [
+              "never opened",
+              "closed",
+              "evicted",
+              "idle"
+            ]
+          }
+        },
+        "required": [
+          "code",
+          "readId",
+          "reason"
+        ],
+        "additionalProperties": false
       }
     },
     "errors": {
@@ -5153,6 +5974,14 @@ export const DISCOVER_JSON = String.raw`{
       "UnknownStream": {
         "code": -32006,
         "message": "Unknown stream"
+      },
+      "ResumeUnknown": {
+        "code": -32007,
+        "message": "Nothing to resume"
+      },
+      "UnknownRead": {
+        "code": -32008,
+        "message": "Unknown read"
       }
     }
   },
@@ -5245,6 +6074,18 @@ export const DISCOVER_JSON = String.raw`{
       "code": -32006,
       "schema": {
         "$ref": "#/components/schemas/UnknownStreamData"
+      }
+    },
+    "ResumeUnknown": {
+      "code": -32007,
+      "schema": {
+        "$ref": "#/components/schemas/ResumeUnknownData"
+      }
+    },
+    "UnknownRead": {
+      "code": -32008,
+      "schema": {
+        "$ref": "#/components/schemas/UnknownReadData"
       }
     }
   }

@@ -1,9 +1,9 @@
 import type { Result, SkipCode } from "../core/index.js";
-import type { InvalidParamsData, InvalidParamsReason, LimitExceededData, PatchFailedData, UnknownActivityData, UnknownStreamData, UnknownThreadData, VersionConflictData } from "./types.generated.js";
+import type { InvalidParamsData, InvalidParamsReason, LimitExceededData, PatchFailedData, ResumeUnknownData, UnknownActivityData, UnknownReadData, UnknownStreamData, UnknownThreadData, VersionConflictData } from "./types.generated.js";
 
 /**
  * protocol/README.md §8: the codes of the application errors, by the names
- * the document's components.errors gives them. They sit in -32001..-32006,
+ * the document's components.errors gives them. They sit in -32001..-32008,
  * the range JSON-RPC 2.0 §5.1 leaves to implementations.
  */
 export const APPLICATION_ERROR_CODES = {
@@ -13,6 +13,8 @@ export const APPLICATION_ERROR_CODES = {
   VersionConflict: -32004,
   UnknownActivity: -32005,
   UnknownStream: -32006,
+  ResumeUnknown: -32007,
+  UnknownRead: -32008,
 } as const;
 
 /**
@@ -28,6 +30,8 @@ export type CallError =
   | { kind: "VersionConflict"; message: string; data: VersionConflictData }
   | { kind: "UnknownActivity"; message: string; data: UnknownActivityData }
   | { kind: "UnknownStream"; message: string; data: UnknownStreamData }
+  | { kind: "ResumeUnknown"; message: string; data: ResumeUnknownData }
+  | { kind: "UnknownRead"; message: string; data: UnknownReadData }
   | { kind: "InvalidParams"; message: string; data: InvalidParamsData };
 
 /** What a method returns: its result, or why the call failed. */
@@ -51,6 +55,23 @@ export const unknownStream = (streamId: string, reason: UnknownStreamData["reaso
   kind: "UnknownStream",
   message: `unknown stream ${JSON.stringify(streamId)} (${reason}); send the rest of the response as it is`,
   data: { code: "UNKNOWN_STREAM", streamId, reason },
+});
+
+/**
+ * protocol/README.md §16.x: nothing to rejoin. One answer for an unknown, expired, forged or refused
+ * id and for a thread with no run, so a refusal tells nothing; `status` is what to answer over HTTP.
+ */
+export const resumeUnknown = (status: ResumeUnknownData["status"]): CallError => ({
+  kind: "ResumeUnknown",
+  message: status === 410 ? "no run to resume from this Last-Event-ID: it is unknown, expired, or not yours; answer 410" : "no run of this thread to connect to; answer 204",
+  data: { code: "RESUME_UNKNOWN", status },
+});
+
+/** protocol/README.md §16.x: no open read has this id; the rejoin's response cannot be completed. */
+export const unknownRead = (readId: string, reason: UnknownReadData["reason"]): CallError => ({
+  kind: "UnknownRead",
+  message: `unknown read ${JSON.stringify(readId)} (${reason}); break the rejoin's response off`,
+  data: { code: "UNKNOWN_READ", readId, reason },
 });
 
 /** protocol/README.md §8: `data.code` is the failing op's skip code, not the error's name. */

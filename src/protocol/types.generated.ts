@@ -101,9 +101,29 @@ export type ActivityEvents = ActivityEvent[];
  */
 export type StreamFraming = "sse" | "ndjson";
 /**
+ * An agent's path, as the request named it without its query (`/agent`): a run is filed under it, and a rejoin or reload names the same (protocol/README.md §16).
+ */
+export type AgentPath = string;
+/**
+ * A request header's value as the client sent it (`Authorization`, or `Cookie` with every cookie header joined by "; "). The sidecar keeps only an HMAC-SHA-256 of the two under its key, never the text (protocol/README.md §16).
+ */
+export type Credential = string;
+/**
  * A stream id, as openStream returned it.
  */
 export type StreamId = string;
+/**
+ * A run's handle in the run log: 16 characters, base64url of 96 random bits (protocol/README.md §16). For logs and tracing: nothing is called with it.
+ */
+export type RunHandle = string;
+/**
+ * A rejoin's read, as rejoinStream returned it (`r1`, `r2`, ... in order; never reused by the process).
+ */
+export type ReadId = string;
+/**
+ * How a run ended (protocol/README.md §16): `finished`, as the app ended its response (end the client's response cleanly); `cancelled`, broken off (nobody rejoined within the grace period, the app's response broke, or the writer went away); `evicted`, its log was dropped to stay within --log-bytes; `unresumable`, past --run-log-bytes or an event longer than the client's SSE buffer. Anything but `finished`: break the client's response off (abort it), so that its client does not take a cut run for a whole one.
+ */
+export type RunEnd = "finished" | "cancelled" | "evicted" | "unresumable";
 /**
  * An RFC 6902 operation as a client may give it (protocol/README.md §3). `value` is required for add, replace and test (`null` is a value); `from` is required for move and copy. Members not listed are ignored, as RFC 6902 §4 requires. This is the documented shape only: elements of an `ops` param are decoded one by one by the server, and an element that does not fit is reported in `skipped` (INVALID_OP / INVALID_POINTER), not refused by schema.
  */
@@ -212,6 +232,22 @@ export interface Methods {
   closeStream: {
     params: CloseStreamParams;
     result: CloseStreamResult;
+  };
+  detachStream: {
+    params: DetachStreamParams;
+    result: DetachStreamResult;
+  };
+  rejoinStream: {
+    params: RejoinStreamParams;
+    result: RejoinStreamResult;
+  };
+  readRejoin: {
+    params: ReadRejoinParams;
+    result: ReadRejoinResult;
+  };
+  closeRejoin: {
+    params: CloseRejoinParams;
+    result: CloseRejoinResult;
   };
   stats: {
     params: StatsParams;
@@ -493,9 +529,30 @@ export interface OpenStreamParams {
    */
   joinKeys?: boolean;
   framing?: StreamFraming;
+  resume?: ResumeRun;
+}
+/**
+ * openStream's `resume`: file the stream as a resumable run (protocol/README.md §16.x).
+ */
+export interface ResumeRun {
+  threadId: ThreadId;
+  path: AgentPath;
+  authorization?: Credential;
+  cookie?: Credential;
+  /**
+   * The request's RunAgentInput.messages, replayed to a reload as a MESSAGES_SNAPSHOT after RUN_STARTED (with a STATE_SNAPSHOT of `state`). Default [].
+   */
+  messages?: unknown[];
+  /**
+   * The response's headers a rejoin is answered with again (names in lower case; set-cookie, content-length and content-encoding are dropped). Default {"content-type": "text/event-stream"}.
+   */
+  headers?: {
+    [k: string]: string;
+  };
 }
 export interface OpenStreamResult {
   streamId: StreamId;
+  run?: RunHandle;
 }
 export interface FixStreamParams {
   streamId: StreamId;
@@ -528,9 +585,17 @@ export interface FixStreamResult {
    * Client values left standing under `own` (outcome kept).
    */
   kept: number;
+  /**
+   * Only once detachStream was called for the stream: true when the run is cancelled (the grace period passed with nobody reading it, or the stream could not be resumed); then cancel the app and call closeStream.
+   */
+  cancel?: boolean;
 }
 export interface CloseStreamParams {
   streamId: StreamId;
+  /**
+   * true when the app's response broke off (an exception) rather than ended: a resumable run then ends as cancelled, and a rejoin's reader breaks its response too. Default false.
+   */
+  broken?: boolean;
 }
 export interface CloseStreamResult {
   /**
@@ -588,6 +653,65 @@ export interface StreamSummary {
    */
   unfixed: number;
 }
+export interface DetachStreamParams {
+  streamId: StreamId;
+}
+export interface DetachStreamResult {
+  /**
+   * How long the run goes on without a reader; call fixStream (with text "" if the app wrote nothing) at least this often to learn whether to cancel. 0: cancel now (the stream is not resumable).
+   */
+  graceMs: number;
+}
+export interface RejoinStreamParams {
+  threadId: ThreadId;
+  path: AgentPath;
+  authorization?: Credential;
+  cookie?: Credential;
+  /**
+   * The request's Last-Event-ID header: a rejoin. Left out: a reload (connect).
+   */
+  lastEventId?: string;
+}
+export interface RejoinStreamResult {
+  readId: ReadId;
+  /**
+   * The status to answer the rejoin with: the run's own (200).
+   */
+  status: number;
+  /**
+   * The headers to answer it with: the run's own, as openStream's `resume.headers` gave them.
+   */
+  headers: {
+    [k: string]: string;
+  };
+}
+export interface ReadRejoinParams {
+  readId: ReadId;
+  /**
+   * How long to wait for an event, in ms. Default 1000.
+   */
+  waitMs?: number;
+}
+export interface ReadRejoinResult {
+  /**
+   * The next events of the run, as SSE with their ids: what the middleware writes to its client, as it is. "" when none came within waitMs.
+   */
+  text: string;
+  /**
+   * true once the run ended and `text` holds its last events: the read is closed.
+   */
+  done: boolean;
+  end?: RunEnd;
+}
+export interface CloseRejoinParams {
+  readId: ReadId;
+}
+export interface CloseRejoinResult {
+  /**
+   * Always true: the read is forgotten.
+   */
+  closed: true;
+}
 export interface StatsParams {}
 export interface StatsResult {
   /**
@@ -627,6 +751,22 @@ export interface StatsResult {
    * Streams closed since start because maxStreams was reached (least recently used first), because they were idle for streamIdleMs (streams a caller abandoned), or because the heap neared maxHeapBytes and evicting threads was not enough (protocol/README.md §7).
    */
   streamsEvicted: number;
+  /**
+   * Runs the run log keeps (protocol/README.md §16): in memory, every live or retained run; in Redis, the runs this process writes.
+   */
+  runs: number;
+  /**
+   * Bytes of events those runs hold (each event's SSE block and id).
+   */
+  runBytes: number;
+  /**
+   * Runs whose log was dropped since start to stay within --log-bytes (least recently used first).
+   */
+  runsEvicted: number;
+  /**
+   * Open rejoin reads (rejoinStream, protocol/README.md §16.x).
+   */
+  reads: number;
 }
 /**
  * The limits in force (protocol/README.md §7). Defaults are in the top-level x-limits.
@@ -745,6 +885,21 @@ export interface UnknownStreamData {
   streamId: StreamId;
   reason: "never opened" | "closed" | "evicted" | "idle" | "loading";
 }
+/**
+ * -32007. Nothing to rejoin (protocol/README.md §16.x): the id is unknown, expired, forged, of another thread or path, or the credentials differ; for a reload, the thread has no run (kept) at the path that this request may read. One answer for every case, so a refusal tells nothing. `status` is the HTTP answer to give the client: 410 for a rejoin (Last-Event-ID), 204 for a reload (connect).
+ */
+export interface ResumeUnknownData {
+  code: "RESUME_UNKNOWN";
+  status: 410 | 204;
+}
+/**
+ * -32008. The read id names no open read: never opened by this process, closed (by closeRejoin, or after the read that returned done), evicted by maxStreams, or closed after streamIdleMs without a call (protocol/README.md §16.x). Break the client's response off: it cannot be completed.
+ */
+export interface UnknownReadData {
+  code: "UNKNOWN_READ";
+  readId: ReadId;
+  reason: "never opened" | "closed" | "evicted" | "idle";
+}
 
 export type MethodName = keyof Methods;
 
@@ -763,9 +918,13 @@ export const METHOD_PARAMS = {
   "closeThread": { required: ["threadId"], optional: [] },
   "escapePointer": { required: ["path"], optional: [] },
   "parsePointer": { required: ["pointer"], optional: [] },
-  "openStream": { required: [], optional: ["state", "own", "snapshots", "joinKeys", "framing"] },
+  "openStream": { required: [], optional: ["state", "own", "snapshots", "joinKeys", "framing", "resume"] },
   "fixStream": { required: ["streamId", "text"], optional: [] },
-  "closeStream": { required: ["streamId"], optional: [] },
+  "closeStream": { required: ["streamId"], optional: ["broken"] },
+  "detachStream": { required: ["streamId"], optional: [] },
+  "rejoinStream": { required: ["threadId", "path"], optional: ["authorization", "cookie", "lastEventId"] },
+  "readRejoin": { required: ["readId"], optional: ["waitMs"] },
+  "closeRejoin": { required: ["readId"], optional: [] },
   "stats": { required: [], optional: [] },
   "rpc.discover": { required: [], optional: [] },
 } as const satisfies {

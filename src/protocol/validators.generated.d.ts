@@ -27,6 +27,10 @@ export declare const parsePointer: ParamsGuard<Methods["parsePointer"]["params"]
 export declare const openStream: ParamsGuard<Methods["openStream"]["params"]>;
 export declare const fixStream: ParamsGuard<Methods["fixStream"]["params"]>;
 export declare const closeStream: ParamsGuard<Methods["closeStream"]["params"]>;
+export declare const detachStream: ParamsGuard<Methods["detachStream"]["params"]>;
+export declare const rejoinStream: ParamsGuard<Methods["rejoinStream"]["params"]>;
+export declare const readRejoin: ParamsGuard<Methods["readRejoin"]["params"]>;
+export declare const closeRejoin: ParamsGuard<Methods["closeRejoin"]["params"]>;
 export declare const stats: ParamsGuard<Methods["stats"]["params"]>;
 export declare const rpc_discover: ParamsGuard<Methods["rpc.discover"]["params"]>;
 

@@ -1843,8 +1843,195 @@ return errors === 0;
 }
 
 export const openStream = validate28;
-const schema67 = {"$id":"urn:agui-state:params:openStream","type":"object","properties":{"state":{"$ref":"urn:agui-state:openrpc#/components/schemas/Json"},"own":{"type":"array","items":{"$ref":"urn:agui-state:openrpc#/components/schemas/Pointer"}},"snapshots":{"enum":["pass","delta"]},"joinKeys":{"type":"boolean"},"framing":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamFraming"}},"required":[],"additionalProperties":false};
+const schema67 = {"$id":"urn:agui-state:params:openStream","type":"object","properties":{"state":{"$ref":"urn:agui-state:openrpc#/components/schemas/Json"},"own":{"type":"array","items":{"$ref":"urn:agui-state:openrpc#/components/schemas/Pointer"}},"snapshots":{"enum":["pass","delta"]},"joinKeys":{"type":"boolean"},"framing":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamFraming"},"resume":{"$ref":"urn:agui-state:openrpc#/components/schemas/ResumeRun"}},"required":[],"additionalProperties":false};
 const schema70 = {"description":"How the event stream is framed (protocol/README.md §13, The stream).","enum":["sse","ndjson"]};
+const schema71 = {"description":"openStream's `resume`: file the stream as a resumable run (protocol/README.md §16.x).","type":"object","properties":{"threadId":{"description":"The request's RunAgentInput.threadId.","$ref":"#/components/schemas/ThreadId"},"path":{"$ref":"#/components/schemas/AgentPath"},"authorization":{"description":"The request's Authorization header, if any.","$ref":"#/components/schemas/Credential"},"cookie":{"description":"The request's Cookie header, if any.","$ref":"#/components/schemas/Credential"},"messages":{"description":"The request's RunAgentInput.messages, replayed to a reload as a MESSAGES_SNAPSHOT after RUN_STARTED (with a STATE_SNAPSHOT of `state`). Default [].","type":"array"},"headers":{"description":"The response's headers a rejoin is answered with again (names in lower case; set-cookie, content-length and content-encoding are dropped). Default {\"content-type\": \"text/event-stream\"}.","type":"object","additionalProperties":{"type":"string"}}},"required":["threadId","path"],"additionalProperties":false};
+const schema73 = {"description":"An agent's path, as the request named it without its query (`/agent`): a run is filed under it, and a rejoin or reload names the same (protocol/README.md §16).","type":"string","minLength":1,"maxLength":2048,"pattern":"^/"};
+const schema74 = {"description":"A request header's value as the client sent it (`Authorization`, or `Cookie` with every cookie header joined by \"; \"). The sidecar keeps only an HMAC-SHA-256 of the two under its key, never the text (protocol/README.md §16).","type":"string","maxLength":65536};
+const pattern0 = new RegExp("^/", "u");
+
+function validate29(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+let vErrors = null;
+let errors = 0;
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((data.threadId === undefined) && (missing0 = "threadId")) || ((data.path === undefined) && (missing0 = "path"))){
+validate29.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((((((key0 === "threadId") || (key0 === "path")) || (key0 === "authorization")) || (key0 === "cookie")) || (key0 === "messages")) || (key0 === "headers"))){
+validate29.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.threadId !== undefined){
+let data0 = data.threadId;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 256){
+validate29.errors = [{instancePath:instancePath+"/threadId",schemaPath:"#/components/schemas/ThreadId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data0) < 1){
+validate29.errors = [{instancePath:instancePath+"/threadId",schemaPath:"#/components/schemas/ThreadId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate29.errors = [{instancePath:instancePath+"/threadId",schemaPath:"#/components/schemas/ThreadId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.path !== undefined){
+let data1 = data.path;
+const _errs5 = errors;
+const _errs6 = errors;
+if(errors === _errs6){
+if(typeof data1 === "string"){
+if(func2(data1) > 2048){
+validate29.errors = [{instancePath:instancePath+"/path",schemaPath:"#/components/schemas/AgentPath/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"}];
+return false;
+}
+else {
+if(func2(data1) < 1){
+validate29.errors = [{instancePath:instancePath+"/path",schemaPath:"#/components/schemas/AgentPath/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+else {
+if(!pattern0.test(data1)){
+validate29.errors = [{instancePath:instancePath+"/path",schemaPath:"#/components/schemas/AgentPath/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""}];
+return false;
+}
+}
+}
+}
+else {
+validate29.errors = [{instancePath:instancePath+"/path",schemaPath:"#/components/schemas/AgentPath/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.authorization !== undefined){
+let data2 = data.authorization;
+const _errs8 = errors;
+const _errs9 = errors;
+if(errors === _errs9){
+if(typeof data2 === "string"){
+if(func2(data2) > 65536){
+validate29.errors = [{instancePath:instancePath+"/authorization",schemaPath:"#/components/schemas/Credential/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
+return false;
+}
+}
+else {
+validate29.errors = [{instancePath:instancePath+"/authorization",schemaPath:"#/components/schemas/Credential/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs8 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.cookie !== undefined){
+let data3 = data.cookie;
+const _errs11 = errors;
+const _errs12 = errors;
+if(errors === _errs12){
+if(typeof data3 === "string"){
+if(func2(data3) > 65536){
+validate29.errors = [{instancePath:instancePath+"/cookie",schemaPath:"#/components/schemas/Credential/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
+return false;
+}
+}
+else {
+validate29.errors = [{instancePath:instancePath+"/cookie",schemaPath:"#/components/schemas/Credential/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs11 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.messages !== undefined){
+const _errs14 = errors;
+if(!(Array.isArray(data.messages))){
+validate29.errors = [{instancePath:instancePath+"/messages",schemaPath:"#/properties/messages/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+var valid0 = _errs14 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.headers !== undefined){
+let data5 = data.headers;
+const _errs16 = errors;
+if(errors === _errs16){
+if(data5 && typeof data5 == "object" && !Array.isArray(data5)){
+for(const key1 in data5){
+const _errs19 = errors;
+if(typeof data5[key1] !== "string"){
+validate29.errors = [{instancePath:instancePath+"/headers/" + key1.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/headers/additionalProperties/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+var valid5 = _errs19 === errors;
+if(!valid5){
+break;
+}
+}
+}
+else {
+validate29.errors = [{instancePath:instancePath+"/headers",schemaPath:"#/properties/headers/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+var valid0 = _errs16 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+}
+}
+else {
+validate29.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate29.errors = vErrors;
+return errors === 0;
+}
+
 
 function validate28(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:openStream" */;
@@ -1854,7 +2041,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 const _errs1 = errors;
 for(const key0 in data){
-if(!(((((key0 === "state") || (key0 === "own")) || (key0 === "snapshots")) || (key0 === "joinKeys")) || (key0 === "framing"))){
+if(!((((((key0 === "state") || (key0 === "own")) || (key0 === "snapshots")) || (key0 === "joinKeys")) || (key0 === "framing")) || (key0 === "resume"))){
 validate28.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -1936,6 +2123,19 @@ var valid0 = _errs11 === errors;
 else {
 var valid0 = true;
 }
+if(valid0){
+if(data.resume !== undefined){
+const _errs13 = errors;
+if(!(validate29(data.resume, {instancePath:instancePath+"/resume",parentData:data,parentDataProperty:"resume",rootData}))){
+vErrors = vErrors === null ? validate29.errors : vErrors.concat(validate29.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs13 === errors;
+}
+else {
+var valid0 = true;
+}
+}
 }
 }
 }
@@ -1951,11 +2151,11 @@ validate28.errors = vErrors;
 return errors === 0;
 }
 
-export const fixStream = validate29;
-const schema71 = {"$id":"urn:agui-state:params:fixStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"},"text":{"type":"string"}},"required":["streamId","text"],"additionalProperties":false};
-const schema72 = {"description":"A stream id, as openStream returned it.","type":"string","minLength":1,"maxLength":256};
+export const fixStream = validate31;
+const schema76 = {"$id":"urn:agui-state:params:fixStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"},"text":{"type":"string"}},"required":["streamId","text"],"additionalProperties":false};
+const schema77 = {"description":"A stream id, as openStream returned it.","type":"string","minLength":1,"maxLength":256};
 
-function validate29(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+function validate31(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:fixStream" */;
 let vErrors = null;
 let errors = 0;
@@ -1963,14 +2163,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if(((data.streamId === undefined) && (missing0 = "streamId")) || ((data.text === undefined) && (missing0 = "text"))){
-validate29.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate31.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!((key0 === "streamId") || (key0 === "text"))){
-validate29.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate31.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -1983,18 +2183,18 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 256){
-validate29.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+validate31.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
 return false;
 }
 else {
 if(func2(data0) < 1){
-validate29.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate31.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 }
 }
 else {
-validate29.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate31.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -2007,7 +2207,7 @@ if(valid0){
 if(data.text !== undefined){
 const _errs5 = errors;
 if(typeof data.text !== "string"){
-validate29.errors = [{instancePath:instancePath+"/text",schemaPath:"#/properties/text/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate31.errors = [{instancePath:instancePath+"/text",schemaPath:"#/properties/text/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 var valid0 = _errs5 === errors;
@@ -2020,18 +2220,18 @@ var valid0 = true;
 }
 }
 else {
-validate29.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate31.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate29.errors = vErrors;
+validate31.errors = vErrors;
 return errors === 0;
 }
 
-export const closeStream = validate30;
-const schema73 = {"$id":"urn:agui-state:params:closeStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"}},"required":["streamId"],"additionalProperties":false};
+export const closeStream = validate32;
+const schema78 = {"$id":"urn:agui-state:params:closeStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"},"broken":{"type":"boolean"}},"required":["streamId"],"additionalProperties":false};
 
-function validate30(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:closeStream" */;
 let vErrors = null;
 let errors = 0;
@@ -2039,14 +2239,90 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((data.streamId === undefined) && (missing0 = "streamId")){
-validate30.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate32.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((key0 === "streamId") || (key0 === "broken"))){
+validate32.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.streamId !== undefined){
+let data0 = data.streamId;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 256){
+validate32.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data0) < 1){
+validate32.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate32.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.broken !== undefined){
+const _errs5 = errors;
+if(typeof data.broken !== "boolean"){
+validate32.errors = [{instancePath:instancePath+"/broken",schemaPath:"#/properties/broken/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
+return false;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+else {
+validate32.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate32.errors = vErrors;
+return errors === 0;
+}
+
+export const detachStream = validate33;
+const schema80 = {"$id":"urn:agui-state:params:detachStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"}},"required":["streamId"],"additionalProperties":false};
+
+function validate33(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+/*# sourceURL="urn:agui-state:params:detachStream" */;
+let vErrors = null;
+let errors = 0;
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((data.streamId === undefined) && (missing0 = "streamId")){
+validate33.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!(key0 === "streamId")){
-validate30.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate33.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -2058,18 +2334,18 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 256){
-validate30.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+validate33.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
 return false;
 }
 else {
 if(func2(data0) < 1){
-validate30.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate33.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 }
 }
 else {
-validate30.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate33.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -2078,59 +2354,381 @@ return false;
 }
 }
 else {
-validate30.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate33.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate30.errors = vErrors;
+validate33.errors = vErrors;
 return errors === 0;
 }
 
-export const stats = validate31;
-const schema75 = {"$id":"urn:agui-state:params:stats","type":"object","properties":{},"required":[],"additionalProperties":false};
+export const rejoinStream = validate34;
+const schema82 = {"$id":"urn:agui-state:params:rejoinStream","type":"object","properties":{"threadId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ThreadId"},"path":{"$ref":"urn:agui-state:openrpc#/components/schemas/AgentPath"},"authorization":{"$ref":"urn:agui-state:openrpc#/components/schemas/Credential"},"cookie":{"$ref":"urn:agui-state:openrpc#/components/schemas/Credential"},"lastEventId":{"type":"string","minLength":1,"maxLength":1024}},"required":["threadId","path"],"additionalProperties":false};
 
-function validate31(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+function validate34(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+/*# sourceURL="urn:agui-state:params:rejoinStream" */;
+let vErrors = null;
+let errors = 0;
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((data.threadId === undefined) && (missing0 = "threadId")) || ((data.path === undefined) && (missing0 = "path"))){
+validate34.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(((((key0 === "threadId") || (key0 === "path")) || (key0 === "authorization")) || (key0 === "cookie")) || (key0 === "lastEventId"))){
+validate34.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.threadId !== undefined){
+let data0 = data.threadId;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 256){
+validate34.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data0) < 1){
+validate34.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate34.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.path !== undefined){
+let data1 = data.path;
+const _errs5 = errors;
+const _errs6 = errors;
+if(errors === _errs6){
+if(typeof data1 === "string"){
+if(func2(data1) > 2048){
+validate34.errors = [{instancePath:instancePath+"/path",schemaPath:"urn:agui-state:openrpc#/components/schemas/AgentPath/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"}];
+return false;
+}
+else {
+if(func2(data1) < 1){
+validate34.errors = [{instancePath:instancePath+"/path",schemaPath:"urn:agui-state:openrpc#/components/schemas/AgentPath/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+else {
+if(!pattern0.test(data1)){
+validate34.errors = [{instancePath:instancePath+"/path",schemaPath:"urn:agui-state:openrpc#/components/schemas/AgentPath/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""}];
+return false;
+}
+}
+}
+}
+else {
+validate34.errors = [{instancePath:instancePath+"/path",schemaPath:"urn:agui-state:openrpc#/components/schemas/AgentPath/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.authorization !== undefined){
+let data2 = data.authorization;
+const _errs8 = errors;
+const _errs9 = errors;
+if(errors === _errs9){
+if(typeof data2 === "string"){
+if(func2(data2) > 65536){
+validate34.errors = [{instancePath:instancePath+"/authorization",schemaPath:"urn:agui-state:openrpc#/components/schemas/Credential/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
+return false;
+}
+}
+else {
+validate34.errors = [{instancePath:instancePath+"/authorization",schemaPath:"urn:agui-state:openrpc#/components/schemas/Credential/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs8 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.cookie !== undefined){
+let data3 = data.cookie;
+const _errs11 = errors;
+const _errs12 = errors;
+if(errors === _errs12){
+if(typeof data3 === "string"){
+if(func2(data3) > 65536){
+validate34.errors = [{instancePath:instancePath+"/cookie",schemaPath:"urn:agui-state:openrpc#/components/schemas/Credential/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
+return false;
+}
+}
+else {
+validate34.errors = [{instancePath:instancePath+"/cookie",schemaPath:"urn:agui-state:openrpc#/components/schemas/Credential/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs11 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.lastEventId !== undefined){
+let data4 = data.lastEventId;
+const _errs14 = errors;
+if(errors === _errs14){
+if(typeof data4 === "string"){
+if(func2(data4) > 1024){
+validate34.errors = [{instancePath:instancePath+"/lastEventId",schemaPath:"#/properties/lastEventId/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"}];
+return false;
+}
+else {
+if(func2(data4) < 1){
+validate34.errors = [{instancePath:instancePath+"/lastEventId",schemaPath:"#/properties/lastEventId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate34.errors = [{instancePath:instancePath+"/lastEventId",schemaPath:"#/properties/lastEventId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs14 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+}
+else {
+validate34.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate34.errors = vErrors;
+return errors === 0;
+}
+
+export const readRejoin = validate35;
+const schema87 = {"$id":"urn:agui-state:params:readRejoin","type":"object","properties":{"readId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ReadId"},"waitMs":{"type":"integer","minimum":0,"maximum":30000}},"required":["readId"],"additionalProperties":false};
+const schema88 = {"description":"A rejoin's read, as rejoinStream returned it (`r1`, `r2`, ... in order; never reused by the process).","type":"string","minLength":1,"maxLength":256};
+
+function validate35(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+/*# sourceURL="urn:agui-state:params:readRejoin" */;
+let vErrors = null;
+let errors = 0;
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((data.readId === undefined) && (missing0 = "readId")){
+validate35.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((key0 === "readId") || (key0 === "waitMs"))){
+validate35.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.readId !== undefined){
+let data0 = data.readId;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 256){
+validate35.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data0) < 1){
+validate35.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate35.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.waitMs !== undefined){
+let data1 = data.waitMs;
+const _errs5 = errors;
+if(!((typeof data1 == "number") && (!(data1 % 1) && !isNaN(data1)))){
+validate35.errors = [{instancePath:instancePath+"/waitMs",schemaPath:"#/properties/waitMs/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+return false;
+}
+if(errors === _errs5){
+if(typeof data1 == "number"){
+if(data1 > 30000 || isNaN(data1)){
+validate35.errors = [{instancePath:instancePath+"/waitMs",schemaPath:"#/properties/waitMs/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30000},message:"must be <= 30000"}];
+return false;
+}
+else {
+if(data1 < 0 || isNaN(data1)){
+validate35.errors = [{instancePath:instancePath+"/waitMs",schemaPath:"#/properties/waitMs/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+return false;
+}
+}
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+else {
+validate35.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate35.errors = vErrors;
+return errors === 0;
+}
+
+export const closeRejoin = validate36;
+const schema89 = {"$id":"urn:agui-state:params:closeRejoin","type":"object","properties":{"readId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ReadId"}},"required":["readId"],"additionalProperties":false};
+
+function validate36(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+/*# sourceURL="urn:agui-state:params:closeRejoin" */;
+let vErrors = null;
+let errors = 0;
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((data.readId === undefined) && (missing0 = "readId")){
+validate36.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(key0 === "readId")){
+validate36.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.readId !== undefined){
+let data0 = data.readId;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 256){
+validate36.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data0) < 1){
+validate36.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate36.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+}
+}
+}
+else {
+validate36.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate36.errors = vErrors;
+return errors === 0;
+}
+
+export const stats = validate37;
+const schema91 = {"$id":"urn:agui-state:params:stats","type":"object","properties":{},"required":[],"additionalProperties":false};
+
+function validate37(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:stats" */;
 let vErrors = null;
 let errors = 0;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 for(const key0 in data){
-validate31.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate37.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
 }
 else {
-validate31.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate37.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate31.errors = vErrors;
+validate37.errors = vErrors;
 return errors === 0;
 }
 
-export const rpc_discover = validate32;
-const schema76 = {"$id":"urn:agui-state:params:rpc.discover","type":"object","properties":{},"required":[],"additionalProperties":false};
+export const rpc_discover = validate38;
+const schema92 = {"$id":"urn:agui-state:params:rpc.discover","type":"object","properties":{},"required":[],"additionalProperties":false};
 
-function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:rpc.discover" */;
 let vErrors = null;
 let errors = 0;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 for(const key0 in data){
-validate32.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate38.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
 }
 else {
-validate32.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate38.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate32.errors = vErrors;
+validate38.errors = vErrors;
 return errors === 0;
 }
 
@@ -2151,6 +2749,10 @@ export const byMethod = {
   "openStream": openStream,
   "fixStream": fixStream,
   "closeStream": closeStream,
+  "detachStream": detachStream,
+  "rejoinStream": rejoinStream,
+  "readRejoin": readRejoin,
+  "closeRejoin": closeRejoin,
   "stats": stats,
   "rpc.discover": rpc_discover,
 };

@@ -3,9 +3,7 @@ import type { Policy } from "../stream/client.js";
 // Types only, erased from the bundle: the inspector is loaded only with --inspect.
 import type { InspectServer } from "../inspect/server.js";
 import type { Caps, Inspector } from "../inspect/store.js";
-import { randomBytes } from "node:crypto";
-import { MemoryLog } from "../resume/memory-log.js";
-import type { ResumeOptions } from "./resume.js";
+import { openRunLog, type ResumeFlags } from "../resume/open.js";
 import { ProxyServer } from "./server.js";
 
 /**
@@ -26,14 +24,6 @@ export interface ProxyOptions {
   inspect?: InspectOptions;
   /** --store and the other resume flags (protocol/README.md §16); absent (`--store none`), no resume. */
   resume?: ResumeFlags;
-}
-
-export interface ResumeFlags {
-  store: { kind: "memory" } | { kind: "redis"; url: string };
-  graceMs: number;
-  retentionMs: number;
-  maxRunBytes: number;
-  maxTotalBytes: number;
 }
 
 export interface InspectOptions {
@@ -117,23 +107,6 @@ async function startInspector(options: InspectOptions, log: Log): Promise<{ insp
     return { inspector, server, line: `inspector on http://${address.includes(":") ? `[${address}]` : address}:${port}/\n` };
   } catch (e) {
     process.stderr.write(`agui-state: cannot listen on ${options.host}:${options.port} (--inspect): ${(e as Error).message}\n`);
-    return null;
-  }
-}
-
-/**
- * The run log the flags name, with the key credentials are hashed under; null (after one line on
- * stderr) when Redis cannot be reached. Redis's client is loaded only for a redis:// store.
- */
-async function openRunLog(flags: ResumeFlags, log: Log): Promise<ResumeOptions | null> {
-  const caps = { retentionMs: flags.retentionMs, maxRunBytes: flags.maxRunBytes, maxTotalBytes: flags.maxTotalBytes };
-  if (flags.store.kind === "memory") return { log: new MemoryLog(caps), key: randomBytes(32), graceMs: flags.graceMs };
-  const { openRedisLog } = await import("../resume/redis-log.js");
-  try {
-    const { runLog, key } = await openRedisLog(flags.store.url, caps, log);
-    return { log: runLog, key, graceMs: flags.graceMs };
-  } catch (e) {
-    process.stderr.write(`agui-state: cannot use the store ${flags.store.url}: ${(e as Error).message}\n`);
     return null;
   }
 }

@@ -1,19 +1,10 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
 import type { Log } from "../log.js";
-import { credentialOf, sameCredential } from "../resume/credentials.js";
-import { mintId, newRun, parseId } from "../resume/ids.js";
-import type { RunEnd, RunInfo, RunLog } from "../resume/log.js";
-import { Stamper } from "../resume/stamp.js";
+import type { Presented } from "../resume/credentials.js";
+import type { RunEnd, RunInfo } from "../resume/log.js";
+import { Recorder, type ResumeOptions } from "../resume/recorder.js";
+import { findConnect, findRejoin, Replay, runStart, type Asker } from "../resume/rejoin.js";
 import { baselineOf, MAX_BASELINE_BYTES, type Baseline } from "./baseline.js";
-
-/** How the proxy keeps runs for rejoins (protocol/README.md §16). */
-export interface ResumeOptions {
-  log: RunLog;
-  /** The key credentials are hashed under (credentials.ts). */
-  key: Buffer;
-  /** How long a run goes on after its client left, waiting for a rejoin, in ms; 0 cancels it at once, as before resume. */
-  graceMs: number;
-}
 
 /** What a request is, to the proxy: a rejoin (it carries Last-Event-ID), a reload (POST <agent path>/connect), or anything else. */
 export type RequestKind = "rejoin" | "connect" | "forward";
@@ -36,8 +27,8 @@ function replayable(headers: OutgoingHttpHeaders): Record<string, string> {
   return out;
 }
 
-/** An SSE block whose data is `event`, for a reload's prelude (one line: JSON has no raw newline). */
-const block = (event: unknown): string => `data: ${JSON.stringify(event)}\n\n`;
+/** The credentials a request presents (§16): its Authorization header and its cookies. */
+const presented = (req: IncomingMessage): Presented => ({ authorization: req.headers.authorization, cookie: req.headers.cookie });
 
 /**
  * The proxy's side of resume: it files each event stream it repairs as a run in the log, with an id
@@ -59,14 +50,15 @@ export class Resume {
 
   /** The recorder of one event stream, once its answer's head and its request's body are known. */
   record(req: IncomingMessage, baseline: Baseline, status: number, headers: OutgoingHttpHeaders, cancel: () => void): Recorder {
-    const start = {
+    const start = runStart(this.opts.key, {
       threadId: baseline.threadId ?? "",
       path: pathOf(req.url),
-      credential: this.credential(req),
+      presented: presented(req),
       status,
       headers: replayable(headers),
-      prelude: [block({ type: "STATE_SNAPSHOT", snapshot: baseline.state }), block({ type: "MESSAGES_SNAPSHOT", messages: baseline.messages ?? [] })],
-    };
+      state: baseline.state,
+      messages: baseline.messages ?? [],
+    });
     const recorder = new Recorder(this.opts.log, this.opts.graceMs, cancel, this.logger);
     this.opts.log.begin(recorder.run, start).catch((e: unknown) => this.logger.error({ err: String(e), run: recorder.run }, "the run log could not open this run; it cannot be resumed"));
     return recorder;
@@ -78,28 +70,15 @@ export class Resume {
     if (res.destroyed) return;
     const threadId = body === undefined ? undefined : (baselineOf(body).threadId ?? "");
     const path = pathOf(req.url);
+    const asker = (at: string): Asker => ({ threadId, path: at, presented: presented(req) });
     if (kind === "rejoin") {
-      const id = req.headers["last-event-id"] as string;
-      const at = parseId(id);
-      const info = at && (await this.allowed(await this.opts.log.find(at.run), req, threadId, path));
-      if (!at || !info || (await this.opts.log.idAt(at.run, at.seq)) !== id) return this.refuse(res, kind, "unknown or refused Last-Event-ID");
-      return this.replay(res, info, at.seq, []);
+      const found = await findRejoin(this.opts.log, this.opts.key, req.headers["last-event-id"] as string, asker(path));
+      if (!found) return this.refuse(res, kind, "unknown or refused Last-Event-ID");
+      return this.replay(res, found.info, found.after, []);
     }
-    const base = path.slice(0, -CONNECT.length);
-    const run = threadId === undefined ? undefined : await this.opts.log.latest(threadId, base);
-    const info = run === undefined ? undefined : await this.allowed(await this.opts.log.find(run), req, threadId, base);
+    const info = await findConnect(this.opts.log, this.opts.key, asker(path.slice(0, -CONNECT.length)));
     if (!info) return this.refuse(res, kind, "no run of this thread to connect to");
     return this.replay(res, info, 0, info.prelude);
-  }
-
-  private credential(req: IncomingMessage): string {
-    return credentialOf(this.opts.key, { authorization: req.headers.authorization, cookie: req.headers.cookie });
-  }
-
-  /** The run, when the request may read it: same thread, same agent path, same credentials. */
-  private allowed(info: RunInfo | undefined, req: IncomingMessage, threadId: string | undefined, path: string): RunInfo | undefined {
-    if (!info || info.threadId !== threadId || info.path !== path || !sameCredential(info.credential, this.credential(req))) return undefined;
-    return info;
   }
 
   /**
@@ -117,24 +96,13 @@ export class Resume {
   private async replay(res: ServerResponse, info: RunInfo, after: number, prelude: readonly string[]): Promise<void> {
     res.writeHead(info.status, info.headers);
     res.flushHeaders();
-    let pending = prelude.length > 0 ? prelude.join("") : undefined;
-    let sent = 0;
+    const replay = new Replay(prelude);
     const unfollow = await this.opts.log.follow(info.run, after, {
       events: (list) => {
-        if (res.destroyed) return;
-        let text = "";
-        for (const e of list) {
-          text += e.block;
-          if (pending !== undefined) {
-            text += pending;
-            pending = undefined;
-          }
-        }
-        sent += list.length;
-        res.write(text);
+        if (!res.destroyed) res.write(replay.text(list));
       },
       end: (reason: RunEnd) => {
-        this.logger.info({ run: info.run, after, sent, reason }, "rejoin served");
+        this.logger.info({ run: info.run, after, sent: replay.sent, reason }, "rejoin served");
         // Only a run that ended as its upstream ended it ends cleanly; any other end must look broken to the client.
         if (reason === "finished") res.end();
         else res.destroy();
@@ -142,83 +110,6 @@ export class Resume {
     });
     if (res.destroyed || res.writableEnded) unfollow();
     else res.once("close", unfollow);
-  }
-}
-
-/**
- * One run as it streams: stamps each event's id, logs it, and, when the client leaves before the
- * end, keeps the run going until the grace period passes with nobody reading it.
- */
-export class Recorder {
-  readonly run = newRun();
-  private seq = 0;
-  private readonly stamper = new Stamper(() => mintId(this.run, ++this.seq));
-  private done = false;
-  private timer: NodeJS.Timeout | undefined;
-  /** Whether the client left and the run goes on without it. */
-  detached = false;
-
-  constructor(
-    private readonly log: RunLog,
-    private readonly graceMs: number,
-    private readonly cancel: () => void,
-    private readonly logger: Log,
-  ) {}
-
-  get events(): number {
-    return this.seq;
-  }
-
-  get upstreamIds(): number {
-    return this.stamper.upstreamIds;
-  }
-
-  /** The client's text for one part of the repaired stream. */
-  part(text: string): string {
-    const { text: out, events } = this.stamper.push(text);
-    if (events.length > 0) this.log.append(this.run, events);
-    if (this.stamper.passing) this.finish("unresumable");
-    return out;
-  }
-
-  /** The stream's end as its upstream ended it. */
-  end(): string {
-    const out = this.stamper.end().text;
-    this.finish("finished");
-    return out;
-  }
-
-  finish(reason: RunEnd): void {
-    if (this.done) return;
-    this.done = true;
-    clearTimeout(this.timer);
-    this.log.end(this.run, reason);
-  }
-
-  /** The client left before the end: true when the run goes on, detached, for the grace period. */
-  detach(): boolean {
-    if (this.done || this.graceMs === 0) return false;
-    this.detached = true;
-    this.arm();
-    return true;
-  }
-
-  /** At the end of each grace period: a run somebody reads goes on; one nobody reads is cancelled. */
-  private arm(): void {
-    this.timer = setTimeout(() => {
-      void this.log.readers(this.run).then(
-        (n) => {
-          if (this.done) return;
-          if (n > 0) return this.arm();
-          this.logger.info({ run: this.run, graceMs: this.graceMs, events: this.seq }, "nobody rejoined within the grace period; cancelling the upstream request");
-          this.finish("cancelled");
-          this.cancel();
-        },
-        () => this.arm(),
-      );
-    }, this.graceMs);
-    // A detached run must not hold the process open on its own: shutdown cuts it.
-    this.timer.unref();
   }
 }
 

@@ -6,7 +6,8 @@ import type { Log } from "../log.js";
 import type { Policy } from "../stream/client.js";
 import { BodyTap, type Baseline } from "./baseline.js";
 import { endToEnd, upstreamHeaders, upstreamUrl } from "./headers.js";
-import { Resume, type Recorder, type ResumeOptions } from "./resume.js";
+import type { Recorder, ResumeOptions } from "../resume/recorder.js";
+import { Resume } from "./resume.js";
 import { canDecode, fixStream, isEventStream, isProtobuf, type StreamWatcher } from "./sse.js";
 
 /** How long a connection to the upstream may take before the request is answered 502. */

@@ -8,7 +8,7 @@ import type { Kind, Outcome } from "../stream/findings.js";
 import { StreamFixer, type Observed } from "../stream/fixer.js";
 import type { Baseline } from "./baseline.js";
 import { endToEnd } from "./headers.js";
-import type { Recorder } from "./resume.js";
+import type { Recorder } from "../resume/recorder.js";
 
 /** Whether a Content-Type is an AG-UI event stream in SSE framing. */
 export const isEventStream = (type: string | undefined): boolean => type !== undefined && /^\s*text\/event-stream\s*(;|$)/i.test(type);

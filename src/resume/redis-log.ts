@@ -40,11 +40,17 @@ export async function openRedisLog(url: string, caps: LogCaps, log: Log): Promis
   // and would let a MULTI overtake the XADDs issued before it): the log is kept in the order it was written.
   const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 2, connectTimeout: 5000 });
   redis.on("error", (e: Error) => log.warn({ err: e.message }, "redis: connection error"));
-  await redis.connect();
-  await redis.set(`${P}key`, randomBytes(32).toString("base64"), "NX");
-  const key = await redis.get(`${P}key`);
-  if (key === null) throw new Error("the credential key vanished from Redis as it was written");
-  return { runLog: new RedisLog(redis, caps, log), key: Buffer.from(key, "base64") };
+  try {
+    await redis.connect();
+    await redis.set(`${P}key`, randomBytes(32).toString("base64"), "NX");
+    const key = await redis.get(`${P}key`);
+    if (key === null) throw new Error("the credential key vanished from Redis as it was written");
+    return { runLog: new RedisLog(redis, caps, log), key: Buffer.from(key, "base64") };
+  } catch (e) {
+    // Else the client goes on reconnecting, and holds the process open, for a store nobody will use.
+    redis.disconnect();
+    throw e;
+  }
 }
 
 export class RedisLog implements RunLog {

@@ -87,6 +87,10 @@ const deltaEvents = (delta: WireOp[]): P.AguiEvent[] => (delta.length ? [{ type:
  * results; failures are CallError values. Knows nothing of JSON-RPC: the
  * RPC layer checks params against the schema, calls this, and encodes.
  */
+/** What stats reports of the stream methods and the run log (protocol/README.md §14, §16.x). */
+export type StreamCounts = Pick<P.StatsResult, "streams" | "streamsEvicted" | "runs" | "runBytes" | "runsEvicted" | "reads">;
+const NO_STREAMS: StreamCounts = { streams: 0, streamsEvicted: 0, runs: 0, runBytes: 0, runsEvicted: 0, reads: 0 };
+
 export class StateService implements activities.ActivityContext {
   /** The limits in force, reported by stats (protocol/README.md §7). */
   readonly limits: Readonly<P.Limits>;
@@ -298,8 +302,8 @@ export class StateService implements activities.ActivityContext {
     return this.store.stateBytes();
   }
 
-  /** `streams` are the stream service's counts (protocol/README.md §14); this service holds threads only. */
-  stats(requests: number, streams: { streams: number; streamsEvicted: number } = { streams: 0, streamsEvicted: 0 }): CallResult<P.StatsResult> {
+  /** `streams` are the stream service's counts (protocol/README.md §14, §16.x); this service holds threads only. */
+  stats(requests: number, streams: StreamCounts = NO_STREAMS): CallResult<P.StatsResult> {
     return ok({
       threads: this.store.size,
       stateBytes: this.store.stateBytes(),
@@ -311,6 +315,10 @@ export class StateService implements activities.ActivityContext {
       activities: this.store.activities(),
       streams: streams.streams,
       streamsEvicted: streams.streamsEvicted,
+      runs: streams.runs,
+      runBytes: streams.runBytes,
+      runsEvicted: streams.runsEvicted,
+      reads: streams.reads,
     });
   }
 

@@ -1,8 +1,13 @@
 import { err, isObject, measure, ok, parsePointer, stateOverLimit, type JsonObject, type Path } from "../core/index.js";
+import type { Log } from "../log.js";
 import { invalidParams, limitExceeded, unknownStream, type CallResult } from "../protocol/errors.js";
 import { DEFAULT_LIMITS } from "../protocol/limits.js";
 import type * as P from "../protocol/types.js";
+import { Recorder, type ResumeOptions } from "../resume/recorder.js";
+import { runStart } from "../resume/rejoin.js";
 import { StreamStore } from "../store/stream-store.js";
+import { Rejoins } from "./rejoins.js";
+import type { StreamCounts } from "./state-service.js";
 
 /** What a finding's outcome can be (protocol/README.md §13). */
 type Outcome = "passed" | "mended" | "discarded" | "kept";
@@ -53,6 +58,10 @@ export interface StreamServiceOptions {
   pipeline: Pipeline;
   /** Milliseconds since an arbitrary origin; injectable, so that tests of idle streams need no wall clock. */
   now?: () => number;
+  /** The run log, its key and the grace period (protocol/README.md §16.x); absent (`--store none`), `resume` is ignored and nothing can be rejoined. */
+  resume?: ResumeOptions;
+  /** Where a resumable run says it was cancelled. */
+  log?: Log;
 }
 
 /** One open stream: its fixer (made at its first part, once the pipeline is there) and what its current call found. */
@@ -61,7 +70,16 @@ interface Stream {
   fixer: Fixer | undefined;
   /** The findings of the current call, by outcome. */
   readonly counts: Record<Outcome, number>;
+  /** Its run in the run log, when opened with `resume` (§16.x). */
+  recorder: Recorder | undefined;
+  /** detachStream was called: its client left, and fixStream's replies say whether to cancel. */
+  detached: boolean;
+  /** The run is cancelled (or could never go on detached): the middleware is to cancel the app. */
+  cancel: boolean;
 }
+
+/** Response headers that belonged to one response, never sent again to a rejoin (as the proxy drops them, proxy/resume.ts). */
+const PER_RESPONSE = new Set(["set-cookie", "content-length", "content-encoding"]);
 
 const zero = (): Record<Outcome, number> => ({ passed: 0, mended: 0, discarded: 0, kept: 0 });
 
@@ -80,12 +98,21 @@ export class StreamService {
   private readonly limits: Readonly<P.Limits>;
   private readonly pipeline: Pipeline;
   private readonly now: () => number;
+  private readonly resume: ResumeOptions | undefined;
+  private readonly log: Log | undefined;
+  /** The rejoin methods (§16.x). */
+  readonly rejoins: Rejoins;
 
   constructor(options: StreamServiceOptions) {
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.store = new StreamStore({ maxStreams: this.limits.maxStreams, idleMs: this.limits.streamIdleMs });
+    // A resumable stream the store lets go (evicted, idle, shed) will get no more parts: its run ends as cancelled, so its readers end too.
+    this.store.dropped = (s) => s.recorder?.finish("cancelled");
     this.pipeline = options.pipeline;
     this.now = options.now ?? (() => performance.now());
+    this.resume = options.resume;
+    this.log = options.log;
+    this.rejoins = new Rejoins(options.resume, { maxStreams: this.limits.maxStreams, idleMs: this.limits.streamIdleMs }, this.now);
   }
 
   openStream(p: P.OpenStreamParams): CallResult<P.OpenStreamResult> {
@@ -100,6 +127,8 @@ export class StreamService {
       if (!parsed.ok || parsed.value.length === 0) return err(invalidParams(`/own/${i}`, "INVALID_POINTER", `own: expected a JSON Pointer to a member (such as /toolState), got ${JSON.stringify(pointer)}`));
       own.push(parsed.value);
     }
+    // §16.x: a run's events get SSE ids; NDJSON has no field to carry one.
+    if (p.resume !== undefined && p.framing === "ndjson") return err(invalidParams("/resume", "CONFLICTING_PARAMS", "resume: only an SSE stream (framing sse) can be resumed; NDJSON has no event ids. Leave resume out for this stream"));
     const policy = { own, snapshots: p.snapshots ?? "pass", joinKeys: p.joinKeys ?? false };
     const counts = zero();
     const opts: FixerSpec = {
@@ -108,12 +137,25 @@ export class StreamService {
       policy,
       // A listener also makes the fixer work out its verdict on each mended delta, so the counts are fix --report's.
       onFinding: (f) => void counts[f.outcome]++,
-      ...(p.framing !== undefined ? { framing: p.framing } : {}),
+      ...(p.framing !== undefined ? { framing: p.framing } : p.resume !== undefined && this.resume ? { framing: "sse" as const } : {}),
     };
+    const stream: Stream = { opts, fixer: undefined, counts, recorder: undefined, detached: false, cancel: false };
+    const recorder = p.resume !== undefined && this.resume ? this.record(this.resume, p.resume, opts.state, () => void (stream.cancel = true)) : undefined;
+    stream.recorder = recorder;
     // The transport holds back the messages read after this one until the load settles (loading()), so
     // a part sent right behind its openStream, in the same read, still finds the pipeline loaded.
     this.pipeline.load();
-    return ok({ streamId: this.store.add({ opts, fixer: undefined, counts }, this.now()) });
+    const streamId = this.store.add(stream, this.now());
+    return ok(recorder ? { streamId, run: recorder.run } : { streamId });
+  }
+
+  /** Files a stream as a run in the log (§16.x): who may rejoin it, and what a reload replays. */
+  private record(resume: ResumeOptions, r: P.ResumeRun, state: JsonObject, cancel: () => void): Recorder {
+    const headers = r.headers ? Object.fromEntries(Object.entries(r.headers).filter(([name]) => !PER_RESPONSE.has(name.toLowerCase()))) : { "content-type": "text/event-stream" };
+    const start = runStart(resume.key, { threadId: r.threadId, path: r.path, presented: { authorization: r.authorization, cookie: r.cookie }, status: 200, headers, state, messages: r.messages ?? [] });
+    const recorder = new Recorder(resume.log, resume.graceMs, cancel, this.log);
+    resume.log.begin(recorder.run, start).catch((e: unknown) => this.log?.error({ err: String(e), run: recorder.run }, "the run log could not open this run; it cannot be resumed"));
+    return recorder;
   }
 
   /** The pipeline's load in flight, if any: the transport handles no further message until it settles. */
@@ -126,9 +168,26 @@ export class StreamService {
     if (!found.ok) return err(unknownStream(p.streamId, found.error));
     const stream = found.value;
     if (!this.ready(stream)) return err(unknownStream(p.streamId, "loading"));
-    const text = this.run(p.streamId, stream, (fixer) => fixer.push(p.text));
+    const fixed = this.run(p.streamId, stream, (fixer) => fixer.push(p.text));
+    const text = stream.recorder ? stream.recorder.part(fixed) : fixed;
     const c = stream.counts;
+    // Detached (§16.x): the text went to the run log only; the reply says whether to cancel the app.
+    if (stream.detached) return ok({ text: "", passed: c.passed, mended: c.mended, discarded: c.discarded, kept: c.kept, cancel: stream.cancel });
     return ok({ text, passed: c.passed, mended: c.mended, discarded: c.discarded, kept: c.kept });
+  }
+
+  /**
+   * The middleware's client left mid-run (§16.x). A resumable run goes on, detached, for the grace
+   * period; any other stream is to be cancelled at once (graceMs 0), as before resume.
+   */
+  detachStream(p: P.DetachStreamParams): CallResult<P.DetachStreamResult> {
+    const found = this.store.get(p.streamId, this.now());
+    if (!found.ok) return err(unknownStream(p.streamId, found.error));
+    const stream = found.value;
+    stream.detached = true;
+    if (stream.recorder?.detach() && !stream.cancel) return ok({ graceMs: this.resume?.graceMs ?? 0 });
+    stream.cancel = true;
+    return ok({ graceMs: 0 });
   }
 
   closeStream(p: P.CloseStreamParams): CallResult<P.CloseStreamResult> {
@@ -138,14 +197,20 @@ export class StreamService {
     if (!found.ok) return err(unknownStream(p.streamId, found.error));
     const stream = found.value;
     let summary: P.StreamSummary | undefined;
-    const text = this.run(undefined, stream, (fixer) => {
+    const recorder = stream.recorder;
+    let text = this.run(undefined, stream, (fixer) => {
       const out = fixer.end();
       const s = fixer.summary;
       const o = fixer.outcomes;
       summary = { events: s.events, deltas: s.deltas, dropped: s.dropped, ignored: s.ignored, fatal: s.fatal, wiped: s.wiped, passed: o.passed, mended: o.mended, discarded: o.discarded, kept: o.kept, unfixed: fixer.unfixed };
       return out;
     });
-    return ok({ text, summary: summary as P.StreamSummary });
+    if (recorder) {
+      // §16.x: the run ends as the app's response ended; a response that broke off ends it cancelled, so a rejoin breaks too.
+      if (p.broken === true) recorder.finish("cancelled");
+      text = recorder.part(text) + recorder.end();
+    }
+    return ok({ text: stream.detached ? "" : text, summary: summary as P.StreamSummary });
   }
 
   /**
@@ -163,10 +228,22 @@ export class StreamService {
     return this.store.bytes(streamBytes);
   }
 
-  /** Open streams, and streams closed by either limit (stats, protocol/README.md §6). Idle ones are closed first. */
-  stats(): { streams: number; streamsEvicted: number } {
+  /** Open streams, and streams closed by either limit (stats, protocol/README.md §6), idle ones closed first; the run log's counts and the open reads (§16.x). */
+  stats(): StreamCounts {
     this.store.sweep(this.now());
-    return { streams: this.store.size, streamsEvicted: this.store.evicted };
+    const runs = this.resume?.log.stats() ?? { runs: 0, bytes: 0, evicted: 0 };
+    return { streams: this.store.size, streamsEvicted: this.store.evicted, runs: runs.runs, runBytes: runs.bytes, runsEvicted: runs.evicted, reads: this.rejoins.open };
+  }
+
+  /** At exit, once every reply is written: the reads stop following, and the run log closes (Redis's connections would hold the process open). */
+  async close(): Promise<void> {
+    this.rejoins.closeAll();
+    await this.resume?.log.close();
+  }
+
+  /** The rejoin methods' waiting reads answer now: the transport is shutting down (§2). */
+  wake(): void {
+    this.rejoins.wakeAll();
   }
 
   /**
@@ -199,6 +276,7 @@ export class StreamService {
       return work(stream.fixer);
     } catch (e) {
       if (id !== undefined) this.store.close(id, this.now());
+      stream.recorder?.finish("cancelled");
       throw e;
     }
   }

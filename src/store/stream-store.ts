@@ -14,6 +14,8 @@ export interface StreamStoreLimits {
   maxStreams: number;
   /** A stream no call has found for longer than this is closed (--stream-idle-ms). */
   idleMs: number;
+  /** What ids start with: `s` (streams, the default) or `r` (rejoin reads). */
+  prefix?: string;
 }
 
 /**
@@ -23,13 +25,16 @@ export interface StreamStoreLimits {
  * which is what lets a test drive it with a fake clock. Ids are `s1`, `s2`,
  * ... in order of opening and never reused; the ids of streams that went
  * away are remembered (up to `maxTombstones`, oldest dropped first) so a
- * later call can say why.
+ * later call can say why. `dropped`, when set, is told of every value the
+ * store lets go without close(): evicted, idle or shed, so its owner can end
+ * what the value still holds open (a resumable run, a rejoin's read).
  */
 export class StreamStore<T> {
   private readonly open = new Map<string, Entry<T>>();
   private readonly tombstones = new Map<string, Exclude<UnknownStreamReason, "never opened">>();
   private next = 1;
   private evictions = 0;
+  dropped: ((value: T, reason: "evicted" | "idle") => void) | undefined;
 
   constructor(
     private readonly limits: StreamStoreLimits,
@@ -50,7 +55,7 @@ export class StreamStore<T> {
   add(value: T, now: number): string {
     this.sweep(now);
     while (this.open.size >= this.limits.maxStreams) this.drop(this.open.keys().next().value as string, "evicted");
-    const id = `s${this.next++}`;
+    const id = `${this.limits.prefix ?? "s"}${this.next++}`;
     this.open.set(id, { value, used: now });
     return id;
   }
@@ -111,7 +116,9 @@ export class StreamStore<T> {
   }
 
   private drop(id: string, reason: "evicted" | "idle"): void {
+    const entry = this.open.get(id);
     this.open.delete(id);
+    if (entry) this.dropped?.(entry.value, reason);
     this.bury(id, reason);
     this.evictions++;
   }

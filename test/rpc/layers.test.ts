@@ -12,7 +12,9 @@ import { ROOT } from "../../scripts/harness/fixtures.js";
  * re-exports whole. (src/core itself has its own, stricter test,
  * test/core/purity.test.ts: it imports nothing but its own modules.)
  *
- * From the bottom: core; protocol, store, json; service; rpc/common; rpc/node.
+ * From the bottom: core; protocol, store, json; resume (the run log, its ids
+ * and its rules, shared by the proxy and the stream methods); service;
+ * rpc/common; rpc/node.
  * Beside them: stream (the client model that check and fix share), proxy (an
  * HTTP server around stream's fixer), runtime, log. At the top: cli, then
  * main. Neither stream nor proxy may reach rpc, service or cli.
@@ -22,7 +24,9 @@ const LAYERS: Record<string, RegExp> = {
   "src/protocol": new RegExp(String.raw`^(\.\/[\w.-]+\.js|\.\.\/${CORE}|ajv(\/.*)?|vscode-jsonrpc)$`),
   "src/store": new RegExp(String.raw`^\.\.\/${CORE}$`),
   "src/json": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE})$`),
-  "src/service": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/protocol\/[\w-]+\.js|\.\.\/store\/[\w-]+\.js)$`),
+  "src/service": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/protocol\/[\w-]+\.js|\.\.\/(store|resume)\/[\w-]+\.js|\.\.\/log\.js)$`),
+  // Resume's run side (protocol/README.md §16): ids, the keyed credential hash, the stamper, the run log in memory or in Redis.
+  "src/resume": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/(log|json\/stringify|stream\/events)\.js|node:crypto|ioredis)$`),
   "src/rpc/common": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/\.\.\/(${CORE}|(json\/[\w-]+|log|protocol\/[\w.-]+|service\/[\w-]+)\.js)|vscode-jsonrpc|ajv)$`),
   // The heap ceiling: V8's statistics and its gc(), the log; it sees the service only through an interface.
   "src/runtime": /^(node:(v8|vm)|\.\.\/log\.js)$/,
@@ -30,16 +34,18 @@ const LAYERS: Record<string, RegExp> = {
   // The events' schemas and a JSON Patch applier to hold a client model to; no I/O.
   "src/stream": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|@ag-ui\/core(\/schemas)?|fast-json-patch)$`),
   // An HTTP server around stream's fixer: its own options type, not the command line's; the inspector, loaded only with --inspect.
-  "src/proxy": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(log|stream\/[\w-]+|inspect\/[\w-]+)\.js|node:(events|http|https|net|stream|zlib))$`),
+  "src/proxy": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(log|stream\/[\w-]+|inspect\/[\w-]+|resume\/[\w-]+)\.js|node:(events|http|https|net|stream|zlib))$`),
   // The inspector (issue 25): what the stream's observer saw, served over its own node:http listener; never the proxy or the command line.
   "src/inspect": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(log|stream\/[\w-]+)\.js|node:(events|http|net|crypto))$`),
   // The inspector's page runs in a browser: its own modules only, no Node, no library; and the API's types.
   "src/inspect/page": /^(\.\/[\w-]+\.js|\.\.\/api\.js)$/,
+  // The browser module agui-state-sidecar/resume: its own modules, and @ag-ui/client (a peer dependency) with rxjs's types; no Node.
+  "src/web/resume": /^(\.\/[\w-]+\.js|@ag-ui\/client|rxjs)$/,
   // The API's types, which the page and the store share: nothing, so the page's browser build stays free of Node.
   "src/inspect/api.ts": /^$/,
   // The top: flags, files and exit codes, wiring every layer below; the transport only through rpc/node.
   "src/cli": new RegExp(
-    String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(json|protocol|rpc\/node|runtime|service|stream|proxy|inspect)\/[\w-]+\.js|\.\.\/log\.js|\.\.\/\.\.\/package\.json|node:(fs|stream|util))$`,
+    String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(json|protocol|rpc\/node|runtime|service|stream|proxy|inspect|resume)\/[\w-]+\.js|\.\.\/log\.js|\.\.\/\.\.\/package\.json|node:(fs|stream|util))$`,
   ),
   // pino and its sink: the one place that writes to stderr.
   "src/log.ts": /^(\.\/log-sink\.js|pino|node:util)$/,

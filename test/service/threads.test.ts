@@ -94,10 +94,10 @@ describe("threads", () => {
     ok(svc.openRun({ threadId: "b", state: { x: [1, 2] } }));
     clock += 250;
     const s = ok(svc.stats(3));
-    expect(s).toEqual({ threads: 2, stateBytes: JSON.stringify({ s: "abc" }).length + 1 + JSON.stringify({ x: [1, 2] }).length + 2, requests: 3, uptimeMs: 250, limits: { ...svc.limits }, version: "9.9.9", evicted: 0, activities: 0, streams: 0, streamsEvicted: 0 });
+    expect(s).toEqual({ threads: 2, stateBytes: JSON.stringify({ s: "abc" }).length + 1 + JSON.stringify({ x: [1, 2] }).length + 2, requests: 3, uptimeMs: 250, limits: { ...svc.limits }, version: "9.9.9", evicted: 0, activities: 0, streams: 0, streamsEvicted: 0, runs: 0, runBytes: 0, runsEvicted: 0, reads: 0 });
     expect(s.limits.maxThreads).toBe(5);
     // The stream service's counts (protocol/README.md §14) are reported as given.
-    expect(ok(svc.stats(4, { streams: 2, streamsEvicted: 7 }))).toMatchObject({ streams: 2, streamsEvicted: 7 });
+    expect(ok(svc.stats(4, { streams: 2, streamsEvicted: 7, runs: 3, runBytes: 100, runsEvicted: 1, reads: 4 }))).toMatchObject({ streams: 2, streamsEvicted: 7, runs: 3, runBytes: 100, runsEvicted: 1, reads: 4 });
   });
 });
 

@@ -3,7 +3,7 @@ import { mayNestPast, scanJson, type ScanProblem } from "../../json/scan.js";
 import { mayHoldUnsafeNumber, parseJson } from "../../json/parse.js";
 import { stringifyJson } from "../../json/stringify.js";
 import type { Log } from "../../log.js";
-import { invalidParams, limitExceeded, type CallError } from "../../protocol/errors.js";
+import { invalidParams, limitExceeded, type CallError, type CallResult } from "../../protocol/errors.js";
 import { ENVELOPE_DEPTH } from "../../protocol/limits.js";
 import type { StateService } from "../../service/state-service.js";
 import type { StreamService } from "../../service/stream-service.js";
@@ -19,6 +19,14 @@ export interface DispatchLimits {
 }
 
 const reply = (response: Response): string => stringifyJson(response);
+
+/**
+ * What a frame is answered with: the response's text, nothing (a notification), or, when a method
+ * answers later (protocol/README.md §16.x, readRejoin and rejoinStream), a promise of either. The
+ * transport writes a later reply when it settles, so replies may leave in another order than their
+ * requests came (JSON-RPC 2.0 §6 matches them by id).
+ */
+export type Reply = string | undefined | Promise<string | undefined>;
 
 /**
  * JSON-RPC 2.0 §4 and protocol/README.md §2: a string, null, or a number that
@@ -89,8 +97,8 @@ export class Dispatcher {
     return this.count;
   }
 
-  /** Handles one frame; returns the response text to send, if any. */
-  handle(frame: Frame): string | undefined {
+  /** Handles one frame; returns the response text to send, if any, or its promise. */
+  handle(frame: Frame): Reply {
     switch (frame.kind) {
       case "text":
         return this.handleText(frame.text);
@@ -108,7 +116,7 @@ export class Dispatcher {
     }
   }
 
-  handleText(text: string): string | undefined {
+  handleText(text: string): Reply {
     let msg: unknown;
     // The params scan (unsafe integers, nesting) can only find something in
     // a message with a number token parseJson marks (a long digit run, an
@@ -127,12 +135,17 @@ export class Dispatcher {
     if (msg.length === 0) return JSON.stringify(failed(null, invalidRequest("empty batch")));
     // Each reply is serialized as soon as its member has run: a later member
     // may change a value an earlier reply's delta still refers to.
-    const out: string[] = [];
+    const out: (string | Promise<string | undefined>)[] = [];
+    let later = false;
     for (const m of msg) {
       const r = this.handleOne(m, scan);
-      if (r !== undefined) out.push(r);
+      if (r === undefined) continue;
+      if (typeof r !== "string") later = true;
+      out.push(r);
     }
-    return out.length ? `[${out.join(",")}]` : undefined;
+    // A batch is answered as one array (§2): with a member that answers later, once they all have.
+    if (later) return Promise.all(out).then((all) => joinBatch(all.filter((r): r is string => r !== undefined)));
+    return joinBatch(out as string[]);
   }
 
   /**
@@ -140,7 +153,7 @@ export class Dispatcher {
    * in the order protocol/README.md §6 gives, so the first failure answers.
    * Returns the response's JSON text, or undefined for a notification.
    */
-  private handleOne(msg: unknown, scan: boolean): string | undefined {
+  private handleOne(msg: unknown, scan: boolean): Reply {
     if (!isObject(msg)) return reply(failed(null, invalidRequest("a request must be an object")));
     const hasId = "id" in msg;
     let id: Id = null;
@@ -156,13 +169,18 @@ export class Dispatcher {
     if (hasId) this.count++;
     const started = this.debug ? performance.now() : 0;
     const out = this.call(method, raw, scan);
+    if (out instanceof Promise) return out.then((o) => this.answer(o, id, hasId, method, started));
+    return this.answer(out, id, hasId, method, started);
+  }
+
+  private answer(out: Result<object, WireError>, id: Id, hasId: boolean, method: string, started: number): string | undefined {
     if (started) this.log.debug({ id: id instanceof IntegralFloat ? id.value : id, method, ms: +(performance.now() - started).toFixed(3), ok: out.ok }, "request");
     if (!hasId) return undefined;
     // Serialized at once: a later member of a batch may change a value this delta still refers to.
     return out.ok ? encodeResult(id, out.value) : reply(failed(id, out.error));
   }
 
-  private call(method: string, raw: unknown, scan: boolean): Result<object, WireError> {
+  private call(method: string, raw: unknown, scan: boolean): Result<object, WireError> | Promise<Result<object, WireError>> {
     if (Array.isArray(raw)) return err(toWireError(invalidParams("", "POSITIONAL_PARAMS", "params must be an object (by name), not an array")));
     if (!isObject(raw)) return err(invalidRequest("params must be an object"));
     const m = METHODS.get(method);
@@ -172,14 +190,23 @@ export class Dispatcher {
     if (scan) settleNumbers(raw);
     try {
       const out = m.call(this.context, raw);
-      return out.ok ? out : err(toWireError(out.error));
+      if (out instanceof Promise) return out.then(wire, (e: unknown) => this.bug(e, method));
+      return wire(out);
     } catch (e) {
-      // A bug, not an expected failure: answer, log, and keep serving.
-      this.log.error({ err: e, method }, "internal error");
-      return err(internalError());
+      return this.bug(e, method);
     }
   }
+
+  /** A bug, not an expected failure: answer, log, and keep serving. */
+  private bug(e: unknown, method: string): Result<object, WireError> {
+    this.log.error({ err: e, method }, "internal error");
+    return err(internalError());
+  }
 }
+
+const wire = (out: CallResult<object>): Result<object, WireError> => (out.ok ? out : err(toWireError(out.error)));
+
+const joinBatch = (out: string[]): string | undefined => (out.length ? `[${out.join(",")}]` : undefined);
 
 /**
  * Finds the id of an oversized message from its first bytes, when it is a

@@ -23,9 +23,15 @@ export interface Method {
   /**
    * Checks the params against the method's schema (protocol/README.md §6,
    * the order of checks, step 5) and, when they fit, runs the method on them.
+   * A method that waits (readRejoin) or asks a store elsewhere (rejoinStream,
+   * on Redis) returns a promise; every other returns its result at once, and
+   * the dispatcher's path for those stays as it was.
    */
-  call(context: CallContext, params: unknown): CallResult<object>;
+  call(context: CallContext, params: unknown): Outcome<object>;
 }
+
+/** A call's result, now or later. */
+export type Outcome<T> = CallResult<T> | Promise<CallResult<T>>;
 
 /**
  * Registers a method once: its name, its compiled validator (a type guard of
@@ -36,7 +42,7 @@ export interface Method {
 export function defineMethod<M extends MethodName>(
   name: M,
   isParams: ParamsGuard<Methods[M]["params"]>,
-  handler: (context: CallContext, params: Methods[M]["params"]) => CallResult<Methods[M]["result"]>,
+  handler: (context: CallContext, params: Methods[M]["params"]) => Outcome<Methods[M]["result"]>,
 ): Method {
   return { name, call: (context, params) => (isParams(params) ? handler(context, params) : err(paramsError(isParams.errors))) };
 }
@@ -60,6 +66,10 @@ export const METHODS: ReadonlyMap<string, Method> = new Map(
     defineMethod("openStream", isParams.openStream, (c, p) => c.streams.openStream(p)),
     defineMethod("fixStream", isParams.fixStream, (c, p) => c.streams.fixStream(p)),
     defineMethod("closeStream", isParams.closeStream, (c, p) => c.streams.closeStream(p)),
+    defineMethod("detachStream", isParams.detachStream, (c, p) => c.streams.detachStream(p)),
+    defineMethod("rejoinStream", isParams.rejoinStream, (c, p) => c.streams.rejoins.rejoinStream(p)),
+    defineMethod("readRejoin", isParams.readRejoin, (c, p) => c.streams.rejoins.readRejoin(p)),
+    defineMethod("closeRejoin", isParams.closeRejoin, (c, p) => c.streams.rejoins.closeRejoin(p)),
     defineMethod("stats", isParams.stats, (c) => c.service.stats(c.requests(), c.streams.stats())),
     defineMethod("rpc.discover", isParams.rpc_discover, () => ok(discoverDocument())),
   ].map((m) => [m.name, m]),

@@ -9,7 +9,9 @@ import type {
   MethodNotFoundData,
   ParseErrorData,
   PatchFailedData,
+  ResumeUnknownData,
   UnknownActivityData,
+  UnknownReadData,
   UnknownStreamData,
   UnknownThreadData,
   VersionConflictData,
@@ -44,6 +46,8 @@ export type ErrorData =
   | UnknownThreadData
   | UnknownActivityData
   | UnknownStreamData
+  | ResumeUnknownData
+  | UnknownReadData
   | PatchFailedData
   | LimitExceededData
   | VersionConflictData;

@@ -34,8 +34,11 @@ export interface Server {
 /**
  * Serves a service over a byte stream: frames in, dispatcher, replies out.
  * Each frame is handled as it arrives and its reply written before the next
- * frame is read, so "answered" and "read" never drift apart: when input ends
- * or stop() is called, nothing is left in flight.
+ * frame is read, so "answered" and "read" never drift apart. A method that
+ * answers later (readRejoin, rejoinStream: protocol/README.md §16.x) has its
+ * reply written when it settles, while the next frames are read and answered;
+ * when input ends or stop() is called, the waiting reads are woken to answer
+ * with what they have, and serving ends once every reply is written.
  */
 export function startServer(opts: ServerOptions): Server {
   const { maxMessageBytes, maxDepth } = opts.service.limits;
@@ -44,7 +47,16 @@ export function startServer(opts: ServerOptions): Server {
   let finish: (why: Ending) => void = () => undefined;
   const done = new Promise<Ending>((resolve) => (finish = resolve));
 
+  // Replies still to come from methods that answer later, and the ending that waits for them.
+  let later = 0;
+  let ending: Ending | undefined;
   const settle = (why: Ending): void => {
+    if (why !== "output-closed" && later > 0) {
+      ending ??= why;
+      subscription.dispose();
+      opts.streams.wake();
+      return;
+    }
     subscription.dispose();
     if (why === "output-closed") {
       finish(why);
@@ -91,13 +103,25 @@ export function startServer(opts: ServerOptions): Server {
       return;
     }
     const reply = dispatcher.handle(frame);
-    if (reply !== undefined) {
+    if (typeof reply === "string") {
       const framed = writer.frame(reply);
       if (pending) pending.push(framed);
       else writer.write(framed);
-    }
+    } else if (reply !== undefined) answerLater(reply);
     const loading = opts.streams.loading();
     if (loading) holdUntil(loading);
+  };
+  const answerLater = (reply: Promise<string | undefined>): void => {
+    later++;
+    void reply
+      .then(
+        // The chunk it came in was written long ago: this reply leaves on its own.
+        (text) => void (text !== undefined && writer.write(writer.frame(text))),
+        (e: unknown) => opts.log.error({ err: e }, "internal error: a reply that answers later failed to encode"),
+      )
+      .finally(() => {
+        if (--later === 0 && ending !== undefined) settle(ending);
+      });
   };
   const holdUntil = (loading: Promise<void>): void => {
     held = [];

@@ -1,0 +1,99 @@
+import type { Log } from "../log.js";
+import { mintId, newRun } from "./ids.js";
+import type { RunEnd, RunLog } from "./log.js";
+import { Stamper } from "./stamp.js";
+
+/** How a server keeps runs for rejoins (protocol/README.md §16): the proxy's and the stream methods' alike. */
+export interface ResumeOptions {
+  log: RunLog;
+  /** The key credentials are hashed under (credentials.ts). */
+  key: Buffer;
+  /** How long a run goes on after its client left, waiting for a rejoin, in ms; 0 cancels it at once, as before resume. */
+  graceMs: number;
+}
+
+/**
+ * One run as it streams, for the proxy (proxy/sse.ts) and the stream methods (service/stream-service.ts)
+ * alike: stamps each event's id, logs it, and, when the client leaves before the end, keeps the run
+ * going until a grace period passes with nobody reading it; then it ends the run as cancelled and
+ * calls `cancel` (the proxy aborts its upstream request; the sidecar tells the middleware in its next
+ * fixStream reply).
+ */
+export class Recorder {
+  readonly run = newRun();
+  private seq = 0;
+  private readonly stamper = new Stamper(() => mintId(this.run, ++this.seq));
+  private done = false;
+  private timer: NodeJS.Timeout | undefined;
+  /** Whether the client left and the run goes on without it. */
+  detached = false;
+
+  constructor(
+    private readonly log: RunLog,
+    private readonly graceMs: number,
+    private readonly cancel: () => void,
+    private readonly logger: Log | undefined,
+  ) {}
+
+  get events(): number {
+    return this.seq;
+  }
+
+  get upstreamIds(): number {
+    return this.stamper.upstreamIds;
+  }
+
+  /** Whether the run's log takes no more events (it ended, was cancelled, or became unresumable). */
+  get ended(): boolean {
+    return this.done;
+  }
+
+  /** The client's text for one part of the repaired stream. */
+  part(text: string): string {
+    const { text: out, events } = this.stamper.push(text);
+    if (events.length > 0) this.log.append(this.run, events);
+    if (this.stamper.passing) this.finish("unresumable");
+    return out;
+  }
+
+  /** The stream's end as its upstream ended it. */
+  end(): string {
+    const out = this.stamper.end().text;
+    this.finish("finished");
+    return out;
+  }
+
+  finish(reason: RunEnd): void {
+    if (this.done) return;
+    this.done = true;
+    clearTimeout(this.timer);
+    this.log.end(this.run, reason);
+  }
+
+  /** The client left before the end: true when the run goes on, detached, for the grace period. */
+  detach(): boolean {
+    if (this.done || this.graceMs === 0) return false;
+    if (this.detached) return true;
+    this.detached = true;
+    this.arm();
+    return true;
+  }
+
+  /** At the end of each grace period: a run somebody reads goes on; one nobody reads is cancelled. */
+  private arm(): void {
+    this.timer = setTimeout(() => {
+      void this.log.readers(this.run).then(
+        (n) => {
+          if (this.done) return;
+          if (n > 0) return this.arm();
+          this.logger?.info({ run: this.run, graceMs: this.graceMs, events: this.seq }, "nobody rejoined within the grace period; cancelling the run");
+          this.finish("cancelled");
+          this.cancel();
+        },
+        () => this.arm(),
+      );
+    }, this.graceMs);
+    // A detached run must not hold the process open on its own: shutdown cuts it.
+    this.timer.unref();
+  }
+}
