@@ -157,13 +157,13 @@ async def test_a_client_that_leaves_is_detached_the_app_goes_on_and_a_rejoin_get
 
         mw = AguiStateMiddleware(app, own=["/toolState"], join_keys=True, sidecar=s)
         first = asyncio.ensure_future(serve(mw, headers=ALICE, leave=leave))
-        await leave.wait()  # the stream is open: the app has sent three events
+        await asyncio.wait_for(leave.wait(), 60)  # a hang guard; the stream is open: the app sent three events
         # The client left at the third event; the run goes on. Its rejoin reads the log, then the live tail.
         reload = asyncio.ensure_future(serve(mw, path="/agent/connect", headers=ALICE))
         go_on.set()
-        await first  # the app's run ends normally: not cancelled
+        await asyncio.wait_for(first, 60)  # (a hang guard) the app's run ends normally: not cancelled
         assert cancelled == []
-        text = b"".join(m.get("body", b"") for m in (await reload)[1:]).decode()
+        text = b"".join(m.get("body", b"") for m in (await asyncio.wait_for(reload, 60))[1:]).decode()
         assert re.findall(r'"type": ?"([A-Z_]+)"', text)[-1] == "RUN_FINISHED"
         assert (await s.stats())["streams"] == 0
 
@@ -186,7 +186,8 @@ async def test_nobody_rejoins_within_the_grace_the_app_is_cancelled_and_its_run_
                 raise
 
         mw = AguiStateMiddleware(app, own=["/toolState"], sidecar=s)
-        sent = await serve(mw, headers=ALICE, leave=leave)  # returns: the middleware's cancel is no error
+        # It returns (a hang guard of 60 s): the middleware's cancel is no error.
+        sent = await asyncio.wait_for(serve(mw, headers=ALICE, leave=leave), 60)
         assert cancelled.is_set()
         assert not any(m["type"] == "http.response.body" and not m.get("more_body", False) for m in sent), \
             "the response is not ended as whole"
@@ -194,7 +195,7 @@ async def test_nobody_rejoins_within_the_grace_the_app_is_cancelled_and_its_run_
         # A reload of the cancelled run is broken off after what the log holds, never ended as whole.
         from agui_state._rejoin import RunBrokenOff
         with pytest.raises(RunBrokenOff):
-            await serve(mw, path="/agent/connect", headers=ALICE)
+            await asyncio.wait_for(serve(mw, path="/agent/connect", headers=ALICE), 60)
 
 
 async def test_fail_open_a_rejoin_the_sidecar_cannot_serve_is_410_and_a_stream_completes() -> None:
