@@ -175,9 +175,10 @@ describe("detach (Python middleware)", () => {
       await paused(server, "g");
       // Answers once the paused app saw its cancel: nobody rejoined the run within the grace.
       expect(await (await fetch(`${server.url}/cancelled?name=g`)).json(), `grace ${grace}`).toBe("cancelled");
-      // The log holds only the sidecar's line that it cancelled the run: the cancel is not an error of the app.
-      const lines = server.child.stderr.trim().split("\n").filter((l) => l !== "");
-      expect(lines.map((l) => (JSON.parse(l) as { msg: string }).msg), `grace ${grace}`).toEqual(grace === "0" ? [] : ["nobody rejoined within the grace period; cancelling the run"]);
+      // No error or warning from the app or the middleware: the cancel is not an error of the app. The log
+      // may hold the sidecar's INFO line that it cancelled the run (written by the sidecar, whenever).
+      const lines = server.child.stderr.split("\n").filter((l) => l !== "");
+      for (const line of lines) expect((JSON.parse(line) as { level: number; msg: string }).level, `grace ${grace}: ${line}`).toBeLessThanOrEqual(30);
     }
   }, 120_000);
 });
