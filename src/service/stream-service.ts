@@ -171,8 +171,9 @@ export class StreamService {
     const fixed = this.run(p.streamId, stream, (fixer) => fixer.push(p.text));
     const text = stream.recorder ? stream.recorder.part(fixed) : fixed;
     const c = stream.counts;
-    // Detached (§16.x): the text went to the run log only; the reply says whether to cancel the app.
-    if (stream.detached) return ok({ text: "", passed: c.passed, mended: c.mended, discarded: c.discarded, kept: c.kept, cancel: stream.cancel });
+    // Detached (§16.x): the text went to the run log only; the reply says whether to cancel the app. A run
+    // whose log takes no more (past --run-log-bytes, an event past the client's buffer) has nothing to go on for.
+    if (stream.detached) return ok({ text: "", passed: c.passed, mended: c.mended, discarded: c.discarded, kept: c.kept, cancel: stream.cancel || stream.recorder?.ended !== false });
     return ok({ text, passed: c.passed, mended: c.mended, discarded: c.discarded, kept: c.kept });
   }
 

@@ -205,6 +205,13 @@ describe("detachStream", () => {
     expect(value(svc.fixStream({ streamId, text: "" })).cancel).toBe(true);
   });
 
+  it("a detached run that becomes unresumable (an event past the client's 10 MiB buffer) is to be cancelled at once", () => {
+    const { svc } = setup(5000);
+    const { streamId } = started(svc, 2);
+    value(svc.detachStream({ streamId }));
+    expect(value(svc.fixStream({ streamId, text: "data: " + "x".repeat(11 * 1024 * 1024) })).cancel).toBe(true);
+  });
+
   it("a stream that cannot be resumed answers graceMs 0 and cancel at once; an unknown one -32006", () => {
     const { svc } = setup(5000);
     const { streamId } = value(svc.openStream({}));
