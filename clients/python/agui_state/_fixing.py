@@ -9,6 +9,7 @@ import re
 from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional, Set
 
 from ._async import AsyncAguiState
+from ._detach import Detach, RunCancelled
 from ._errors import InvalidParamsError, SidecarExitedError, UnknownStreamError
 from ._sidecar import SharedSidecar, log
 
@@ -36,10 +37,6 @@ _OUTCOMES = ("passed", "mended", "discarded", "kept")
 _CLIENT_LIMIT = 10 * 1024 * 1024
 
 
-class RunCancelled(Exception):
-    """The app's write after its run was cancelled: the client left and nobody rejoined within the grace."""
-
-
 class _Raw(str):
     """Queued text that goes out as it came, and after which the whole response does: the held part of an
     event that passed _CLIENT_LIMIT."""
@@ -48,7 +45,7 @@ class _Raw(str):
 _background: Set["asyncio.Task[None]"] = set()  # closeStream calls nobody waits for, kept from the collector
 
 
-class FixedBody:
+class FixedBody(Detach):
     """A response body on its way through fixStream. The app's send hands each chunk over and returns;
     a task of the stream's own sends what waits to the sidecar, all of it in one call, and the repaired
     text on to the client. So one event at a time costs one round trip, and a fast app's events share
@@ -398,68 +395,6 @@ class FixedBody:
             self.error = e
             self.abandon()
             self.room.set()
-
-    # Resume (protocol/README.md §16.x): the client left mid-run.
-
-    def client_left(self) -> bool:
-        """The client is gone (its disconnect, or a write to it failed). A resumable run is detached: the app
-        goes on, its output to the run log only, until it ends or the sidecar says cancel; True then. Any
-        other stream is abandoned, as before resume (False)."""
-        if self.closed:
-            return False
-        if self.run is None or self.id is None:
-            self.abandon()
-            return False
-        if not self.left:
-            self.left = True
-            self.wake.set()
-        return True
-
-    async def _detach(self) -> None:
-        """detachStream: from now on, fixStream's replies say when to cancel. A grace of 0 (or a sidecar that
-        cannot be asked) cancels at once, as before resume."""
-        self.detached = True
-        grace = 0
-        if self.client is not None and self.id is not None and self._gone() is None:
-            try:
-                grace = int((await self.client.detach_stream(self.id))["graceMs"])
-            except Exception as e:  # noqa: BLE001 - the run cannot go on without the sidecar: cancel it
-                log.debug("detachStream %s: %s", self.id, e)
-        if grace <= 0:
-            self._cancel_run("")
-            return
-        # The sidecar answers a cancel only in a fixStream reply: ask at least twice per grace.
-        self.poll = max(grace / 2000, 0.01)
-
-    async def _wait_or_poll(self) -> bool:
-        """A detached stream's wait for the app: fixStream "" every `poll` seconds while the app is silent,
-        for the cancel. False: the run was cancelled."""
-        try:
-            await asyncio.wait_for(self.wake.wait(), self.poll)
-            return True
-        except asyncio.TimeoutError:
-            await self._fix("")
-        if self.closed or self.raw:
-            if not self.closed:
-                self._cancel_run("the sidecar could not keep the run")
-            return False
-        return True
-
-    def _cancel_run(self, why: str) -> None:
-        """Nobody rejoined within the grace (or the run cannot go on): the stream is closed as broken off (a
-        rejoin breaks off too), the app is cancelled, and its writes fail from now on."""
-        if why:
-            log.warning("%s: the client left and %s; the app is cancelled", self.path, why)
-        if self.id is not None:
-            self._close_later(self.id, broken=True)
-            self.id = None
-        self.closed = True
-        if self.error is None:
-            self.error = RunCancelled("the client left and nobody rejoined the run within the grace period")
-        self.released.set()
-        self.room.set()
-        if self.cancel_app is not None:
-            self.cancel_app()
 
     def abandon(self) -> None:
         """The response will not end normally (the client went away, or the app stopped): stop, and let
