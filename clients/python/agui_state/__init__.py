@@ -4,7 +4,8 @@ from ._async import AsyncAguiState
 from ._common import find_binary
 from ._errors import (
     AguiStateError, InvalidParamsError, LimitExceededError, PatchFailedError, SidecarExitedError,
-    UnknownActivityError, UnknownStreamError, UnknownThreadError, VersionConflictError,
+    ResumeUnknownError, UnknownActivityError, UnknownReadError, UnknownStreamError, UnknownThreadError,
+    VersionConflictError,
 )
 from ._sync import AguiState
 
@@ -15,5 +16,5 @@ except ImportError:  # pragma: no cover
 
 __all__ = ["AguiState", "AsyncAguiState", "AguiStateError", "UnknownThreadError", "PatchFailedError",
            "LimitExceededError", "VersionConflictError", "UnknownActivityError", "UnknownStreamError",
-           "InvalidParamsError",
+           "InvalidParamsError", "ResumeUnknownError", "UnknownReadError",
            "SidecarExitedError", "find_binary", "__version__"]

@@ -234,23 +234,62 @@ class Methods(Generic[R]):
     # middleware (agui_state.asgi). A stream that is unknown, closed or evicted raises UnknownStreamError.
 
     def open_stream(self, *, state: Optional[Dict[str, JSON]] = None, own: Optional[Iterable[str]] = None,
-                    snapshots: Optional[str] = None, join_keys: bool = False, framing: Optional[str] = None) -> R:
-        """openStream: {streamId}. `state` is the client's baseline (RunAgentInput.state); own, snapshots
+                    snapshots: Optional[str] = None, join_keys: bool = False, framing: Optional[str] = None,
+                    resume: Optional[Dict[str, JSON]] = None) -> R:
+        """openStream: {streamId, run?}. `state` is the client's baseline (RunAgentInput.state); own, snapshots
         ("pass" or "delta") and join_keys are `fix --own`, `--snapshots`, `--join-keys`; framing is "sse" or
-        "ndjson" (None: told apart from the first line)."""
+        "ndjson" (None: told apart from the first line). `resume` ({threadId, path, authorization?, cookie?,
+        messages?, headers?}, protocol/README.md §16) files the stream as a resumable run: every event of
+        the returned text then carries an `id:` line and goes into the run log, and the result has `run`."""
         own = _optional_sequence("open_stream", "own", own, "str")
         return self.call("openStream", _params(state=state, own=own, snapshots=snapshots,
-                                               join_keys=join_keys or None, framing=framing))
+                                               join_keys=join_keys or None, framing=framing, resume=resume))
 
     def fix_stream(self, stream_id: str, text: str) -> R:
         """fixStream: {text, passed, mended, discarded, kept}: the repaired text of every event `text` (the
-        next part of the stream, cut anywhere but never inside a character) completes, and their findings."""
+        next part of the stream, cut anywhere but never inside a character) completes, and their findings.
+        After detach_stream the text is "" and the reply carries `cancel`: true once the grace passed with
+        nobody reading the run (then cancel the app and call close_stream)."""
         return self.call("fixStream", {"streamId": stream_id, "text": text})
 
-    def close_stream(self, stream_id: str) -> R:
+    def close_stream(self, stream_id: str, *, broken: bool = False) -> R:
         """closeStream: {text, summary}: the rest of the output, and the whole stream counted. The stream
-        is forgotten."""
-        return self.call("closeStream", {"streamId": stream_id})
+        is forgotten. `broken`: the app's response broke off rather than ended (a resumable run then ends
+        as cancelled, and a rejoin of it is broken off too)."""
+        return self.call("closeStream", _params(stream_id=stream_id, broken=broken or None))
+
+    # Resume (protocol/README.md §16): a stream opened with `resume` outlives its client for the grace
+    # period, and a rejoin or a reload is answered from the sidecar's run log without calling the app.
+
+    def detach_stream(self, stream_id: str) -> R:
+        """detachStream: {graceMs}. The stream's client left mid-run: keep feeding the app's output with
+        fix_stream (its text is then ""), at least every graceMs (text "" when the app wrote nothing), until
+        a reply says `cancel`. graceMs 0: not resumable, cancel now. UnknownStreamError for an unknown id."""
+        return self.call("detachStream", {"streamId": stream_id})
+
+    def rejoin_stream(self, thread_id: str, path: str, *, authorization: Optional[str] = None,
+                      cookie: Optional[str] = None, last_event_id: Optional[str] = None) -> R:
+        """rejoinStream: {readId, status, headers}, the read of a run to answer a rejoin with (status and
+        headers are the run's own). With `last_event_id` (the Last-Event-ID header): the events after it,
+        then the tail; without it, a reload (POST <path>/connect): the thread's latest run at `path` from
+        RUN_STARTED. Raises ResumeUnknownError (`.status` 410 or 204) when there is nothing to rejoin."""
+        return self.call("rejoinStream", _params(thread_id=thread_id, path=path, authorization=authorization,
+                                                 cookie=cookie, last_event_id=last_event_id))
+
+    def read_rejoin(self, read_id: str, *, wait_ms: Optional[int] = None) -> R:
+        """readRejoin: {text, done, end?}: the run's next events as SSE with their ids, written to the client
+        as they are; answers once there is one, the run ended, or wait_ms passed (default 1000). With done,
+        `end` is "finished" (end the response) or "cancelled", "evicted", "unresumable" (break it off).
+        Raises UnknownReadError for an unknown read. The client's reply timeout is lengthened by the wait."""
+        limit: Optional[float] = getattr(self, "timeout", None)
+        if limit is not None:  # the sidecar holds the reply for up to wait_ms by design
+            limit += (1000 if not isinstance(wait_ms, int) else max(wait_ms, 0)) / 1000
+        return self.call("readRejoin", _params(read_id=read_id, wait_ms=wait_ms), timeout=limit)
+
+    def close_rejoin(self, read_id: str) -> R:
+        """closeRejoin: {closed: true}. The rejoin's client left: the read is forgotten. UnknownReadError
+        for an unknown read."""
+        return self.call("closeRejoin", {"readId": read_id})
 
     def escape_pointer(self, path: Iterable[Segment]) -> R:
         """escapePointer: {pointer}, the RFC 6901 pointer for raw segments (["a/b", 0] gives "/a~1b/0")."""

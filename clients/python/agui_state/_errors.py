@@ -43,6 +43,22 @@ class UnknownStreamError(AguiStateError):
     idle). `data` is {code, streamId, reason}. Nothing resumes it: send the rest of the response as it is."""
 
 
+class ResumeUnknownError(AguiStateError):
+    """-32007: nothing to rejoin (an unknown, expired, forged or refused id, another thread, path or
+    credentials, a thread with no run): one answer for every reason (protocol/README.md §16). `data` is
+    {code, status}; `.status` is what to answer the client with: 410 for a rejoin, 204 for a reload."""
+
+    @property
+    def status(self) -> int:
+        status = (self.data or {}).get("status")
+        return status if isinstance(status, int) else 410
+
+
+class UnknownReadError(AguiStateError):
+    """-32008: no open read has the id (`data["reason"]`: never opened, closed, evicted or idle). `data` is
+    {code, readId, reason}. Break the rejoin's response off."""
+
+
 class InvalidParamsError(AguiStateError):
     """-32602: `data` is {code: "INVALID_PARAMS", field: <pointer into params>, reason}."""
 
@@ -64,6 +80,7 @@ class SidecarExitedError(AguiStateError):
 _BY_CODE: Dict[int, Type[AguiStateError]] = {
     -32001: UnknownThreadError, -32002: PatchFailedError, -32003: LimitExceededError,
     -32004: VersionConflictError, -32005: UnknownActivityError, -32006: UnknownStreamError,
+    -32007: ResumeUnknownError, -32008: UnknownReadError,
     -32602: InvalidParamsError,
 }
 

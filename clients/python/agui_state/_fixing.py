@@ -9,7 +9,8 @@ import re
 from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional, Set
 
 from ._async import AsyncAguiState
-from ._errors import SidecarExitedError, UnknownStreamError
+from ._detach import Detach, RunCancelled
+from ._errors import InvalidParamsError, SidecarExitedError, UnknownStreamError
 from ._sidecar import SharedSidecar, log
 
 Message = MutableMapping[str, Any]
@@ -44,7 +45,7 @@ class _Raw(str):
 _background: Set["asyncio.Task[None]"] = set()  # closeStream calls nobody waits for, kept from the collector
 
 
-class FixedBody:
+class FixedBody(Detach):
     """A response body on its way through fixStream. The app's send hands each chunk over and returns;
     a task of the stream's own sends what waits to the sidecar, all of it in one call, and the repaired
     text on to the client. So one event at a time costs one round trip, and a fast app's events share
@@ -53,9 +54,18 @@ class FixedBody:
     one instead, on the stream opened again there (_connect)."""
 
     def __init__(self, sidecar: SharedSidecar, send: Send, path: str, framing: str,
-                 state: Optional[Dict[str, Any]], policy: Dict[str, Any]) -> None:
+                 state: Optional[Dict[str, Any]], policy: Dict[str, Any],
+                 resume: Optional[Dict[str, Any]] = None, cancel_app: Optional[Callable[[], None]] = None) -> None:
         self.sidecar, self.send, self.path, self.framing = sidecar, send, path, framing
         self.state, self.policy = state, policy
+        # Resume (protocol/README.md §16): openStream's `resume`, the run's handle once filed (None: not
+        # resumable), and the detach: the client left (left), the sidecar was told (detached), how often to
+        # ask it whether to cancel (poll, seconds), and what cancels the app.
+        self.resume, self.cancel_app = resume, cancel_app
+        self.run: Optional[str] = None
+        self.left = self.detached = False
+        self.poll = 0.0
+        self.released = asyncio.Event()  # the run is over for the app: ended, cancelled or abandoned
         self.client: Optional[AsyncAguiState] = None
         self.generation = 0  # the sidecar's process that `client` talked to (SharedSidecar.generation)
         self.id: Optional[str] = None  # None: no stream on the sidecar (not opened, failed, or let go): raw
@@ -83,10 +93,13 @@ class FixedBody:
 
     @classmethod
     async def open(cls, sidecar: SharedSidecar, send: Send, path: str, framing: str,
-                   state: Optional[Dict[str, Any]], policy: Dict[str, Any]) -> "FixedBody":
+                   state: Optional[Dict[str, Any]], policy: Dict[str, Any],
+                   resume: Optional[Dict[str, Any]] = None,
+                   cancel_app: Optional[Callable[[], None]] = None) -> "FixedBody":
         """The body of a response whose request held `state`, repaired with `policy` (open_stream's
-        keywords); passed on as it comes if the stream cannot be opened."""
-        stream = cls(sidecar, send, path, framing, state, policy)
+        keywords), filed as a resumable run with `resume`; passed on as it comes if the stream cannot be
+        opened."""
+        stream = cls(sidecar, send, path, framing, state, policy, resume, cancel_app)
         await stream._connect(None, "openStream")
         return stream
 
@@ -105,6 +118,10 @@ class FixedBody:
         it goes on from where the client is (protocol/README.md §14, after a sidecar restart). False: it
         failed open, and the rest of the response goes as it comes."""
         while True:
+            if died is not None and self.detached:
+                self.sidecar.died(self.generation, died)
+                self.id = None  # the run's client is gone, and its log with a memory store: it is cancelled
+                return False
             if died is not None:
                 self.sidecar.died(self.generation, died)
                 if self.restarts == _RESTARTS:
@@ -116,8 +133,17 @@ class FixedBody:
             try:
                 self.client = await self.sidecar.get()
                 self.generation = self.sidecar.generation
-                self.id = (await self.client.open_stream(state=self.state, framing=self.framing,
-                                                         **self.policy))["streamId"]
+                try:
+                    opened = await self.client.open_stream(state=self.state, framing=self.framing,
+                                                           resume=self.resume, **self.policy)
+                except InvalidParamsError as e:
+                    if self.resume is None or not str((e.data or {}).get("field", "")).startswith("/resume"):
+                        raise
+                    log.warning("%s: the sidecar cannot file the stream as a resumable run (%s); it is "
+                                "repaired without resume", self.path, e)
+                    self.resume = None  # a sidecar older than §16
+                    opened = await self.client.open_stream(state=self.state, framing=self.framing, **self.policy)
+                self.id, self.run = opened["streamId"], opened.get("run")
                 if died is not None:
                     replayed = await self._replay()
                     log.warning("%s: the stream resumes on the new agui-state sidecar, %s", self.path, replayed)
@@ -274,6 +300,9 @@ class FixedBody:
                 self._fail(e, "fixStream")
                 break
             self._answered(text, result)
+            if self.detached and result.get("cancel"):
+                self._cancel_run("")  # the grace passed with nobody reading the run
+                return ""
             return str(result["text"])
         return text
 
@@ -318,19 +347,36 @@ class FixedBody:
         send = self.send
         try:
             while self.queue or not self.ending:
+                if self.left and not self.detached:
+                    await self._detach()
+                if self.closed:
+                    return  # the run was cancelled
                 if not self.queue:
                     self.wake.clear()
-                    await self.wake.wait()
+                    if not self.detached:
+                        await self.wake.wait()
+                    elif not await self._wait_or_poll():
+                        return
                     continue
                 text = self._take()
                 if isinstance(text, _Raw) and not self.raw:
                     text = await self._let_go() + text
                 out = text if self.raw else await self._fix(text)
-                if out:
-                    await send({"type": "http.response.body", "body": out.encode("utf-8"), "more_body": True})
+                if self.detached and (self.closed or self.raw):
+                    if not self.closed:
+                        self._cancel_run("the sidecar could not keep the run")
+                    return
+                if out and not self.left:
+                    try:
+                        await send({"type": "http.response.body", "body": out.encode("utf-8"), "more_body": True})
+                    except Exception:  # noqa: BLE001 - a resumable run goes on without its client
+                        if not self.client_left():
+                            raise
             last = self.tail
             if last and not self.raw:
                 last = await self._fix(self.tail)
+            if self.closed:
+                return
             if not self.raw:
                 closed = await self._close()
                 if closed is None:  # fail open: the end that was not answered for goes as it came
@@ -342,7 +388,9 @@ class FixedBody:
                     log.log(logging.INFO if changed else logging.DEBUG, "%s: event stream fixed: %s", self.path,
                             summary)
             self.closed = True
-            await send({"type": "http.response.body", "body": last.encode("utf-8"), "more_body": False})
+            self.released.set()
+            if not self.left:
+                await send({"type": "http.response.body", "body": last.encode("utf-8"), "more_body": False})
         except Exception as e:  # noqa: BLE001 - the client's connection failed: the app's next send says so
             self.error = e
             self.abandon()
@@ -350,18 +398,19 @@ class FixedBody:
 
     def abandon(self) -> None:
         """The response will not end normally (the client went away, or the app stopped): stop, and let
-        the sidecar forget the stream."""
+        the sidecar forget the stream (a resumable run ends as broken off)."""
         if self.closed:
             return
         self.closed = True
+        self.released.set()
         self.room.set()
         if self.pump is not asyncio.current_task():
             self.pump.cancel()
         if self.id is not None:
-            self._close_later(self.id)
+            self._close_later(self.id, broken=self.run is not None)
             self.id = None
 
-    def _close_later(self, stream_id: str) -> None:
+    def _close_later(self, stream_id: str, broken: bool = False) -> None:
         client, generation, sidecar = self.client, self.generation, self.sidecar
         if client is None:
             return
@@ -370,7 +419,7 @@ class FixedBody:
             if not sidecar.ready or sidecar.generation != generation:
                 return  # that process is gone, and the id may name another stream on its successor
             try:
-                await client.close_stream(stream_id)
+                await client.close_stream(stream_id, broken=broken)
             except Exception as e:  # noqa: BLE001 - a dead sidecar forgot it anyway, and an idle limit holds
                 log.debug("closeStream %s after a disconnect: %s", stream_id, e)
 

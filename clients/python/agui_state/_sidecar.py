@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Optional
+from typing import Dict, Optional, Sequence, Tuple
 
 from ._async import AsyncAguiState
 
@@ -22,8 +22,9 @@ class SharedSidecar:
     the app's startup, else on the first stream; started again by the first caller that finds it dead
     (died()), once for every stream that waits for it."""
 
-    def __init__(self, given: Optional[AsyncAguiState]) -> None:
+    def __init__(self, given: Optional[AsyncAguiState], args: Sequence[str] = ()) -> None:
         self.client, self.given = given, given is not None
+        self.args = tuple(args)  # the command line of the process started here (--store, --detach-grace)
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.ready = self.dead = False
         self.starting: Optional["asyncio.Task[None]"] = None
@@ -52,7 +53,7 @@ class SharedSidecar:
 
     async def _start(self) -> None:
         if self.client is None:
-            self.client = AsyncAguiState(timeout=_CALL_TIMEOUT)
+            self.client = AsyncAguiState(args=self.args, timeout=_CALL_TIMEOUT)
         restarting = self.dead
         if self.dead or not started(self.client):
             await self.client.restart()  # on an instance never started, restart() starts it
@@ -100,3 +101,13 @@ def started(client: AsyncAguiState) -> bool:
 
 
 PROCESS = SharedSidecar(None)
+_BY_ARGS: Dict[Tuple[str, ...], SharedSidecar] = {(): PROCESS}
+
+
+def shared(args: Sequence[str]) -> SharedSidecar:
+    """The process of the whole Python process started with `args`: middleware that ask for the same
+    store and grace share one, as those that ask for nothing share PROCESS."""
+    key = tuple(args)
+    if key not in _BY_ARGS:
+        _BY_ARGS[key] = SharedSidecar(None, key)
+    return _BY_ARGS[key]

@@ -8,18 +8,25 @@ stream where the server sends no lifespan events, and is started again when it d
 repairing resumed on the new one. It fails open: whatever happens to the sidecar, the response reaches the
 client, unrepaired from the point where it cannot be repaired, with a warning on the `agui_state.asgi`
 logger; the findings of each stream are said there at INFO.
+
+Resume (protocol/README.md §16, on by default): every SSE event gets an `id:`, and the sidecar logs the run.
+A client that drops mid-run leaves the app running for the grace period; the same request sent again with
+Last-Event-ID, or a POST to <path>/connect (a reloaded page), is answered from the log without calling the
+app (_rejoin.py). With store="redis://..." every worker's sidecar serves every worker's runs.
 """
 from __future__ import annotations
 
+import asyncio
 import collections
 import json
 import re
-from typing import Any, Awaitable, Callable, Deque, Iterable, List, MutableMapping, Optional, Tuple
+from typing import Any, Awaitable, Callable, Deque, Dict, Iterable, List, MutableMapping, Optional, Tuple
 
 from ._async import AsyncAguiState
-from ._fixing import FixedBody
+from ._fixing import FixedBody, RunCancelled
 from ._lifespan import Lifespan
-from ._sidecar import PROCESS, SharedSidecar, log
+from ._rejoin import credentials, filed_headers, rejoin, rejoin_of
+from ._sidecar import SharedSidecar, log, shared
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -42,11 +49,20 @@ class AguiStateMiddleware:
     first stream) and closed at its shutdown. `paths`: only requests whose path is
     one of these, or lies below one, are handled; by default all are. Every other response passes
     untouched. Put it inside any compression middleware (added before it), so that it sees plain text.
+
+    `resume` (default True; protocol/README.md §16): SSE events get ids and the run is logged by the sidecar;
+    a client that leaves mid-run is detached (the app goes on for the grace period, and is cancelled if
+    nobody rejoins); a POST with Last-Event-ID, or to <path>/connect, is answered from the log and never
+    reaches the app. False: none of this, as before resume. `store` ("memory", "none" or
+    "redis://HOST:PORT[/DB]") and `detach_grace` (seconds; 0 cancels the app as soon as its client
+    leaves) are the sidecar's --store and --detach-grace, for the sidecar the middleware starts (not one
+    given as `sidecar`); None leaves the sidecar's default (memory, 30 s).
     """
 
     def __init__(self, app: ASGIApp, *, own: Iterable[str] = (), snapshots: Optional[str] = None,
                  join_keys: bool = False, sidecar: Optional[AsyncAguiState] = None,
-                 paths: Optional[Iterable[str]] = None) -> None:
+                 paths: Optional[Iterable[str]] = None, resume: bool = True, store: Optional[str] = None,
+                 detach_grace: Optional[float] = None) -> None:
         self.app = app
         owned = [] if isinstance(own, (str, bytes)) else list(own)
         if isinstance(own, (str, bytes)) or not all(isinstance(p, str) and p.startswith("/") for p in owned):
@@ -59,7 +75,20 @@ class AguiStateMiddleware:
             raise TypeError(f"AguiStateMiddleware: paths must be a sequence of str, not {paths!r}")
         self.policy = {"own": owned or None, "snapshots": snapshots, "join_keys": bool(join_keys)}
         self.paths = None if listed is None else [p.rstrip("/") or "/" for p in listed]
-        self.sidecar = PROCESS if sidecar is None else SharedSidecar(sidecar)
+        args: List[str] = []
+        if store is not None:
+            if not isinstance(store, str) or not store:
+                raise TypeError(f"AguiStateMiddleware: store must be 'memory', 'none' or 'redis://...', not {store!r}")
+            args += ["--store", store]
+        if detach_grace is not None:
+            if isinstance(detach_grace, bool) or not isinstance(detach_grace, (int, float)) or not 0 <= detach_grace < 1e9:
+                raise ValueError(f"AguiStateMiddleware: detach_grace must be a number of seconds >= 0, not {detach_grace!r}")
+            args += ["--detach-grace", f"{detach_grace:.3f}"]
+        if args and sidecar is not None:
+            raise ValueError("AguiStateMiddleware: store and detach_grace are flags of the sidecar the middleware "
+                             "starts; start the given sidecar with them instead")
+        self.resume = bool(resume)
+        self.sidecar = shared(args) if sidecar is None else SharedSidecar(sidecar)
 
     def _handles(self, path: str) -> bool:
         if self.paths is None:
@@ -69,13 +98,18 @@ class AguiStateMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await Lifespan(self.app, self.sidecar, receive, send).run(scope)
+        elif scope["type"] == "http" and self.resume and (back := rejoin_of(scope, self._handles)) is not None:
+            await rejoin(self.sidecar, scope, receive, send, *back)  # never the app
         elif scope["type"] != "http" or not self._handles(scope.get("path", "")):
             await self.app(scope, receive, send)
         else:
             exchange = _Exchange(self, scope, receive, send)
             await exchange.read_request()
             try:
-                await self.app(scope, exchange.receive, exchange.send)
+                if self.resume:
+                    await exchange.run_detachable()
+                else:
+                    await self.app(scope, exchange.receive, exchange.send)
             finally:
                 exchange.finish()
 
@@ -93,22 +127,40 @@ def _framing(headers: Iterable[Tuple[bytes, bytes]]) -> Tuple[Optional[str], boo
     return framing, encoded
 
 
-def _baseline(body: bytes, scope: Scope) -> Tuple[Optional[Any], Optional[str]]:
-    """RunAgentInput.state from the request body (None: leave it out, the sidecar starts from {}), and why
-    it could not be read, when that is so."""
+def _run_input(body: bytes, scope: Scope) -> Tuple[Dict[str, Any], Optional[str]]:
+    """The RunAgentInput from the request body ({} when there is none), and why it could not be read, when
+    that is so."""
     for name, value in scope.get("headers", ()):
         if name.lower() == b"content-encoding" and value.strip().lower() not in (b"", b"identity"):
-            return None, "the request body is content-encoded"
+            return {}, "the request body is content-encoded"
     if not body:
-        return None, None
+        return {}, None
     try:
         run_input = json.loads(body)
     except ValueError:
-        return None, "the request body is not JSON"
-    state = run_input.get("state") if isinstance(run_input, dict) else None
+        return {}, "the request body is not JSON"
+    return (run_input, None) if isinstance(run_input, dict) else ({}, None)
+
+
+def _baseline(run_input: Dict[str, Any]) -> Tuple[Optional[Any], Optional[str]]:
+    """RunAgentInput.state (None: leave it out, the sidecar starts from {}), and why not, when it is not."""
+    state = run_input.get("state")
     if state is None or isinstance(state, dict):
         return state, None
     return None, "RunAgentInput.state is not an object"
+
+
+def _resume(run_input: Dict[str, Any], scope: Scope, headers: List[Tuple[bytes, bytes]]) -> Optional[Dict[str, Any]]:
+    """openStream's `resume` for this request and response (protocol/README.md §16), or None when the run
+    cannot be resumed (no threadId to find it by)."""
+    thread_id, path = run_input.get("threadId"), scope.get("path", "")
+    if not isinstance(thread_id, str) or not path.startswith("/"):
+        return None
+    resume: Dict[str, Any] = {"threadId": thread_id, "path": path, **credentials(scope),
+                              "headers": filed_headers(headers)}
+    if isinstance(run_input.get("messages"), list):
+        resume["messages"] = run_input["messages"]  # what a reload replays after RUN_STARTED
+    return resume
 
 
 class _Exchange:
@@ -120,6 +172,10 @@ class _Exchange:
         self.replay: Deque[Message] = collections.deque()
         self.body = b""
         self.stream: Optional[FixedBody] = None
+        self.next: Optional["asyncio.Future[Message]"] = None  # the one read past the request (http.disconnect)
+        self.watch: Optional["asyncio.Future[None]"] = None
+        self.app_task: Optional["asyncio.Task[None]"] = None
+        self.cancelled = False  # the run was cancelled: nobody rejoined within the grace
 
     async def read_request(self) -> None:
         chunks: List[bytes] = []
@@ -133,13 +189,50 @@ class _Exchange:
                 break
         self.body = b"".join(chunks)
 
+    async def run_detachable(self) -> None:
+        """The app, in a task of its own, which the run's cancel (FixedBody, once the grace passed with nobody
+        reading) cancels: the app may be silent then, and a write that fails would never come."""
+        task = self.app_task = asyncio.get_running_loop().create_task(
+            self.mw.app(self.scope, self.receive, self.send))
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError:  # the server cancelled this request: the app goes with it
+            task.cancel()
+            raise
+        if self.cancelled and (task.cancelled() or isinstance(task.exception(), RunCancelled)):
+            return  # our cancel: the client is gone, and the response with it
+        task.result()  # the app's own outcome, error or cancel, goes up as it would without the middleware
+
+    def _cancel_app(self) -> None:
+        self.cancelled = True
+        if self.app_task is not None:
+            self.app_task.cancel()
+
+    def _downstream(self) -> "asyncio.Future[Message]":
+        """The server's next message past the request body: for HTTP only http.disconnect comes, so the app
+        and the middleware's watch share this one read."""
+        if self.next is None or (self.next.done() and not self.next.cancelled() and self.next.exception() is None
+                                 and self.next.result()["type"] != "http.disconnect"):
+            self.next = asyncio.ensure_future(self.down_receive())
+        return self.next
+
     async def receive(self) -> Message:
         if self.replay:
             return self.replay.popleft()
-        message = await self.down_receive()
+        message = await asyncio.shield(self._downstream())
         if message["type"] == "http.disconnect" and self.stream is not None:
-            self.stream.abandon()  # the client is gone: the sidecar forgets the stream now
+            # The client is gone. A resumable run goes on (detached): the app learns of the disconnect only
+            # once the run ends or is cancelled (Starlette cancels a response whose receive says so).
+            if self.stream.client_left():
+                await self.stream.released.wait()
         return message
+
+    async def _watch(self) -> None:
+        """Sees the client leave while the app does not read (an app that only writes), so that the run is
+        detached rather than written into the void."""
+        message = await asyncio.shield(self._downstream())
+        if message["type"] == "http.disconnect" and self.stream is not None:
+            self.stream.client_left()
 
     async def send(self, message: Message) -> None:
         kind = message["type"]
@@ -150,11 +243,16 @@ class _Exchange:
                 log.warning("%s: the event stream is content-encoded; passing it through unrepaired (add "
                             "AguiStateMiddleware inside the compression middleware)", self.scope.get("path"))
             elif framing is not None:
-                state, note = _baseline(self.body, self.scope)
+                run_input, note = _run_input(self.body, self.scope)
+                state, bad = _baseline(run_input)
+                note = note or bad
                 if note is not None:
                     log.warning("%s: %s; the repair starts from {}", self.scope.get("path"), note)
+                resume = _resume(run_input, self.scope, headers) if self.mw.resume and framing == "sse" else None
                 self.stream = await FixedBody.open(self.mw.sidecar, self.down_send, self.scope.get("path", ""),
-                                                   framing, state, self.mw.policy)
+                                                   framing, state, self.mw.policy, resume, self._cancel_app)
+                if self.stream.run is not None:
+                    self.watch = asyncio.ensure_future(self._watch())
                 # Repairing changes the body's length; the server then sends it chunked.
                 message = {**message, "headers": [(n, v) for n, v in headers if n.lower() != b"content-length"]}
         elif kind == "http.response.body" and self.stream is not None:
@@ -163,6 +261,10 @@ class _Exchange:
         await self.down_send(message)
 
     def finish(self) -> None:
+        if self.watch is not None:
+            self.watch.cancel()
+        if self.next is not None and not self.next.done():
+            self.next.cancel()
         if self.stream is not None:
             self.stream.abandon()  # a no-op once the stream has ended
 

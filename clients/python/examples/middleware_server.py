@@ -10,6 +10,11 @@ stream). A run whose forwardedProps hold {"gate": N} stops after N events until 
 kills the sidecar there. `--app-without-lifespan` serves the same routes as an app that knows only HTTP
 (it raises on a lifespan scope, as many hand-written ASGI apps do), wrapped as `AguiStateMiddleware(app,
 ...)`: the middleware answers the lifespan itself.
+
+Resume (test/middleware/python-resume.test.ts): `--store URL`, `--detach-grace SECONDS` and `--no-resume` are
+the middleware's store, detach_grace and resume=False. With ?pause=NAME a run stops after its fourth event
+until POST /resume?name=NAME; GET /paused?name=NAME answers once it stopped there, GET /cancelled?name=NAME
+once it was cancelled there. GET /hits counts the runs that reached the app at /agent.
 """
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ import logging
 import socket
 import sys
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Dict
+from typing import Any, AsyncIterator, Callable, Dict, Optional
 
 import uvicorn
 from fastapi import FastAPI, Request
@@ -31,20 +36,50 @@ from sloppy_agent import agent_events, sse  # noqa: E402
 from agui_state.asgi import AguiStateMiddleware  # noqa: E402
 
 WITHOUT_LIFESPAN = "--app-without-lifespan" in sys.argv
+
+
+def flag(name: str) -> Optional[str]:
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else None
+
+
+GRACE = flag("--detach-grace")
+OPTIONS: Dict[str, Any] = {"own": ["/toolState"], "join_keys": True, "paths": ["/agent"],
+                           "resume": "--no-resume" not in sys.argv, "store": flag("--store"),
+                           "detach_grace": None if GRACE is None else float(GRACE)}
 app = FastAPI()
 if not WITHOUT_LIFESPAN:
-    app.add_middleware(AguiStateMiddleware, own=["/toolState"], join_keys=True, paths=["/agent"])
+    app.add_middleware(AguiStateMiddleware, **OPTIONS)
 gates: Dict[str, asyncio.Event] = {}
+PAUSE_AFTER = 4  # events
+pauses: Dict[str, Dict[str, asyncio.Event]] = {}
+hits = 0
+
+
+def pause(name: str) -> Dict[str, asyncio.Event]:
+    return pauses.setdefault(name, {"paused": asyncio.Event(), "resume": asyncio.Event(),
+                                    "cancelled": asyncio.Event()})
 
 
 async def run(request: Request) -> StreamingResponse:
+    global hits
+    if request.url.path == "/agent":
+        hits += 1
     run_input = await request.json()
     gate = run_input.get("forwardedProps", {}).get("gate")
+    name = request.query_params.get("pause")
 
     async def events() -> AsyncIterator[bytes]:
         for i, event in enumerate(agent_events(run_input)):
             if i == gate:
                 await gates.setdefault(run_input["runId"], asyncio.Event()).wait()
+            if i == PAUSE_AFTER and name:
+                p = pause(name)
+                p["paused"].set()
+                try:
+                    await p["resume"].wait()
+                except asyncio.CancelledError:
+                    p["cancelled"].set()
+                    raise
             yield sse(event)
 
     return StreamingResponse(events(), media_type="text/event-stream")
@@ -52,6 +87,29 @@ async def run(request: Request) -> StreamingResponse:
 
 app.post("/agent")(run)
 app.post("/raw")(run)
+
+
+@app.get("/hits")
+async def count() -> int:
+    return hits
+
+
+@app.get("/paused")
+async def paused(name: str) -> str:
+    await pause(name)["paused"].wait()
+    return "paused"
+
+
+@app.post("/resume")
+async def go_on(name: str) -> str:
+    pause(name)["resume"].set()
+    return "resumed"
+
+
+@app.get("/cancelled")
+async def cancelled(name: str) -> str:
+    await pause(name)["cancelled"].wait()
+    return "cancelled"
 
 
 @app.post("/release/{run_id}")
@@ -70,7 +128,7 @@ async def main() -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     lifespan = sys.argv[sys.argv.index("--lifespan") + 1] if "--lifespan" in sys.argv else "on"
-    served = AguiStateMiddleware(http_only, own=["/toolState"], join_keys=True, paths=["/agent"]) \
+    served = AguiStateMiddleware(http_only, **OPTIONS) \
         if WITHOUT_LIFESPAN else app
     server = uvicorn.Server(uvicorn.Config(served, log_level="warning", lifespan=lifespan))
     serving = asyncio.ensure_future(server.serve(sockets=[sock]))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import logging
 import os
 import signal
@@ -113,9 +114,14 @@ async def serve(app: Any, messages: List[Message], path: str = "/agent",
     return sent
 
 
+# Our event ids (protocol/README.md §16): `<run>.<seq>.<nonce>`, the first line of each event resume stamps.
+ID_LINE = re.compile(rb"(?:^|(?<=\n\n)|(?<=\r\n\r\n)|(?<=\r\r))id: [A-Za-z0-9_-]{16}\.[1-9][0-9]*\.[A-Za-z0-9_-]{16}(?:\r\n|\n|\r)")
+
+
 def body_of(sent: List[Message]) -> bytes:
+    """The response's body with our event ids taken out: what `fix` writes, held to its bytes."""
     assert sent[0]["type"] == "http.response.start" and sent[-1]["more_body"] is False, sent
-    return b"".join(m.get("body", b"") for m in sent[1:])
+    return ID_LINE.sub(b"", b"".join(m.get("body", b"") for m in sent[1:]))
 
 
 def headers_of(sent: List[Message]) -> Dict[bytes, bytes]:
@@ -196,7 +202,7 @@ async def test_other_responses_pass_untouched() -> None:
         AguiStateMiddleware(stream_app([]), snapshots="never")
 
 
-async def test_a_disconnect_or_a_failed_send_closes_the_stream() -> None:
+async def test_a_disconnect_or_a_failed_send_closes_the_stream_without_resume() -> None:
     events = agent_events(RUN_INPUT)
     async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
         # A client that goes away: the app, as Starlette's StreamingResponse does, hears http.disconnect.
@@ -221,7 +227,7 @@ async def test_a_disconnect_or_a_failed_send_closes_the_stream() -> None:
             if message.get("body"):
                 first_body.set()
 
-        await AguiStateMiddleware(app, own=["/toolState"], sidecar=s)(scope(), receive, send)
+        await AguiStateMiddleware(app, own=["/toolState"], sidecar=s, resume=False)(scope(), receive, send)
         await asyncio.sleep(0)  # a turn of the loop: the closeStream it sent goes before the calls below
         with pytest.raises(UnknownStreamError) as e:
             await s.fix_stream("s1", "")
@@ -232,7 +238,7 @@ async def test_a_disconnect_or_a_failed_send_closes_the_stream() -> None:
             if message.get("body"):
                 raise ConnectionResetError("the client's connection broke")
 
-        mw = AguiStateMiddleware(stream_app([sse(e) for e in events]), own=["/toolState"], sidecar=s)
+        mw = AguiStateMiddleware(stream_app([sse(e) for e in events]), own=["/toolState"], sidecar=s, resume=False)
         with pytest.raises(ConnectionResetError):
             await serve(mw, request(json.dumps(RUN_INPUT).encode()), send=broken)
         await asyncio.sleep(0)
@@ -254,7 +260,7 @@ def kill_between(s: AsyncAguiState, events: List[bytes], kills: List[int], got: 
     forwarded = {k: asyncio.Event() for k in kills}
 
     async def record(message: Message) -> None:
-        got.append(message.get("body", b""))
+        got.append(ID_LINE.sub(b"", message.get("body", b"")))  # the sidecar gives whole events: ids whole
         for k, event in forwarded.items():
             if b"".join(got) == expected[k]:
                 event.set()
@@ -399,7 +405,7 @@ async def test_an_event_that_never_ends_is_passed_on_past_10_mib_not_held(caplog
     passed_on = asyncio.Event()
 
     async def record(message: Message) -> None:
-        got.append(message.get("body", b""))
+        got.append(ID_LINE.sub(b"", message.get("body", b"")))  # the sidecar gives whole events: ids whole
         so_far = b"".join(got)
         if so_far.startswith(fixed_head) and len(so_far) - len(fixed_head) > 10 * 1024 * 1024:
             passed_on.set()

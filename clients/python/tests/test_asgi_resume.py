@@ -1,0 +1,242 @@
+"""Resume in agui_state.asgi.AguiStateMiddleware (protocol/README.md §16) as plain ASGI, with the
+real sidecar ($AGUI_STATE_BIN) keeping the runs: ids on every SSE event, the run filed under the request's
+thread, path and credentials, a rejoin (Last-Event-ID) and a reload (POST <path>/connect) answered from the
+run log without calling the app, a client that leaves detached and its app cancelled once the grace passed.
+The real web server and the real browser client are test/middleware/python-resume.test.ts's part."""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import pytest
+from helpers import BIN, child_env
+from test_asgi import ID_LINE, RUN_INPUT, STATE, body_of, fix, request, stream_app
+
+from agui_state import AsyncAguiState, ResumeUnknownError, UnknownReadError
+from agui_state.asgi import AguiStateMiddleware
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from sloppy_agent import agent_events, ndjson, sse  # noqa: E402
+
+Message = Dict[str, Any]
+ALICE = [(b"authorization", b"Bearer alice"), (b"cookie", b"s=1")]
+BODY = json.dumps(RUN_INPUT).encode()
+EVENTS = [sse(e) for e in agent_events(RUN_INPUT)]
+
+
+def scope(path: str = "/agent", headers: Optional[List[Tuple[bytes, bytes]]] = None) -> Dict[str, Any]:
+    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "path": path,
+            "raw_path": path.encode(), "query_string": b"",
+            "headers": [(b"content-type", b"application/json"), *(headers or [])]}
+
+
+async def serve(app: Any, path: str = "/agent", headers: Optional[List[Tuple[bytes, bytes]]] = None,
+                body: bytes = BODY, leave: Optional[asyncio.Event] = None) -> List[Message]:
+    """The server's side, as in test_asgi, with the request's headers; `leave` set: the client disconnects."""
+    inbox, sent = request(body), []
+    gone = leave or asyncio.Event()
+
+    async def receive() -> Message:
+        if inbox:
+            return inbox.pop(0)
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await app(scope(path, headers), receive, send)
+    return sent
+
+
+def ids_of(sent: List[Message]) -> List[str]:
+    return re.findall(r"^id: (\S+)$", b"".join(m.get("body", b"") for m in sent[1:]).decode(), re.M)
+
+
+class Counting:
+    """An app that counts its calls: a rejoin must never reach it."""
+
+    def __init__(self, app: Any) -> None:
+        self.app, self.calls = app, 0
+
+    async def __call__(self, scope: Dict[str, Any], receive: Any, send: Any) -> None:
+        self.calls += 1
+        await self.app(scope, receive, send)
+
+
+async def test_every_sse_event_gets_an_id_and_the_rest_is_fix_s_text() -> None:
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        mw = AguiStateMiddleware(stream_app(EVENTS), own=["/toolState"], join_keys=True, sidecar=s)
+        sent = await serve(mw)
+        raw = b"".join(m.get("body", b"") for m in sent[1:])
+        blocks = [b for b in raw.split(b"\n\n") if b]
+        assert blocks and all(ID_LINE.match(b + b"\n") for b in blocks), raw
+        assert len(set(ids_of(sent))) == len(blocks)
+        assert body_of(sent) == fix(b"".join(EVENTS), STATE)
+        # resume=False, and NDJSON (which has no field for an id): no ids, as before resume.
+        off = AguiStateMiddleware(stream_app(EVENTS), own=["/toolState"], join_keys=True, sidecar=s, resume=False)
+        assert ids_of(await serve(off)) == []
+        nd = AguiStateMiddleware(stream_app([ndjson(e) for e in agent_events(RUN_INPUT)], b"application/x-ndjson"),
+                                 own=["/toolState"], join_keys=True, sidecar=s)
+        assert b"id:" not in b"".join(m.get("body", b"") for m in (await serve(nd))[1:])
+
+
+async def test_a_rejoin_gets_exactly_the_events_after_its_id_from_the_log_and_the_app_is_not_called() -> None:
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        app = Counting(stream_app(EVENTS))
+        mw = AguiStateMiddleware(app, own=["/toolState"], join_keys=True, sidecar=s)
+        first = await serve(mw, headers=ALICE)
+        whole = b"".join(m.get("body", b"") for m in first[1:])
+        ids = ids_of(first)
+        assert app.calls == 1 and len(ids) >= 3
+
+        again = await serve(mw, headers=[*ALICE, (b"last-event-id", ids[1].encode())])
+        assert again[0]["status"] == 200
+        assert dict(again[0]["headers"])[b"content-type"] == b"text/event-stream"
+        rest = b"".join(m.get("body", b"") for m in again[1:])
+        assert rest == whole[whole.index(f"id: {ids[2]}\n".encode()):], "exactly the events after the id"
+        assert again[-1]["more_body"] is False, "a finished run ends the response"
+        assert app.calls == 1
+
+        # Other credentials, another thread, no credentials, an unknown id: one answer, 410.
+        refusals = [
+            await serve(mw, headers=[(b"authorization", b"Bearer mallory"), (b"cookie", b"s=1"),
+                                     (b"last-event-id", ids[1].encode())]),
+            await serve(mw, headers=[(b"last-event-id", ids[1].encode())]),
+            await serve(mw, headers=[*ALICE, (b"last-event-id", ids[1].encode())],
+                        body=json.dumps({**RUN_INPUT, "threadId": "t2"}).encode()),
+            await serve(mw, headers=[*ALICE, (b"last-event-id", b"nonsense")]),
+        ]
+        assert [r[0]["status"] for r in refusals] == [410] * 4
+        assert len({r[1]["body"] for r in refusals}) == 1
+        assert json.loads(refusals[0][1]["body"])["error"]["code"] == "resume_unknown"
+        assert app.calls == 1
+
+
+async def test_a_reload_replays_the_thread_s_latest_run_and_a_thread_without_one_is_204() -> None:
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        app = Counting(stream_app(EVENTS))
+        mw = AguiStateMiddleware(app, own=["/toolState"], join_keys=True, sidecar=s, paths=["/agent"])
+        await serve(mw, headers=ALICE)
+        reload = await serve(mw, path="/agent/connect", headers=ALICE)
+        text = b"".join(m.get("body", b"") for m in reload[1:]).decode()
+        types = re.findall(r'"type": ?"([A-Z_]+)"', text)
+        assert types[:3] == ["RUN_STARTED", "STATE_SNAPSHOT", "MESSAGES_SNAPSHOT"], types
+        assert types[-1] == "RUN_FINISHED"
+        none = await serve(mw, path="/agent/connect", headers=ALICE,
+                           body=json.dumps({**RUN_INPUT, "threadId": "nobody"}).encode())
+        assert none[0]["status"] == 204 and none[1]["body"] == b""
+        # A path the middleware does not handle is the app's: /other/connect reaches it.
+        assert app.calls == 1
+        await serve(mw, path="/other/connect", headers=ALICE)
+        assert app.calls == 2
+
+
+async def test_a_client_that_leaves_is_detached_the_app_goes_on_and_a_rejoin_gets_the_rest_live() -> None:
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        go_on, leave, cancelled = asyncio.Event(), asyncio.Event(), []
+
+        async def app(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+            await receive()
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"text/event-stream")]})
+            try:
+                for i, event in enumerate(EVENTS):
+                    if i == 3:
+                        leave.set()
+                        await go_on.wait()
+                    await send({"type": "http.response.body", "body": event, "more_body": True})
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            except asyncio.CancelledError:
+                cancelled.append(True)
+                raise
+
+        mw = AguiStateMiddleware(app, own=["/toolState"], join_keys=True, sidecar=s)
+        first = asyncio.ensure_future(serve(mw, headers=ALICE, leave=leave))
+        await asyncio.wait_for(leave.wait(), 60)  # a hang guard; the stream is open: the app sent three events
+        # The client left at the third event; the run goes on. Its rejoin reads the log, then the live tail.
+        reload = asyncio.ensure_future(serve(mw, path="/agent/connect", headers=ALICE))
+        go_on.set()
+        await asyncio.wait_for(first, 60)  # (a hang guard) the app's run ends normally: not cancelled
+        assert cancelled == []
+        text = b"".join(m.get("body", b"") for m in (await asyncio.wait_for(reload, 60))[1:]).decode()
+        assert re.findall(r'"type": ?"([A-Z_]+)"', text)[-1] == "RUN_FINISHED"
+        assert (await s.stats())["streams"] == 0
+
+
+async def test_nobody_rejoins_within_the_grace_the_app_is_cancelled_and_its_run_breaks_off() -> None:
+    async with AsyncAguiState(BIN, ["--detach-grace", "0.05"], env=child_env(), timeout=30) as s:
+        leave, cancelled = asyncio.Event(), asyncio.Event()
+
+        async def app(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+            await receive()
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"text/event-stream")]})
+            for event in EVENTS[:3]:
+                await send({"type": "http.response.body", "body": event, "more_body": True})
+            leave.set()
+            try:
+                await asyncio.Event().wait()  # a silent app: only the cancel ends it
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+
+        mw = AguiStateMiddleware(app, own=["/toolState"], sidecar=s)
+        # It returns (a hang guard of 60 s): the middleware's cancel is no error.
+        sent = await asyncio.wait_for(serve(mw, headers=ALICE, leave=leave), 60)
+        assert cancelled.is_set()
+        assert not any(m["type"] == "http.response.body" and not m.get("more_body", False) for m in sent), \
+            "the response is not ended as whole"
+        assert (await s.stats())["streams"] == 0
+        # A reload of the cancelled run is broken off after what the log holds, never ended as whole.
+        from agui_state._rejoin import RunBrokenOff
+        with pytest.raises(RunBrokenOff):
+            await asyncio.wait_for(serve(mw, path="/agent/connect", headers=ALICE), 60)
+
+
+async def test_fail_open_a_rejoin_the_sidecar_cannot_serve_is_410_and_a_stream_completes() -> None:
+    s = await AsyncAguiState(BIN, env=child_env(), timeout=30).start()
+    try:
+        app = Counting(stream_app(EVENTS))
+        mw = AguiStateMiddleware(app, own=["/toolState"], join_keys=True, sidecar=s)
+        ids = ids_of(await serve(mw, headers=ALICE))
+        s._live().proc.kill()  # the sidecar dies, and its memory log with it
+        await s._live().proc.wait()
+        gone = await serve(mw, headers=[*ALICE, (b"last-event-id", ids[0].encode())])
+        assert gone[0]["status"] == 410 and app.calls == 1
+    finally:
+        await s.close()
+
+
+async def test_client_wrappers_raise_the_resume_errors() -> None:
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        with pytest.raises(ResumeUnknownError) as e:
+            await s.rejoin_stream("t1", "/agent", last_event_id="nonsense")
+        assert e.value.status == 410
+        with pytest.raises(ResumeUnknownError) as e:
+            await s.rejoin_stream("t1", "/agent")
+        assert e.value.status == 204
+        with pytest.raises(UnknownReadError):
+            await s.read_rejoin("r99", wait_ms=0)
+        opened = await s.open_stream(framing="sse", resume={"threadId": "t1", "path": "/agent"})
+        assert isinstance(opened.get("run"), str)
+        assert (await s.detach_stream(opened["streamId"]))["graceMs"] > 0
+        assert (await s.close_stream(opened["streamId"], broken=True))["text"] == ""
+
+
+def test_store_and_grace_are_the_started_sidecar_s_flags() -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        pass
+
+    mw = AguiStateMiddleware(app, store="redis://127.0.0.1:6379/0", detach_grace=2.5)
+    assert mw.sidecar.args == ("--store", "redis://127.0.0.1:6379/0", "--detach-grace", "2.500")
+    assert AguiStateMiddleware(app, detach_grace=2.5).sidecar is not mw.sidecar
+    assert AguiStateMiddleware(app, store="redis://127.0.0.1:6379/0", detach_grace=2.5).sidecar is mw.sidecar
+    with pytest.raises(ValueError, match="detach_grace"):
+        AguiStateMiddleware(app, detach_grace=-1)
+    with pytest.raises(ValueError, match="sidecar the middleware starts"):
+        AguiStateMiddleware(app, store="memory", sidecar=AsyncAguiState(BIN))
