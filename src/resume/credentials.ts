@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from "node:crypto";
+import { nodeCrypto } from "./node-crypto.js";
 
 /**
  * Who may rejoin a run (protocol/README.md §16): whoever presents the credentials of the request
@@ -14,11 +14,11 @@ export function credentialOf(key: Buffer, p: Presented): string {
   // Length-prefixed, so no split of one header's text into the other collides.
   const a = p.authorization ?? "";
   const c = p.cookie ?? "";
-  return createHmac("sha256", key).update(`cred\0${a.length}\0${a}\0${c.length}\0${c}`).digest("base64url");
+  return nodeCrypto().createHmac("sha256", key).update(`cred\0${a.length}\0${a}\0${c.length}\0${c}`).digest("base64url");
 }
 
 export function sameCredential(a: string, b: string): boolean {
   const x = Buffer.from(a);
   const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
+  return x.length === y.length && nodeCrypto().timingSafeEqual(x, y);
 }

@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { nodeCrypto } from "./node-crypto.js";
 
 /**
  * Event ids and run handles (protocol/README.md §16). An id names one event of one run:
@@ -21,7 +21,7 @@ const NONCE_BYTES = 12;
 const POOL = NONCE_BYTES * 512;
 
 /** A new run handle: 12 random bytes, base64url (16 characters). */
-export const newRun = (): string => randomBytes(12).toString("base64url");
+export const newRun = (): string => nodeCrypto().randomBytes(12).toString("base64url");
 
 /** 16 base64url characters a nonce (12 bytes, a multiple of 3, so no padding and no partial character). */
 const NONCE_CHARS = (NONCE_BYTES / 3) * 4;
@@ -32,7 +32,7 @@ let used = 0;
 
 function nonce(): string {
   if (used + NONCE_CHARS > pool.length) {
-    pool = randomBytes(POOL).toString("base64url");
+    pool = nodeCrypto().randomBytes(POOL).toString("base64url");
     used = 0;
   }
   const out = pool.slice(used, used + NONCE_CHARS);

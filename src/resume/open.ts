@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { nodeCrypto } from "./node-crypto.js";
 import type { Log } from "../log.js";
 import { MemoryLog } from "./memory-log.js";
 import type { ResumeOptions } from "./recorder.js";
@@ -25,7 +25,7 @@ export async function openRunLog(flags: ResumeFlags, log: Log): Promise<ResumeOp
     return {
       log: new MemoryLog(caps),
       get key(): Buffer {
-        return (key ??= randomBytes(32));
+        return (key ??= nodeCrypto().randomBytes(32));
       },
       graceMs: flags.graceMs,
     };
