@@ -21,6 +21,8 @@ packages=(
   binutils
   # the README's examples (test/readme/) call the servers they start with curl
   curl
+  # resume on Redis (protocol/README.md §16): the tests start their own redis-server on a free port
+  redis-server
   # the release's other targets (test/release/targets.ts): linux-arm64 runs under qemu with
   # Debian's arm64 libc and libstdc++ (multiarch, added below); win-x64 runs under Debian 13's
   # wine64 in a root debootstrap makes (Debian 12's wine 8.0 cannot start Node 26)
