@@ -1,6 +1,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { HttpAgent } from "@ag-ui/client";
 import { afterAll, afterEach, beforeAll, describe, expect } from "vitest";
+import { expectRefusals, rejoiner } from "../resume/refusals.js";
 import { runCollecting } from "../../scripts/harness/agui-client.js";
 import { ROOT } from "../../scripts/harness/fixtures.js";
 import { BINARY, childEnv } from "../../scripts/harness/process.js";
@@ -200,18 +201,8 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
     expect(ids.length).toBeGreaterThanOrEqual(3);
     expect(new Set(ids).size).toBe(ids.length);
     const last = ids[1] as string;
-    const ask = (id: string, headers: Record<string, string>, b = body) => fetch(`${a.url}/agent`, { method: "POST", headers: { "content-type": "application/json", "last-event-id": id, ...headers }, body: b });
-    const refused = [
-      await ask(last, { authorization: "Bearer mallory", cookie: "s=1" }),
-      await ask(last, { authorization: "Bearer alice" }),
-      await ask(last, creds, body.replace('"t9"', '"t10"')),
-      await ask(`${last.split(".").slice(0, 2).join(".")}.AAAAAAAAAAAAAAAA`, creds),
-      await ask("nonsense", creds),
-    ];
-    const bodies = await Promise.all(refused.map((r) => r.text()));
-    expect(refused.map((r) => r.status)).toEqual([410, 410, 410, 410, 410]);
-    expect(new Set(bodies).size).toBe(1);
-    expect(JSON.parse(bodies[0] as string)).toMatchObject({ error: { code: "resume_unknown" } });
+    const ask = rejoiner(`${a.url}/agent`, body);
+    await expectRefusals(ask, last, body, creds);
     expect((await calls(a)) - before).toBe(1);
 
     // The right credentials get exactly the events after the id, then the rest of the run.

@@ -1,6 +1,7 @@
 import path from "node:path";
 import { HttpAgent } from "@ag-ui/client";
 import { afterEach, describe, expect } from "vitest";
+import { expectRefusals, rejoiner } from "../resume/refusals.js";
 import { runCollecting } from "../../scripts/harness/agui-client.js";
 import { ROOT } from "../../scripts/harness/fixtures.js";
 import { BINARY, start, type Sidecar } from "../../scripts/harness/process.js";
@@ -195,18 +196,8 @@ describe("only the requester rejoins (Python middleware)", () => {
     expect(new Set(ids).size).toBe(ids.length);
     const last = ids[1] as string;
 
-    const ask = (id: string, headers: Record<string, string>, b = body) => fetch(`${server.url}/agent`, { method: "POST", headers: { "content-type": "application/json", "last-event-id": id, ...headers }, body: b });
-    const refused = [
-      await ask(last, { ...creds, authorization: "Bearer mallory" }),
-      await ask(last, { authorization: "Bearer alice" }),
-      await ask(last, creds, body.replace('"t9"', '"t10"')),
-      await ask(`${last.split(".").slice(0, 2).join(".")}.AAAAAAAAAAAAAAAA`, creds),
-      await ask("nonsense", creds),
-    ];
-    const bodies = await Promise.all(refused.map((r) => r.text()));
-    expect(refused.map((r) => r.status)).toEqual([410, 410, 410, 410, 410]);
-    expect(new Set(bodies).size).toBe(1);
-    expect(JSON.parse(bodies[0] as string)).toMatchObject({ error: { code: "resume_unknown" } });
+    const ask = rejoiner(`${server.url}/agent`, body);
+    await expectRefusals(ask, last, body, creds);
     // A reload with other credentials finds nothing either.
     const connect = await fetch(`${server.url}/agent/connect`, { method: "POST", headers: { "content-type": "application/json", authorization: "Bearer mallory" }, body });
     expect(connect.status).toBe(204);

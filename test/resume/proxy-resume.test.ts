@@ -1,5 +1,6 @@
 import { HttpAgent } from "@ag-ui/client";
 import { afterEach, describe, expect, it } from "vitest";
+import { expectRefusals, rejoiner } from "./refusals.js";
 import { runCollecting } from "../../scripts/harness/agui-client.js";
 import { ResumableHttpAgent } from "../../src/web/resume/index.js";
 import { startProxy, type RunningProxy } from "../proxy/proxy-process.js";
@@ -166,17 +167,8 @@ describe("only the requester rejoins", () => {
   it("other credentials, another thread, a forged or unknown id: 410, the same answer, and the upstream is not called", async () => {
     const { proxy, upstream, body, ids, agent } = await liveRun({ authorization: "Bearer alice", cookie: "s=1" });
     const last = ids[1] as string;
-    const ask = (id: string, headers: Record<string, string>, b = body) => fetch(`${proxy.url}/agent`, { method: "POST", headers: { "content-type": "application/json", "last-event-id": id, ...headers }, body: b });
-    const refused = [
-      await ask(last, { authorization: "Bearer mallory", cookie: "s=1" }),
-      await ask(last, { authorization: "Bearer alice" }),
-      await ask(last, { authorization: "Bearer alice", cookie: "s=1" }, body.replace('"t9"', '"t10"')),
-      await ask(`${last.split(".").slice(0, 2).join(".")}.AAAAAAAAAAAAAAAA`, { authorization: "Bearer alice", cookie: "s=1" }),
-      await ask("nonsense", { authorization: "Bearer alice", cookie: "s=1" }),
-    ];
-    const bodies = await Promise.all(refused.map((r) => r.text()));
-    expect(refused.map((r) => r.status)).toEqual([410, 410, 410, 410, 410]);
-    expect(new Set(bodies).size).toBe(1);
+    const ask = rejoiner(`${proxy.url}/agent`, body);
+    await expectRefusals(ask, last, body, { authorization: "Bearer alice", cookie: "s=1" });
     expect(upstream.seen).toHaveLength(1);
 
     // The right credentials get exactly the events after the id, then the rest of the run.
