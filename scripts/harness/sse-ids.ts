@@ -1,5 +1,5 @@
 /** Our event ids as the proxy and the stream methods write them (protocol/README.md §16): `<run>.<seq>.<nonce>`. */
-export const ID_LINE = /^id: [A-Za-z0-9_-]{16}\.[1-9][0-9]*\.[A-Za-z0-9_-]{16}\n/;
+export const ID_LINE = /^id: [A-Za-z0-9_-]{12}\.[1-9][0-9]*\.[A-Za-z0-9_-]{11}\n/;
 
 /** `text` with each of our id lines written as `id: <id>`: for comparing a stream whose ids are random. */
 export const anyId = (text: string): string => text.replace(new RegExp(ID_LINE.source.slice(1), "gm"), "id: <id>\n");

@@ -5873,7 +5873,7 @@ export const DISCOVER_JSON = String.raw`{
         "maxLength": 65536
       },
       "RunHandle": {
-        "description": "A run's handle in the run log: 16 characters, base64url of 96 random bits (protocol/README.md §16). For logs and tracing: nothing is called with it.",
+        "description": "A run's handle in the run log: 12 characters, base64url of 72 random bits (protocol/README.md §16). For logs and tracing: nothing is called with it.",
         "type": "string",
         "minLength": 16,
         "maxLength": 16

@@ -113,7 +113,7 @@ export type Credential = string;
  */
 export type StreamId = string;
 /**
- * A run's handle in the run log: 16 characters, base64url of 96 random bits (protocol/README.md §16). For logs and tracing: nothing is called with it.
+ * A run's handle in the run log: 12 characters, base64url of 72 random bits (protocol/README.md §16). For logs and tracing: nothing is called with it.
  */
 export type RunHandle = string;
 /**

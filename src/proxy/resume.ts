@@ -98,8 +98,8 @@ export class Resume {
     res.flushHeaders();
     const replay = new Replay(prelude);
     const unfollow = await this.opts.log.follow(info.run, after, {
-      events: (list) => {
-        if (!res.destroyed) res.write(replay.text(list));
+      events: (events) => {
+        if (!res.destroyed) res.write(replay.text(events));
       },
       end: (reason: RunEnd) => {
         this.logger.info({ run: info.run, after, sent: replay.sent, reason }, "rejoin served");

@@ -2,37 +2,43 @@ import { nodeCrypto } from "./node-crypto.js";
 
 /**
  * Event ids and run handles (protocol/README.md §16). An id names one event of one run:
- * `<run>.<seq>.<nonce>`: the run's random handle (96 bits), the event's number in it (1-based) and
- * 96 more random bits. The log keeps each event with its id, and a Last-Event-ID is taken only when
- * it equals, in full, the id the log holds at that run and number. So an id is unique within its
- * thread, opaque (a client only echoes it), and no id can be made from another: the next event's id
- * is not the last one's with the number raised. Drawing the nonces in bulk keeps the cost per event
- * to a slice of a string, not a hash.
+ * `<run>.<seq>.<nonce>`: the run's random handle (72 bits), the event's number in it (1-based) and 66
+ * more random bits. The log keeps each event with its id, and a Last-Event-ID is taken only when it
+ * equals, in full, the id the log holds at that run and number. So an id is unique within its thread,
+ * opaque (a client only echoes it), and no id can be made from another: the next event's id is not
+ * the last one's with the number raised. Drawing the nonces in bulk keeps the cost per event to a
+ * slice of a string, not a hash.
+ *
+ * Why these sizes: every event carries its id line, and on a stream of small events its bytes are a
+ * third of what goes over the wire, which the proxy pays for in its socket writes (docs/benchmarks.md,
+ * B19). 66 random bits per event are past the 64 that OWASP asks of a session token, and a guess must
+ * also come with the run's credentials; 72 bits of handle keep runs apart within any retention.
  */
 export interface EventId {
   run: string;
   seq: number;
 }
 
-const RUN = /^[A-Za-z0-9_-]{16}$/;
+const RUN_BYTES = 9;
+const RUN = /^[A-Za-z0-9_-]{12}$/;
 const SEQ = /^[1-9][0-9]{0,14}$/;
-const NONCE = /^[A-Za-z0-9_-]{16}$/;
-const NONCE_BYTES = 12;
-const POOL = NONCE_BYTES * 512;
+/** 11 base64url characters, each 6 random bits: sliced from a pool of random bytes encoded whole. */
+const NONCE_CHARS = 11;
+const NONCE = /^[A-Za-z0-9_-]{11}$/;
+/** Bytes drawn at a time: a multiple of 3, so every character of the pool is 6 random bits. */
+const POOL_BYTES = 3 * 2048;
 
-/** A new run handle: 12 random bytes, base64url (16 characters). */
-export const newRun = (): string => nodeCrypto().randomBytes(12).toString("base64url");
+/** A new run handle: 9 random bytes, base64url (12 characters). */
+export const newRun = (): string => nodeCrypto().randomBytes(RUN_BYTES).toString("base64url");
 
-/** 16 base64url characters a nonce (12 bytes, a multiple of 3, so no padding and no partial character). */
-const NONCE_CHARS = (NONCE_BYTES / 3) * 4;
-// The pool is encoded once and sliced: encoding 12 bytes per event through Buffer#toString was a
+// The pool is encoded once and sliced: encoding the bytes per event through Buffer#toString was a
 // tenth of the proxy's whole work per event (docs/benchmarks.md, B19).
 let pool = "";
 let used = 0;
 
 function nonce(): string {
   if (used + NONCE_CHARS > pool.length) {
-    pool = nodeCrypto().randomBytes(POOL).toString("base64url");
+    pool = nodeCrypto().randomBytes(POOL_BYTES).toString("base64url");
     used = 0;
   }
   const out = pool.slice(used, used + NONCE_CHARS);
@@ -40,7 +46,26 @@ function nonce(): string {
   return out;
 }
 
-export const mintId = (run: string, seq: number): string => `${run}.${seq}.${nonce()}`;
+/** Where a stamper gets each event's id line (stamp.ts). */
+export interface IdLines {
+  /** The next event's line: `id: <id>\n`. */
+  next(): string;
+}
+
+/** The ids of one run's events, numbered from 1. */
+export class RunIds implements IdLines {
+  private readonly head: string;
+  /** The number of the last id given. */
+  seq = 0;
+
+  constructor(readonly run: string) {
+    this.head = `id: ${run}.`;
+  }
+
+  next(): string {
+    return this.head + ++this.seq + "." + nonce() + "\n";
+  }
+}
 
 /** The run and number an id names, or undefined when it is not shaped as ours. Whether it is one the log holds is the log's to say. */
 export function parseId(id: string): EventId | undefined {

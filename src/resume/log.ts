@@ -1,4 +1,4 @@
-import type { Stamped } from "./stamp.js";
+import type { LoggedEvents } from "./logged.js";
 
 /**
  * The event log of the runs a server streams, after repair (protocol/README.md §16): what a
@@ -37,7 +37,7 @@ export interface RunInfo extends RunStart {
 
 /** Who reads a run from the log: told of the events after its starting point, then of each new one, then of the end. */
 export interface Follower {
-  events(list: readonly Stamped[]): void;
+  events(events: LoggedEvents): void;
   end(reason: RunEnd): void;
 }
 
@@ -50,8 +50,8 @@ export interface LogStats {
 export interface RunLog {
   /** Opens a run's log; resolves with its handle. */
   begin(run: string, start: RunStart): Promise<void>;
-  /** Adds events in order. Never waits: a store that writes elsewhere queues the write. */
-  append(run: string, events: readonly Stamped[]): void;
+  /** Adds events in order. Never waits: a store that writes elsewhere queues the write. The store may keep `events.text` as it is. */
+  append(run: string, events: LoggedEvents): void;
   /** No more events; the log is kept for the retention from now. */
   end(run: string, reason: RunEnd): void;
   /** The run, if its log is kept. */

@@ -1,4 +1,4 @@
-import type { Stamped } from "./stamp.js";
+import { idOfBlock, type LoggedEvents } from "./logged.js";
 import type { Follower, LogStats, RunEnd, RunInfo, RunLog, RunStart } from "./log.js";
 
 export interface LogCaps {
@@ -11,62 +11,74 @@ export interface LogCaps {
 }
 
 /**
- * A run's events, packed: sealed segments of UTF-8 (the events' bytes as the client gets them, one
- * after another) and, per event, where it ends in its segment; the blocks since the last seal wait
- * as they came. So a retained event costs its bytes and one number, not an object, a string for its
- * id and a string for its block (often a slice keeping a whole chunk alive, and two bytes a
- * character once one character is past Latin-1): docs/benchmarks.md, B19 and B21.
+ * A run's events: the text of its parts one after another, as sealed segments and, after them, the
+ * parts since the last seal; and, per event, where in the run it ends. A part is kept as the very
+ * string its client was sent (Latin-1 text is one byte a character in V8, as compact as UTF-8 for
+ * ASCII), so a retained event costs its characters and one number, and logging it costs no copy on
+ * the stream's path (docs/benchmarks.md, B19 and B21).
  */
 interface Run {
   start: RunStart;
-  segments: Buffer[];
-  /** The number of the first event of each sealed segment (0-based). */
-  firsts: number[];
-  /** Per event: the byte offset of its end in its segment. */
-  ends: number[];
-  /** Blocks not sealed yet, and their bytes. */
+  segments: string[];
+  /** Where in the run each sealed segment starts. */
+  starts: number[];
+  /** Parts logged since the last seal. */
   open: string[];
-  openBytes: number;
-  /** Events logged so far. */
-  count: number;
+  openLength: number;
+  /** Per event: where in the run its block ends (UTF-16 code units from the run's start). */
+  ends: number[];
+  length: number;
+  /** The events' UTF-8 bytes, as sent: what the caps and the stats count. */
   bytes: number;
   ended: RunEnd | undefined;
   endedAt: number;
   followers: Set<Follower>;
 }
 
-/** Blocks are sealed into a segment once this many bytes wait, when the run ends, and before a read. */
-const SEAL_BYTES = 16 * 1024;
+/**
+ * Parts are sealed into one segment once this many characters wait, when the run ends, and before a
+ * read. Past V8's largest regular object (128 KiB), a segment is made in its large-object space and
+ * never copied again by the garbage collector, while the parts it was joined from die young: kept
+ * as they came, every part of a long run was copied out of the young generation once or twice
+ * (docs/benchmarks.md, B19).
+ */
+const SEAL_LENGTH = 256 * 1024;
 
 function seal(r: Run): void {
   if (r.open.length === 0) return;
-  r.firsts.push(r.count - r.open.length);
-  r.segments.push(Buffer.from(r.open.join(""), "utf8"));
+  r.starts.push(r.length - r.openLength);
+  r.segments.push(r.open.join(""));
   r.open = [];
-  r.openBytes = 0;
+  r.openLength = 0;
 }
 
-/** The events from the `from`-th (0-based) up to, not including, the `to`-th, unpacked. */
-function eventsFrom(r: Run, from: number, to = r.count): Stamped[] {
+/** The run's text from `from` to `to`. */
+function textOf(r: Run, from: number, to: number): string {
   seal(r);
-  const out: Stamped[] = [];
-  // The segment holding event `from`: the last whose first event is at or before it.
+  // The segment holding `from`: the last that starts at or before it.
   let seg = 0;
-  for (let lo = 0, hi = r.firsts.length - 1; lo <= hi; ) {
+  for (let lo = 0, hi = r.starts.length - 1; lo <= hi; ) {
     const mid = (lo + hi) >> 1;
-    if ((r.firsts[mid] as number) <= from) {
+    if ((r.starts[mid] as number) <= from) {
       seg = mid;
       lo = mid + 1;
     } else hi = mid - 1;
   }
-  for (let i = from; i < to; i++) {
-    if (seg + 1 < r.firsts.length && (r.firsts[seg + 1] as number) <= i) seg++;
-    const start = i === r.firsts[seg] ? 0 : (r.ends[i - 1] as number);
-    const block = (r.segments[seg] as Buffer).toString("utf8", start, r.ends[i]);
-    // Every logged block starts with its id line (stamp.ts).
-    out.push({ id: block.slice(4, block.indexOf("\n")), block });
+  let out = "";
+  for (; seg < r.segments.length && (r.starts[seg] as number) < to; seg++) {
+    const s = r.starts[seg] as number;
+    out += (r.segments[seg] as string).slice(Math.max(0, from - s), to - s);
   }
   return out;
+}
+
+/** Where the `seq`-th event (1-based) starts in the run. */
+const startOf = (r: Run, seq: number): number => (seq <= 1 ? 0 : (r.ends[seq - 2] as number));
+
+/** The events after the `after`-th (0: all). */
+function eventsAfter(r: Run, after: number): LoggedEvents {
+  const from = startOf(r, after + 1);
+  return { text: textOf(r, from, r.length), ends: r.ends.slice(after).map((e) => e - from) };
 }
 
 /**
@@ -88,32 +100,24 @@ export class MemoryLog implements RunLog {
 
   begin(run: string, start: RunStart): Promise<void> {
     this.sweep();
-    this.runs.set(run, { start, segments: [], firsts: [], ends: [], open: [], openBytes: 0, count: 0, bytes: 0, ended: undefined, endedAt: 0, followers: new Set() });
+    this.runs.set(run, { start, segments: [], starts: [], open: [], openLength: 0, ends: [], length: 0, bytes: 0, ended: undefined, endedAt: 0, followers: new Set() });
     this.threads.set(threadKey(start.threadId, start.path), run);
     return Promise.resolve();
   }
 
-  append(run: string, events: readonly Stamped[]): void {
+  append(run: string, events: LoggedEvents): void {
     const r = this.runs.get(run);
-    if (!r || r.ended !== undefined || events.length === 0) return;
+    if (!r || r.ended !== undefined || events.ends.length === 0) return;
     this.use(run, r);
-    let bytes = 0;
-    const lengths: number[] = [];
-    for (const e of events) {
-      const n = Buffer.byteLength(e.block, "utf8");
-      lengths.push(n);
-      bytes += n;
-    }
+    const bytes = Buffer.byteLength(events.text, "utf8");
     if (r.bytes + bytes > this.caps.maxRunBytes) return this.drop(run, r, "unresumable");
-    for (let i = 0; i < events.length; i++) {
-      r.open.push((events[i] as Stamped).block);
-      r.openBytes += lengths[i] as number;
-      r.ends.push(r.openBytes);
-    }
-    r.count += events.length;
-    if (r.openBytes >= SEAL_BYTES) seal(r);
+    for (const end of events.ends) r.ends.push(r.length + end);
+    r.open.push(events.text);
+    r.openLength += events.text.length;
+    r.length += events.text.length;
     r.bytes += bytes;
     this.total += bytes;
+    if (r.openLength >= SEAL_LENGTH) seal(r);
     for (const f of r.followers) f.events(events);
     // The least recently used runs go first; the one just written is the most recent.
     for (const [other, o] of this.runs) {
@@ -134,13 +138,13 @@ export class MemoryLog implements RunLog {
 
   find(run: string): Promise<RunInfo | undefined> {
     const r = this.live(run);
-    return Promise.resolve(r && { ...r.start, run, events: r.count, ended: r.ended });
+    return Promise.resolve(r && { ...r.start, run, events: r.ends.length, ended: r.ended });
   }
 
   idAt(run: string, seq: number): Promise<string | undefined> {
     const r = this.live(run);
-    if (!r || seq < 1 || seq > r.count) return Promise.resolve(undefined);
-    return Promise.resolve(eventsFrom(r, seq - 1, seq)[0]?.id);
+    if (!r || seq < 1 || seq > r.ends.length) return Promise.resolve(undefined);
+    return Promise.resolve(idOfBlock(textOf(r, startOf(r, seq), r.ends[seq - 1] as number)));
   }
 
   latest(threadId: string, path: string): Promise<string | undefined> {
@@ -155,7 +159,7 @@ export class MemoryLog implements RunLog {
       return Promise.resolve(() => {});
     }
     this.use(run, r);
-    if (afterSeq < r.count) follower.events(eventsFrom(r, afterSeq));
+    if (afterSeq < r.ends.length) follower.events(eventsAfter(r, afterSeq));
     if (r.ended !== undefined) {
       follower.end(r.ended);
       return Promise.resolve(() => {});

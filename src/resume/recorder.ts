@@ -1,5 +1,5 @@
 import type { Log } from "../log.js";
-import { mintId, newRun } from "./ids.js";
+import { newRun, RunIds } from "./ids.js";
 import type { RunEnd, RunLog } from "./log.js";
 import { Stamper } from "./stamp.js";
 
@@ -20,9 +20,10 @@ export interface ResumeOptions {
  * fixStream reply).
  */
 export class Recorder {
-  readonly run = newRun();
-  private seq = 0;
-  private readonly stamper = new Stamper(() => mintId(this.run, ++this.seq));
+  private readonly ids = new RunIds(newRun());
+  private readonly stamper = new Stamper(this.ids);
+  /** The run's handle, the first part of each of its ids. */
+  readonly run = this.ids.run;
   private done = false;
   private timer: NodeJS.Timeout | undefined;
   /** Whether the client left and the run goes on without it. */
@@ -36,7 +37,7 @@ export class Recorder {
   ) {}
 
   get events(): number {
-    return this.seq;
+    return this.ids.seq;
   }
 
   get upstreamIds(): number {
@@ -50,10 +51,10 @@ export class Recorder {
 
   /** The client's text for one part of the repaired stream. */
   part(text: string): string {
-    const { text: out, events } = this.stamper.push(text);
-    if (events.length > 0) this.log.append(this.run, events);
+    const p = this.stamper.push(text);
+    if (p.ends.length > 0) this.log.append(this.run, { text: p.events, ends: p.ends });
     if (this.stamper.passing) this.finish("unresumable");
-    return out;
+    return p.text;
   }
 
   /** The stream's end as its upstream ended it. */
@@ -86,7 +87,7 @@ export class Recorder {
         (n) => {
           if (this.done) return;
           if (n > 0) return this.arm();
-          this.logger?.info({ run: this.run, graceMs: this.graceMs, events: this.seq }, "nobody rejoined within the grace period; cancelling the run");
+          this.logger?.info({ run: this.run, graceMs: this.graceMs, events: this.ids.seq }, "nobody rejoined within the grace period; cancelling the run");
           this.finish("cancelled");
           this.cancel();
         },

@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { Redis } from "ioredis";
 import type { Log } from "../log.js";
-import type { Stamped } from "./stamp.js";
+import { idOfBlock, loggedBlocks, type LoggedEvents } from "./logged.js";
 import type { Follower, LogStats, RunEnd, RunInfo, RunLog, RunStart } from "./log.js";
 import type { LogCaps } from "./memory-log.js";
 
@@ -31,8 +31,8 @@ const MAXLEN = 1_000_000;
 /**
  * Appends one part's events as entries `0-<seq>`, `0-<seq+1>`, …: KEYS[1] the run's stream, ARGV[1]
  * the MAXLEN guard, ARGV[2] the first event's number, ARGV[3] the events' blocks one after another
- * (each ends at its one blank line, stamp.ts, so they are split there: one argument for the client
- * to write, not one per event). EVAL, not EVALSHA: ioredis answers NOSCRIPT by sending the script
+ * (each ends at its one blank line, stamp.ts, so they are split there: the text the log was handed,
+ * one argument, not one per event). EVAL, not EVALSHA: ioredis answers NOSCRIPT by sending the script
  * again later, after commands issued since, which would break the order the log is written in.
  * Redis caches the compiled script by its hash.
  */
@@ -95,22 +95,19 @@ export class RedisLog implements RunLog {
       .exec();
   }
 
-  append(run: string, events: readonly Stamped[]): void {
+  append(run: string, events: LoggedEvents): void {
     const w = this.writing.get(run);
-    if (!w) return;
-    let bytes = 0;
-    for (const e of events) bytes += Buffer.byteLength(e.block, "utf8");
+    if (!w || events.ends.length === 0) return;
+    const bytes = Buffer.byteLength(events.text, "utf8");
     if (w.bytes + bytes > this.caps.maxRunBytes) return void this.drop(run, "unresumable");
     w.bytes += bytes;
     const key = runKey(run, "events");
     const first = w.seq + 1;
-    w.seq += events.length;
+    w.seq += events.ends.length;
     // One command for the whole part, issued in order on one connection, so Redis holds the events in
     // order; never awaited on the stream's path. A command per event cost the proxy most of its
     // throughput in the client's work per command (docs/benchmarks.md, B19).
-    let blocks = "";
-    for (const e of events) blocks += e.block;
-    this.redis.call("EVAL", APPEND, 1, key, MAXLEN, first, blocks).catch((err: Error) => this.failed(run, err));
+    this.redis.call("EVAL", APPEND, 1, key, MAXLEN, first, events.text).catch((err: Error) => this.failed(run, err));
     if (first === 1) this.redis.pexpire(key, LIVE_TTL_MS).catch((err: Error) => this.failed(run, err));
   }
 
@@ -141,7 +138,7 @@ export class RedisLog implements RunLog {
   async idAt(run: string, seq: number): Promise<string | undefined> {
     const entries = await this.redis.xrange(runKey(run, "events"), `0-${seq}`, `0-${seq}`);
     const block = field(entries[0]?.[1], "b");
-    return block === undefined ? undefined : idOf(block);
+    return block === undefined ? undefined : idOfBlock(block);
   }
 
   async latest(threadId: string, path: string): Promise<string | undefined> {
@@ -170,18 +167,17 @@ export class RedisLog implements RunLog {
     void mark();
     // Delivers entries; true when one of them ended the run.
     const deliver = (entries: [string, string[]][]): boolean => {
-      const list: Stamped[] = [];
+      const list: string[] = [];
       for (const [, fields] of entries) {
         const end = field(fields, "end");
         if (end !== undefined) {
-          if (list.length > 0) follower.events(list);
+          if (list.length > 0) follower.events(loggedBlocks(list));
           follower.end(end as RunEnd);
           return true;
         }
-        const block = field(fields, "b") as string;
-        list.push({ id: idOf(block), block });
+        list.push(field(fields, "b") as string);
       }
-      if (list.length > 0) follower.events(list);
+      if (list.length > 0) follower.events(loggedBlocks(list));
       return false;
     };
     const loop = async () => {
@@ -244,9 +240,6 @@ export class RedisLog implements RunLog {
     this.log.warn({ run, err: err.message }, "redis: a write to the run log failed; the run may not be resumable");
   }
 }
-
-/** The id of a logged block: its first line is `id: <id>` (stamp.ts). */
-const idOf = (block: string): string => block.slice(4, block.indexOf("\n"));
 
 /** A field's value in a stream entry's flat [name, value, ...] list. */
 function field(fields: string[] | undefined, name: string): string | undefined {

@@ -2,7 +2,7 @@ import { stringifyJson } from "../json/stringify.js";
 import { credentialOf, sameCredential, type Presented } from "./credentials.js";
 import { parseId } from "./ids.js";
 import type { RunInfo, RunLog, RunStart } from "./log.js";
-import type { Stamped } from "./stamp.js";
+import type { LoggedEvents } from "./logged.js";
 
 /**
  * What a rejoin and a reload find in the run log (protocol/README.md §16), for the proxy
@@ -70,8 +70,8 @@ export async function findConnect(log: RunLog, key: Buffer, a: Asker): Promise<R
 }
 
 /**
- * The text a rejoin is answered with, batch by batch as the log hands the events over: each event's
- * block, and a reload's prelude right after the first event (RUN_STARTED), so the client's pipeline
+ * The text a rejoin is answered with, batch by batch as the log hands the events over: the events'
+ * blocks, and a reload's prelude right after the first event (RUN_STARTED), so the client's pipeline
  * sees a run that starts as runs start and then the state and messages it began from.
  */
 export class Replay {
@@ -82,16 +82,12 @@ export class Replay {
     this.pending = prelude.length > 0 ? prelude.join("") : undefined;
   }
 
-  text(list: readonly Stamped[]): string {
-    let text = "";
-    for (const e of list) {
-      text += e.block;
-      if (this.pending !== undefined) {
-        text += this.pending;
-        this.pending = undefined;
-      }
-    }
-    this.sent += list.length;
-    return text;
+  text(events: LoggedEvents): string {
+    this.sent += events.ends.length;
+    const first = events.ends[0];
+    if (this.pending === undefined || first === undefined) return events.text;
+    const out = events.text.slice(0, first) + this.pending + events.text.slice(first);
+    this.pending = undefined;
+    return out;
   }
 }

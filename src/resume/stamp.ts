@@ -1,92 +1,113 @@
 import { CLIENT_SSE_LIMIT } from "../stream/events.js";
-
-/** One event as the client gets it: its SSE block with our `id:` line first, and that id. */
-export interface Stamped {
-  id: string;
-  block: string;
-}
+import type { IdLines } from "./ids.js";
 
 /** What one part of the fixer's output becomes: the text for the client, and the events in it to log. */
 export interface StampedPart {
+  /** Every block of the part, each event's with our `id:` line first. */
   text: string;
-  events: Stamped[];
+  /**
+   * The part's events, one block after another, each starting with its `id:` line: `text` itself when
+   * every block of the part is an event (the usual case: no second string is made).
+   */
+  events: string;
+  /** Where each event's block ends in `events`, in UTF-16 code units. */
+  ends: number[];
 }
 
 /**
  * Gives every event of a repaired SSE stream its id (protocol/README.md §16). The fixer writes SSE
  * with LF line ends (§13), so its events end at "\n\n" and nowhere else. A block with a `data` field
  * dispatches an event (HTML Standard, "Interpreting an event stream") and gets `id: <id>` as its first
- * line; any `id` line the upstream wrote in it is taken out (counted in `upstreamIds`), since only our
- * ids can be resumed from. A block without data (a comment, a keep-alive) goes on as it is and is not
- * logged: it dispatches nothing. Past CLIENT_SSE_LIMIT of one unfinished block, the client's run fails
- * whatever is sent (§13, SSE_BUFFER_LIMIT): the stamper then passes everything on as it comes, and the
- * run is no longer resumable (`passing`).
+ * line; any `id` line the upstream wrote in a block is taken out (counted in `upstreamIds`), since only
+ * our ids can be resumed from: left in a block without data, it would still set the client's last
+ * event id. A block without data (a comment, a keep-alive) goes on without being logged: it dispatches
+ * nothing. Past CLIENT_SSE_LIMIT of one unfinished block, the client's run fails whatever is sent (§13,
+ * SSE_BUFFER_LIMIT): the stamper then passes everything on as it comes, and the run is no longer
+ * resumable (`passing`).
+ *
+ * This runs once per event of every resumable stream, so the usual part (the fixer's blocks, each
+ * starting `data:`, no `id` line anywhere) takes a path that makes one string for the client, joined
+ * once from the blocks and their id lines (docs/benchmarks.md, B19).
  */
 export class Stamper {
   private pending = "";
   passing = false;
   upstreamIds = 0;
 
-  constructor(private readonly mint: () => string) {}
+  constructor(private readonly ids: IdLines) {}
 
-  push(text: string): StampedPart {
-    if (this.passing) return { text, events: [] };
-    const all = this.pending === "" ? text : this.pending + text;
-    const parts: string[] = [];
-    const events: Stamped[] = [];
+  push(chunk: string): StampedPart {
+    if (this.passing) return { text: chunk, events: "", ends: [] };
+    const all = this.pending === "" ? chunk : this.pending + chunk;
+    // No line of the part starts with "id": no block has an id field to take out.
+    const noIds = !all.startsWith("id") && !all.includes("\nid");
+    // The client's text in pieces, joined once: a += per event would build a rope of ropes.
+    const pieces: string[] = [];
+    let length = 0;
+    // Set at the first block that is not an event: from then on the events are gathered apart.
+    let apart: string[] | undefined;
+    let apartLength = 0;
+    const ends: number[] = [];
     let from = 0;
     for (let end = all.indexOf("\n\n"); end !== -1; end = all.indexOf("\n\n", from)) {
-      const block = all.slice(from, end + 2);
-      from = end + 2;
-      const stamped = this.stamp(block);
-      if (stamped) {
-        events.push(stamped);
-        parts.push(stamped.block);
-      } else parts.push(block);
+      const stop = end + 2;
+      let block = all.slice(from, stop);
+      let event = true;
+      if (!noIds || !all.startsWith("data:", from)) ({ event, block } = this.stamp(block));
+      from = stop;
+      if (!event) {
+        if (apart === undefined) {
+          apart = pieces.slice();
+          apartLength = length;
+        }
+        pieces.push(block);
+        length += block.length;
+        continue;
+      }
+      const line = this.ids.next();
+      pieces.push(line, block);
+      length += line.length + block.length;
+      if (apart === undefined) ends.push(length);
+      else {
+        apart.push(line, block);
+        ends.push((apartLength += line.length + block.length));
+      }
     }
-    // One join, not a += per event: the client's text is one flat string, written once.
-    const out = parts.join("");
+    const text = pieces.join("");
+    const events = apart === undefined ? text : apart.join("");
     const rest = all.slice(from);
     if (rest.length > CLIENT_SSE_LIMIT) {
       this.passing = true;
       this.pending = "";
-      return { text: out + rest, events };
+      return { text: text + rest, events, ends };
     }
     this.pending = rest;
-    return { text: out, events };
+    return { text, events, ends };
   }
 
   /** The end of the stream: a block it cut off goes on as it is, unlogged (the client reads it only if it ends). */
   end(): StampedPart {
     const text = this.pending;
     this.pending = "";
-    return { text, events: [] };
+    return { text, events: "", ends: [] };
   }
 
-  private stamp(block: string): Stamped | undefined {
-    // The usual block: a data field and no id of the upstream's. Found with indexOf, not a split per event.
-    if (!hasField(block, "id")) {
-      if (!hasField(block, "data")) return undefined;
-      const id = this.mint();
-      return { id, block: `id: ${id}\n${block}` };
-    }
+  /** Any block: its id lines taken out, and whether it is an event (it has data), to get our id line first. */
+  private stamp(block: string): { event: boolean; block: string } {
+    if (!hasField(block, "id")) return { event: hasField(block, "data"), block };
     // Fields are "name" or "name:value" at a line's start (HTML Standard §9.2.6).
-    const lines = block.slice(0, -2).split("\n");
+    const kept: string[] = [];
     let data = false;
-    let kept: string[] | undefined;
-    for (let i = 0; i < lines.length; i++) {
-      const line = lines[i] as string;
+    for (const line of block.slice(0, -2).split("\n")) {
       if (line === "id" || line.startsWith("id:")) {
         this.upstreamIds++;
-        kept ??= lines.slice(0, i);
         continue;
       }
       if (line === "data" || line.startsWith("data:")) data = true;
-      kept?.push(line);
+      kept.push(line);
     }
-    if (!data) return undefined;
-    const id = this.mint();
-    return { id, block: `id: ${id}\n${kept ? kept.join("\n") : block.slice(0, -2)}\n\n` };
+    // A block that was only id lines goes, whole: nothing of it would reach the page.
+    return { event: data, block: kept.length === 0 ? "" : `${kept.join("\n")}\n\n` };
   }
 }
 

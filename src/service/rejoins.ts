@@ -61,8 +61,8 @@ export class Rejoins {
     const readId = this.reads.add(read, this.now());
     const replay = new Replay(prelude);
     const unfollow = await opts.log.follow(info.run, after, {
-      events: (list) => {
-        read.text += replay.text(list);
+      events: (events) => {
+        read.text += replay.text(events);
         read.wake?.();
       },
       end: (reason) => {

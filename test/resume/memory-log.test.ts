@@ -2,19 +2,19 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { Follower, RunEnd } from "../../src/resume/log.js";
 import { MemoryLog } from "../../src/resume/memory-log.js";
-import type { Stamped } from "../../src/resume/stamp.js";
+import { blocksOf, idOfBlock, loggedBlocks } from "../../src/resume/logged.js";
 
 /**
  * The memory store keeps a run's events packed (memory-log.ts): whatever the parts they came in and
  * whatever characters they hold, a rejoin from any event gets exactly the events after it, each with
- * its id, and an id is found at its number.
+ * its id, cut where each ends, and an id is found at its number.
  */
 const START = { threadId: "t", path: "/agent", credential: "c", status: 200, headers: {}, prelude: [] };
 
-function collect(): Follower & { got: Stamped[]; ended: RunEnd[] } {
-  const got: Stamped[] = [];
+function collect(): Follower & { got: string[]; ended: RunEnd[] } {
+  const got: string[] = [];
   const ended: RunEnd[] = [];
-  return { got, ended, events: (list) => void got.push(...list), end: (r) => void ended.push(r) };
+  return { got, ended, events: (e) => void got.push(...blocksOf(e)), end: (r) => void ended.push(r) };
 }
 
 const texts = fc.constantFrom("", "hello", "naïve café", "☕ 🛰 emoji", "日本語のテキスト", "x".repeat(5000), '"quoted" \\ back');
@@ -25,15 +25,14 @@ describe("MemoryLog", () => {
       fc.asyncProperty(fc.array(fc.array(texts, { minLength: 1, maxLength: 5 }), { minLength: 1, maxLength: 12 }), fc.boolean(), async (parts, ended) => {
         const log = new MemoryLog({ retentionMs: 1000, maxRunBytes: 1e9, maxTotalBytes: 1e10 }, () => 0);
         await log.begin("run", START);
-        const all: Stamped[] = [];
+        const all: string[] = [];
         for (const part of parts) {
-          const events = part.map((t) => {
-            const id = `run.${all.length + 1}.n${all.length}`;
-            const e = { id, block: `id: ${id}\ndata: ${JSON.stringify({ type: "TEXT_MESSAGE_CONTENT", delta: t })}\n\n` };
-            all.push(e);
-            return e;
+          const blocks = part.map((t) => {
+            const block = `id: run.${all.length + 1}.n${all.length}\ndata: ${JSON.stringify({ type: "TEXT_MESSAGE_CONTENT", delta: t })}\n\n`;
+            all.push(block);
+            return block;
           });
-          log.append("run", events);
+          log.append("run", loggedBlocks(blocks));
         }
         if (ended) log.end("run", "finished");
         for (let after = 0; after <= all.length; after++) {
@@ -43,10 +42,10 @@ describe("MemoryLog", () => {
           expect(f.ended).toEqual(ended ? ["finished"] : []);
           unfollow();
         }
-        for (let seq = 1; seq <= all.length; seq++) expect(await log.idAt("run", seq)).toBe(all[seq - 1]?.id);
+        for (let seq = 1; seq <= all.length; seq++) expect(await log.idAt("run", seq)).toBe(`run.${seq}.n${seq - 1}`);
         expect(await log.idAt("run", all.length + 1)).toBeUndefined();
         expect(await log.idAt("run", 0)).toBeUndefined();
-        expect(log.stats().bytes).toBe(all.reduce((n, e) => n + Buffer.byteLength(e.block), 0));
+        expect(log.stats().bytes).toBe(all.reduce((n, b) => n + Buffer.byteLength(b), 0));
         expect((await log.find("run"))?.events).toBe(all.length);
       }),
       { numRuns: 200 },
@@ -56,13 +55,14 @@ describe("MemoryLog", () => {
   it("a follower of a live run gets the events it missed, then each new part, then the end", async () => {
     const log = new MemoryLog({ retentionMs: 1000, maxRunBytes: 1e9, maxTotalBytes: 1e10 }, () => 0);
     await log.begin("run", START);
-    const e = (n: number): Stamped => ({ id: `run.${n}.x`, block: `id: run.${n}.x\ndata: {"n":${n}}\n\n` });
-    log.append("run", [e(1), e(2)]);
+    const e = (n: number): string => `id: run.${n}.x\ndata: {"n":${n}}\n\n`;
+    log.append("run", loggedBlocks([e(1), e(2)]));
     const f = collect();
     await log.follow("run", 1, f);
-    log.append("run", [e(3)]);
+    log.append("run", loggedBlocks([e(3)]));
     log.end("run", "finished");
     expect(f.got).toEqual([e(2), e(3)]);
+    expect(f.got.map(idOfBlock)).toEqual(["run.2.x", "run.3.x"]);
     expect(f.ended).toEqual(["finished"]);
   });
 });

@@ -62,10 +62,10 @@ describe("openStream with resume", () => {
   it("files the stream as a run: every event gets an id line first, and the text is otherwise the repaired text", () => {
     const { svc } = setup();
     const { run, text } = started(svc, 3);
-    expect(run).toMatch(/^[A-Za-z0-9_-]{16}$/);
+    expect(run).toMatch(/^[A-Za-z0-9_-]{12}$/);
     const bs = blocks(text);
     expect(bs).toHaveLength(3);
-    for (const b of bs) expect(idOf(b)).toMatch(new RegExp(`^${run}\\.\\d+\\.[A-Za-z0-9_-]{16}$`));
+    for (const b of bs) expect(idOf(b)).toMatch(new RegExp(`^${run}\\.\\d+\\.[A-Za-z0-9_-]{11}$`));
     // Without the id lines, what fix writes.
     const plain = new StreamService({ pipeline: LOADED_PIPELINE });
     const { streamId } = value(plain.openStream({ state: { n: 0 } }));

@@ -115,7 +115,7 @@ async def serve(app: Any, messages: List[Message], path: str = "/agent",
 
 
 # Our event ids (protocol/README.md §16): `<run>.<seq>.<nonce>`, the first line of each event resume stamps.
-ID_LINE = re.compile(rb"(?:^|(?<=\n\n)|(?<=\r\n\r\n)|(?<=\r\r))id: [A-Za-z0-9_-]{16}\.[1-9][0-9]*\.[A-Za-z0-9_-]{16}(?:\r\n|\n|\r)")
+ID_LINE = re.compile(rb"(?:^|(?<=\n\n)|(?<=\r\n\r\n)|(?<=\r\r))id: [A-Za-z0-9_-]{12}\.[1-9][0-9]*\.[A-Za-z0-9_-]{11}(?:\r\n|\n|\r)")
 
 
 def body_of(sent: List[Message]) -> bytes:

@@ -1,0 +1,33 @@
+/**
+ * Events as the run log takes and hands them (log.ts): their SSE blocks one after another, each
+ * starting with its `id:` line and ending at its one blank line (stamp.ts), and where each ends. One
+ * string per part, not a string per event: the memory store keeps the very string the client was
+ * sent, with nothing encoded or copied on the stream's path (docs/benchmarks.md, B19 and B21).
+ */
+export interface LoggedEvents {
+  text: string;
+  /** Where each event's block ends in `text`, in UTF-16 code units. */
+  ends: readonly number[];
+}
+
+/** Blocks, each a whole event with its id line first, as LoggedEvents. */
+export function loggedBlocks(blocks: readonly string[]): LoggedEvents {
+  const ends: number[] = [];
+  let at = 0;
+  for (const b of blocks) ends.push((at += b.length));
+  return { text: blocks.join(""), ends };
+}
+
+/** Each event's block. */
+export function blocksOf(e: LoggedEvents): string[] {
+  const out: string[] = [];
+  let from = 0;
+  for (const end of e.ends) {
+    out.push(e.text.slice(from, end));
+    from = end;
+  }
+  return out;
+}
+
+/** The id of a logged block: its first line is `id: <id>` (stamp.ts). */
+export const idOfBlock = (block: string): string => block.slice(4, block.indexOf("\n"));
