@@ -173,6 +173,7 @@ describe("a rejoin cut short (Go middleware under net/http)", () => {
       {
         agent: `${server.url}/agent`,
         paused: (threadId) => fetch(`${server.url}/agent?pause=${threadId}`, { method: "POST", headers: { "content-type": "application/json" }, body: input(threadId, "r1") }),
+        run: (threadId) => fetch(`${server.url}/agent`, { method: "POST", headers: { "content-type": "application/json" }, body: input(threadId, "r1") }),
         log: () => server.child.stderr,
         logged: (line, what) => server.child.until(() => line.test(server.child.stderr), what),
       },
