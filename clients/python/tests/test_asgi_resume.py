@@ -247,3 +247,28 @@ def test_store_and_grace_are_the_started_sidecar_s_flags() -> None:
         AguiStateMiddleware(app, detach_grace=-1)
     with pytest.raises(ValueError, match="sidecar the middleware starts"):
         AguiStateMiddleware(app, store="memory", sidecar=AsyncAguiState(BIN))
+
+
+async def test_a_rejoin_whose_client_is_gone_when_it_writes_ends_with_one_line_and_no_exception(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A server that raises from send once the client left (uvicorn's ClientDisconnected, an OSError): the
+    rejoin ends there, said in one INFO line, and nothing goes up to the server."""
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        mw = AguiStateMiddleware(stream_app(EVENTS), own=["/toolState"], join_keys=True, sidecar=s)
+        ids = ids_of(await serve(mw, headers=ALICE))
+        inbox = request(BODY)
+
+        async def receive() -> Message:
+            if inbox:
+                return inbox.pop(0)
+            await asyncio.Event().wait()  # the server never says: the send fails first
+            return {"type": "http.disconnect"}
+
+        async def send(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                raise OSError("the client is gone")
+
+        with caplog.at_level(logging.INFO, logger="agui_state.asgi"):
+            await asyncio.wait_for(mw(scope("/agent", [*ALICE, (b"last-event-id", ids[1].encode())]), receive, send), 60)
+        assert [(r.levelname, r.getMessage()) for r in caplog.records] == \
+            [("INFO", "/agent: the rejoin's answer ended early: the client left (OSError)")]
