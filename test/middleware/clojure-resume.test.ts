@@ -109,6 +109,20 @@ async function cutRun(jvm: Jvm, targets: Jvm[], cuts: Cut[], threadId: string, i
   return { client, said, relay };
 }
 
+/** A run cut once and rejoined lands on the client that was never cut, with its own keys, and the handler ran once. */
+async function landsUncut(jvm: Jvm, threadId: string, initialState: Record<string, unknown>, cut: Cut): Promise<void> {
+  const expected = await uninterrupted(jvm, threadId, initialState);
+  const before = await calls(jvm);
+  const { client, said, relay } = await cutRun(jvm, [jvm], [cut], threadId, initialState);
+  expect(said).toEqual([]);
+  expect(relay.cutsMade).toBe(1);
+  expect(relay.connections).toBe(2);
+  expect((await calls(jvm)) - before).toBe(1);
+  expect(client.state).toEqual(expected.state);
+  expect(client.messages).toEqual(expected.messages);
+  expect(client.state).toMatchObject(initialState);
+}
+
 describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory store)", () => {
   let a: Jvm;
   beforeAll(async () => {
@@ -125,17 +139,7 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
   for (const cut of cuts) {
     test(`cut after event ${cut.boundary}${cut.extra ? ` and ${cut.extra} bytes into the next` : ""}: the same messages and state, the handler ran once`, async () => {
       const threadId = `c${cut.boundary}-${cut.extra}`;
-      const initialState = { selectedLayer: "era5", ui: { open: true } };
-      const expected = await uninterrupted(a, threadId, initialState);
-      const before = await calls(a);
-      const { client, said, relay } = await cutRun(a, [a], [cut], threadId, initialState);
-      expect(said).toEqual([]);
-      expect(relay.cutsMade).toBe(1);
-      expect(relay.connections).toBe(2);
-      expect((await calls(a)) - before).toBe(1);
-      expect(client.state).toEqual(expected.state);
-      expect(client.messages).toEqual(expected.messages);
-      expect(client.state).toMatchObject(initialState);
+      await landsUncut(a, threadId, { selectedLayer: "era5", ui: { open: true } }, cut);
     });
   }
 
@@ -308,16 +312,7 @@ describe("wrap-agui-state with an async Ring handler (Jetty's :async? true)", ()
   }, START_MS + 5_000);
 
   test("a cut inside an event: the client rejoins and lands on the uninterrupted client, the handler ran once", async () => {
-    const initialState = { selectedLayer: "era5" };
-    const expected = await uninterrupted(d, "async1", initialState);
-    const before = await calls(d);
-    const { client, said, relay } = await cutRun(d, [d], [{ boundary: 2, extra: 5 }], "async1", initialState);
-    expect(said).toEqual([]);
-    expect(relay.cutsMade).toBe(1);
-    expect(relay.connections).toBe(2);
-    expect((await calls(d)) - before).toBe(1);
-    expect(client.state).toEqual(expected.state);
-    expect(client.messages).toEqual(expected.messages);
+    await landsUncut(d, "async1", { selectedLayer: "era5" }, { boundary: 2, extra: 5 });
   });
 
   test("a rejoin cut short: broken off when its run is evicted, ended when its client leaves, one line each, no stack trace, and Jetty goes on serving", async () => {

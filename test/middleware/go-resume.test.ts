@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { HttpAgent } from "@ag-ui/client";
 import { afterAll, afterEach, beforeAll, describe, expect } from "vitest";
-import { expectBrokenRejoins } from "../resume/broken-rejoin.js";
+import { expectBrokenRejoins, pausingServer } from "../resume/broken-rejoin.js";
 import { expectRefusals, rejoiner } from "../resume/refusals.js";
 import { runCollecting } from "../../scripts/harness/agui-client.js";
 import { ROOT } from "../../scripts/harness/fixtures.js";
@@ -170,13 +170,7 @@ describe("a rejoin cut short (Go middleware under net/http)", () => {
   test("a rejoin whose run is evicted mid-answer breaks off, one whose client leaves ends: one line of the middleware's each, no panic or stack trace, and the server goes on serving", async () => {
     const server = await startServer(["-log-bytes", "1K"]);
     await expectBrokenRejoins(
-      {
-        agent: `${server.url}/agent`,
-        paused: (threadId) => fetch(`${server.url}/agent?pause=${threadId}`, { method: "POST", headers: { "content-type": "application/json" }, body: input(threadId, "r1") }),
-        run: (threadId) => fetch(`${server.url}/agent`, { method: "POST", headers: { "content-type": "application/json" }, body: input(threadId, "r1") }),
-        log: () => server.child.stderr,
-        logged: (line, what) => server.child.until(() => line.test(server.child.stderr), what),
-      },
+      pausingServer(server.url, server.child),
       { evicted: /^agui-state: \/agent: the rejoin's answer ended early: the run ended evicted$/m, left: /^agui-state: \/agent: the rejoin's answer ended early: the client left$/m },
       /panic|goroutine \d|\.go:\d/,
     );

@@ -1,7 +1,7 @@
 import path from "node:path";
 import { HttpAgent } from "@ag-ui/client";
 import { afterEach, describe, expect } from "vitest";
-import { expectBrokenRejoins } from "../resume/broken-rejoin.js";
+import { expectBrokenRejoins, pausingServer } from "../resume/broken-rejoin.js";
 import { expectRefusals, rejoiner } from "../resume/refusals.js";
 import { runCollecting } from "../../scripts/harness/agui-client.js";
 import { ROOT } from "../../scripts/harness/fixtures.js";
@@ -222,13 +222,7 @@ describe("a rejoin cut short (Python middleware under uvicorn)", () => {
   test("a rejoin whose run is evicted mid-answer breaks off, one whose client leaves ends: one line of the middleware's each, no traceback, and uvicorn goes on serving", async () => {
     const server = await startServer("--log-bytes", "1K", "--verbose");
     await expectBrokenRejoins(
-      {
-        agent: `${server.url}/agent`,
-        paused: (threadId) => fetch(`${server.url}/agent?pause=${threadId}`, { method: "POST", headers: { "content-type": "application/json" }, body: input(threadId, "r1") }),
-        run: (threadId) => fetch(`${server.url}/agent`, { method: "POST", headers: { "content-type": "application/json" }, body: input(threadId, "r1") }),
-        log: () => server.child.stderr,
-        logged: (line, what) => server.child.until(() => line.test(server.child.stderr), what),
-      },
+      pausingServer(server.url, server.child),
       { evicted: /^WARNING agui_state\.asgi: \/agent: the rejoin's answer ended early: the run ended evicted$/m, left: /^INFO agui_state\.asgi: \/agent: the rejoin's answer ended early: the client left$/m },
       /Traceback|Exception in ASGI application/,
     );

@@ -1,4 +1,5 @@
 import { expect } from "vitest";
+import type { Child } from "../../scripts/harness/process.js";
 
 /** One server of the middleware resume tests, as expectBrokenRejoins drives it. */
 export interface RejoinServer {
@@ -12,6 +13,20 @@ export interface RejoinServer {
   log(): string;
   /** Waits until the log says `line` (a hang guard, never an assertion on time). */
   logged(line: RegExp, what: string): Promise<void>;
+}
+
+/**
+ * A RejoinServer for the Python and Go test servers: a child process whose agent at `<url>/agent`
+ * pauses under `?pause=NAME` (the thread's id here) and runs through without it.
+ */
+export function pausingServer(url: string, child: Child): RejoinServer {
+  return {
+    agent: `${url}/agent`,
+    paused: (threadId) => post(`${url}/agent?pause=${threadId}`, runInput(threadId)),
+    run: (threadId) => post(`${url}/agent`, runInput(threadId)),
+    log: () => child.stderr,
+    logged: (line, what) => child.until(() => line.test(child.stderr), what),
+  };
 }
 
 const runInput = (threadId: string): string => JSON.stringify({ threadId, runId: "r1", state: {}, messages: [], tools: [], context: [], forwardedProps: {} });
