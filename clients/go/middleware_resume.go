@@ -3,6 +3,7 @@ package aguistate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -261,13 +262,12 @@ func (m *middleware) rejoin(w http.ResponseWriter, r *http.Request, path, lastID
 		rr, err := c.readRejoinOn(cctx, on, ReadRejoinParams{ReadID: res.ReadID, WaitMs: &wait})
 		cancel()
 		if err != nil {
-			if ctx.Err() == nil {
-				m.log.Printf("agui-state: %s: the rejoin broke off (%v)", path, err)
-			}
 			m.closeRejoin(c, on, res.ReadID)
 			if ctx.Err() != nil {
-				return // the client left
+				m.endedEarly(path, "the client left")
+				return
 			}
+			m.endedEarly(path, fmt.Sprintf("readRejoin failed (%v)", err))
 			panic(http.ErrAbortHandler)
 		}
 		if rr.Text != "" {
@@ -275,6 +275,7 @@ func (m *middleware) rejoin(w http.ResponseWriter, r *http.Request, path, lastID
 				if !rr.Done {
 					m.closeRejoin(c, on, res.ReadID)
 				}
+				m.endedEarly(path, "the client left")
 				return
 			}
 			flush(w)
@@ -283,9 +284,17 @@ func (m *middleware) rejoin(w http.ResponseWriter, r *http.Request, path, lastID
 			if rr.End == "finished" {
 				return
 			}
+			m.endedEarly(path, "the run ended "+rr.End)
+			// net/http breaks the response off and, for this value, logs no stack trace.
 			panic(http.ErrAbortHandler)
 		}
 	}
+}
+
+// endedEarly says, in one line, why a rejoin's answer ended before its run
+// did: the run did not finish, the sidecar failed, or the client left.
+func (m *middleware) endedEarly(path, why string) {
+	m.log.Printf("agui-state: %s: the rejoin's answer ended early: %s", path, why)
 }
 
 // openRejoin is rejoinStream on the sidecar, restarting one that has exited

@@ -29,11 +29,16 @@ export interface Caps {
   bytes: number;
 }
 
-/** A finding as the API carries it: stream/findings.ts's Finding. */
+/**
+ * A finding as the API carries it: stream/findings.ts's Finding, or, without
+ * `kind`, a repair's finding about an op the client would have applied as
+ * sent, which it sent rewritten or left out all the same (§13: `REWRITTEN`,
+ * `NOTHING_MOVED`, ...).
+ */
 export interface FindingView {
   event: number;
   line: number;
-  kind: Kind;
+  kind?: Kind;
   type: string;
   index?: number;
   pointer?: string;

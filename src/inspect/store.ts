@@ -1,5 +1,5 @@
 import { isObject, type Json } from "../core/index.js";
-import type { Finding, Kind as PipelineKind, Outcome as PipelineOutcome } from "../stream/findings.js";
+import { hasKind, type Finding, type Kind as PipelineKind, type Outcome as PipelineOutcome, type Reported } from "../stream/findings.js";
 import type { Observed } from "../stream/fixer.js";
 import type { Caps, Delivery, EventView as ApiEventView, FindingView, Kind, Outcome, Status, StreamDetail as ApiStreamDetail, StreamList, StreamSummary } from "./api.js";
 
@@ -37,7 +37,7 @@ interface EventRecord {
   sent: string | undefined;
   /** undefined: went as sent; null: not sent; else the text sent in its place. */
   out: string | null | undefined;
-  findings: readonly Finding[];
+  findings: readonly Reported[];
   /** The state after the event as JSON text: the same string as the event before's when the event did not change it. */
   state: string | undefined;
   /** The bytes this record accounts for, its state's text aside. */
@@ -99,7 +99,7 @@ export class StreamRecord {
     const n = ++this.seen;
     for (const f of e.findings) {
       this.counts.outcomes[f.outcome]++;
-      this.counts.kinds[f.kind]++;
+      if (hasKind(f)) this.counts.kinds[f.kind]++;
     }
     // The ids of the stream's first run, read from RUN_STARTED only: parsing every event again would double the proxy's work.
     if (this.runId === undefined && e.data.includes("RUN_STARTED")) this.ids(e.data);

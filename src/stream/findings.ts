@@ -69,7 +69,7 @@ export const stopsHere = (f: Reported): boolean => (f as Stops).stops === true;
  * applied as sent, which the repair sent rewritten or left out all the same
  * (§5 rules 6 and 7, or an op fast-json-patch takes that RFC 6902 refuses):
  * a Finding without a kind, since the client does nothing amiss with the
- * event. The inspector's API does not list it yet (its findings are Finding).
+ * event. The inspector lists it too (its API's FindingView has an optional kind).
  */
 export type Applies = Omit<Finding, "kind">;
 

@@ -1,7 +1,7 @@
 import type { Json, JsonObject } from "../core/index.js";
 import { Client, PASSTHROUGH, type Policy, type Summary } from "./client.js";
 import { EventReader, rewriteSse, type Framing, type StreamItem } from "./events.js";
-import { TEXT, kinded, type Finding, type Outcome, type Reported } from "./findings.js";
+import { TEXT, type Outcome, type Reported } from "./findings.js";
 import type { Activity } from "./messages.js";
 
 export type { Finding, Reported } from "./findings.js";
@@ -31,8 +31,8 @@ export interface Observed {
   data: string;
   /** What went to the client: undefined, the event as sent; null, nothing; else the event sent in its place. */
   out: JsonObject | null | undefined;
-  /** The event's findings, each with its outcome. */
-  findings: readonly Finding[];
+  /** The event's findings, each with its outcome; one about an op the client would have applied as sent has no kind. */
+  findings: readonly Reported[];
   /** What the client holds after the event: borrowed and live, so read or copy it before the next one. */
   state: Json;
 }
@@ -158,8 +158,8 @@ export class StreamFixer {
     const step = this.client.feed(data, item.line);
     // Most events have no findings: the loop is not entered, nor its iterator made, for them.
     if (this.onFinding && step.findings.length > 0) for (const f of step.findings) this.onFinding(f);
-    // The observer (the inspector) reads findings with a kind: one about an op the client would have applied is not among them yet.
-    if (this.onEvent) this.onEvent({ data, out: step.out, findings: kinded(step.findings), state: this.client.state });
+    // The observer (the inspector) reads every finding, those without a kind (§13: REWRITTEN, NOTHING_MOVED) too.
+    if (this.onEvent) this.onEvent({ data, out: step.out, findings: step.findings, state: this.client.state });
     if (step.out === undefined) return item.raw;
     return step.out === null ? this.empty(item) : this.rewrite(item, step.out);
   }

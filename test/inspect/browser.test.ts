@@ -164,6 +164,34 @@ describe("the inspector's page, live, in chromium", () => {
     await page.screenshot({ path: path.join(ARTIFACTS, "injection-report.png") });
   });
 
+  test("lists a finding without a kind (an op the client would have applied as sent) with its outcome, its pointer as text", async () => {
+    const img = `<img src=x onerror="window.pwned='img'">`;
+    // The move onto itself applies on the client as sent; the proxy leaves it out all the same (§13 NOTHING_MOVED).
+    const delta = { type: "STATE_DELTA", delta: [{ op: "add", path: `/${img}`, value: 1 }, { op: "move", from: `/${img}`, path: `/${img}` }] };
+    agent = new GatedAgent((i) => ({ before: [{ type: "RUN_STARTED", threadId: i.threadId, runId: i.runId }, delta, { type: "RUN_FINISHED", threadId: i.threadId, runId: i.runId }], after: [] }), false);
+    proxy = await startInspecting(await agent.listen());
+    const client = new HttpAgent({ url: `${proxy.url}/agent`, threadId: "t-nokind", initialState: {} });
+    await runQuietly(client, "r-nokind");
+    expect(client.state).toEqual({ [img]: 1 });
+    const { page } = browser;
+    await page.goto(proxy.inspector);
+    await page.locator('#timeline tr[data-n="3"]').waitFor();
+    // The row: what the client got; no kind to count.
+    expect(await rowBadges(2)).toEqual(["mended"]);
+    await page.locator('#timeline tr[data-n="2"]').click();
+    const finding = page.locator("#event .finding");
+    expect(await finding.count()).toBe(1);
+    expect(await finding.locator(".badge").allTextContents()).toEqual(["discarded"]);
+    expect(await finding.getAttribute("class")).toBe("finding outcome-discarded");
+    const text = (await finding.textContent()) ?? "";
+    expect(text.startsWith(`applies as sentdiscarded NOTHING_MOVED op 1 at /${img}: `), text).toBe(true);
+    expect(text).toContain("leaves the state as it is");
+    expect(await page.locator("#ops-sent li").nth(1).textContent()).toMatch(/^move .*discarded$/);
+    expect(await page.locator("#app img").count()).toBe(0);
+    expect(await page.evaluate(() => (globalThis as unknown as PageGlobals).pwned)).toBeUndefined();
+    await page.screenshot({ path: path.join(ARTIFACTS, "finding-without-kind.png") });
+  });
+
   test("says which events went for the caps, follows a long stream by its latest events, and loads the rest on demand", async () => {
     const deltas = Array.from({ length: 500 }, (_, i) => ({ type: "STATE_DELTA", delta: [{ op: "add", path: "/count", value: i }] }));
     agent = new GatedAgent((i) => ({ before: [{ type: "RUN_STARTED", threadId: i.threadId, runId: i.runId }, ...deltas, { type: "RUN_FINISHED", threadId: i.threadId, runId: i.runId }], after: [] }), false);

@@ -32,6 +32,16 @@ describe("the inspector's store", () => {
     expect(d.events[1]?.findings).toMatchObject([{ code: "PATH_NOT_FOUND", outcome: "mended" }]);
   });
 
+  it("lists a finding without a kind (an op the client would have applied as sent) with its outcome, and counts it by outcome only", () => {
+    // The move onto itself applies on the client as sent; the repair leaves it out all the same (§13 NOTHING_MOVED).
+    const s = feed(new Inspector(caps({})), [{ type: "RUN_STARTED", threadId: "t", runId: "r" }, { type: "STATE_DELTA", delta: [{ op: "add", path: "/b", value: 2 }, { op: "move", from: "/b", path: "/b" }] }]);
+    const d = s.detail();
+    expect(d.events[1]).toMatchObject({ delivery: "mended", outcomes: { discarded: 1 }, forwarded: { delta: [{ op: "add", path: "/b", value: 2 }] } });
+    expect(d.events[1]?.findings).toEqual([expect.objectContaining({ code: "NOTHING_MOVED", index: 1, pointer: "/b", outcome: "discarded" })]);
+    expect(d.events[1]?.findings[0]).not.toHaveProperty("kind");
+    expect([d.outcomes.discarded, d.kinds]).toEqual([1, { dropped: 0, ignored: 0, fatal: 0, wiped: 0 }]);
+  });
+
   it("names what the client got for each event in the outcomes' words, and times events only when told to", () => {
     const events = [{ type: "RUN_STARTED", threadId: "t", runId: "r" }, { type: "STATE_DELTA", delta: [{ op: "replace", path: "/a", value: 1 }] }, { type: "STATE_DELTA", delta: [{ op: "remove", path: "/nothere" }] }];
     const live = feed(new Inspector(caps({})), events).detail();

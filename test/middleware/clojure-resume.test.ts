@@ -1,6 +1,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { HttpAgent } from "@ag-ui/client";
 import { afterAll, afterEach, beforeAll, describe, expect } from "vitest";
+import { expectBrokenRejoins } from "../resume/broken-rejoin.js";
 import { expectRefusals, rejoiner } from "../resume/refusals.js";
 import { runCollecting } from "../../scripts/harness/agui-client.js";
 import { ROOT } from "../../scripts/harness/fixtures.js";
@@ -108,6 +109,20 @@ async function cutRun(jvm: Jvm, targets: Jvm[], cuts: Cut[], threadId: string, i
   return { client, said, relay };
 }
 
+/** A run cut once and rejoined lands on the client that was never cut, with its own keys, and the handler ran once. */
+async function landsUncut(jvm: Jvm, threadId: string, initialState: Record<string, unknown>, cut: Cut): Promise<void> {
+  const expected = await uninterrupted(jvm, threadId, initialState);
+  const before = await calls(jvm);
+  const { client, said, relay } = await cutRun(jvm, [jvm], [cut], threadId, initialState);
+  expect(said).toEqual([]);
+  expect(relay.cutsMade).toBe(1);
+  expect(relay.connections).toBe(2);
+  expect((await calls(jvm)) - before).toBe(1);
+  expect(client.state).toEqual(expected.state);
+  expect(client.messages).toEqual(expected.messages);
+  expect(client.state).toMatchObject(initialState);
+}
+
 describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory store)", () => {
   let a: Jvm;
   beforeAll(async () => {
@@ -124,17 +139,7 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
   for (const cut of cuts) {
     test(`cut after event ${cut.boundary}${cut.extra ? ` and ${cut.extra} bytes into the next` : ""}: the same messages and state, the handler ran once`, async () => {
       const threadId = `c${cut.boundary}-${cut.extra}`;
-      const initialState = { selectedLayer: "era5", ui: { open: true } };
-      const expected = await uninterrupted(a, threadId, initialState);
-      const before = await calls(a);
-      const { client, said, relay } = await cutRun(a, [a], [cut], threadId, initialState);
-      expect(said).toEqual([]);
-      expect(relay.cutsMade).toBe(1);
-      expect(relay.connections).toBe(2);
-      expect((await calls(a)) - before).toBe(1);
-      expect(client.state).toEqual(expected.state);
-      expect(client.messages).toEqual(expected.messages);
-      expect(client.state).toMatchObject(initialState);
+      await landsUncut(a, threadId, { selectedLayer: "era5", ui: { open: true } }, cut);
     });
   }
 
@@ -256,4 +261,61 @@ describe("wrap-agui-state on a shared redis-server: two JVMs, the rejoin served 
     expect((await calls(b)) - beforeB).toBe(2);
     expect((await calls(c)) - beforeC).toBe(0);
   });
+});
+
+/** Waits until the JVM's log says `line` (a hang guard, never an assertion on time). */
+function logged(jvm: Jvm, line: RegExp, what: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const check = (): void => {
+      if (!line.test(jvm.stderr())) return;
+      clearTimeout(guard);
+      jvm.child.stderr.off("data", check);
+      resolve();
+    };
+    const guard = setTimeout(() => {
+      jvm.child.stderr.off("data", check);
+      reject(new Error(`timed out waiting for ${what}; stderr:\n${jvm.stderr()}`));
+    }, 60_000);
+    jvm.child.stderr.on("data", check);
+    check();
+  });
+}
+
+/** expectBrokenRejoins on a JVM whose sidecar caps its run log at 1 KiB. */
+async function brokenRejoins(jvm: Jvm): Promise<void> {
+  expect((await post(`${jvm.url}/gate/close`)).status).toBe(200);
+  const json = { "content-type": "application/json" };
+  await expectBrokenRejoins(
+    {
+      agent: `${jvm.url}/agent`,
+      paused: (threadId) => fetch(`${jvm.url}/agent`, { method: "POST", headers: json, body: input(threadId) }),
+      run: (threadId) => fetch(`${jvm.url}/agent-now`, { method: "POST", headers: json, body: input(threadId) }),
+      log: jvm.stderr,
+      logged: (line, what) => logged(jvm, line, what),
+    },
+    // No `left`: Jetty tells the middleware its client left only when a write fails, and the run is silent.
+    { evicted: /^\d+ agui-state\.ring: \/agent: the rejoin's answer ended early: the run ended evicted$/m },
+    /\tat |Exception in|WARN/,
+  );
+}
+
+describe("a rejoin cut short (wrap-agui-state in Jetty)", () => {
+  test("a rejoin whose run is evicted mid-answer breaks off, one whose client leaves ends: one line of the middleware's each, no stack trace, and Jetty goes on serving", async () => {
+    await brokenRejoins(await startJvm({ RING_AGENT_LOG_BYTES: "1K" }));
+  }, START_MS + 60_000);
+});
+
+describe("wrap-agui-state with an async Ring handler (Jetty's :async? true)", () => {
+  let d: Jvm;
+  beforeAll(async () => {
+    d = await startJvm({ RING_AGENT_ASYNC: "1", RING_AGENT_LOG_BYTES: "1K" });
+  }, START_MS + 5_000);
+
+  test("a cut inside an event: the client rejoins and lands on the uninterrupted client, the handler ran once", async () => {
+    await landsUncut(d, "async1", { selectedLayer: "era5" }, { boundary: 2, extra: 5 });
+  });
+
+  test("a rejoin cut short: broken off when its run is evicted, ended when its client leaves, one line each, no stack trace, and Jetty goes on serving", async () => {
+    await brokenRejoins(d);
+  }, 120_000);
 });

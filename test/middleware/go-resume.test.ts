@@ -4,6 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { HttpAgent } from "@ag-ui/client";
 import { afterAll, afterEach, beforeAll, describe, expect } from "vitest";
+import { expectBrokenRejoins, pausingServer } from "../resume/broken-rejoin.js";
 import { expectRefusals, rejoiner } from "../resume/refusals.js";
 import { runCollecting } from "../../scripts/harness/agui-client.js";
 import { ROOT } from "../../scripts/harness/fixtures.js";
@@ -162,6 +163,17 @@ describe("a dropped stream continues where it stopped (Go middleware, memory sto
     expect(none.status).toBe(204);
     expect(await none.text()).toBe("");
     expect(await hits(server)).toBe(2);
+  }, 120_000);
+});
+
+describe("a rejoin cut short (Go middleware under net/http)", () => {
+  test("a rejoin whose run is evicted mid-answer breaks off, one whose client leaves ends: one line of the middleware's each, no panic or stack trace, and the server goes on serving", async () => {
+    const server = await startServer(["-log-bytes", "1K"]);
+    await expectBrokenRejoins(
+      pausingServer(server.url, server.child),
+      { evicted: /^agui-state: \/agent: the rejoin's answer ended early: the run ended evicted$/m, left: /^agui-state: \/agent: the rejoin's answer ended early: the client left$/m },
+      /panic|goroutine \d|\.go:\d/,
+    );
   }, 120_000);
 });
 

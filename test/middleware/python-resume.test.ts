@@ -1,6 +1,7 @@
 import path from "node:path";
 import { HttpAgent } from "@ag-ui/client";
 import { afterEach, describe, expect } from "vitest";
+import { expectBrokenRejoins, pausingServer } from "../resume/broken-rejoin.js";
 import { expectRefusals, rejoiner } from "../resume/refusals.js";
 import { runCollecting } from "../../scripts/harness/agui-client.js";
 import { ROOT } from "../../scripts/harness/fixtures.js";
@@ -214,6 +215,17 @@ describe("only the requester rejoins (Python middleware)", () => {
     expect(types(rest)).toEqual(types(all).slice(2));
     expect(await hits(server)).toBe(2); // the run above, and the one that gave `all`
     expect(server.child.stderr).toBe("");
+  }, 120_000);
+});
+
+describe("a rejoin cut short (Python middleware under uvicorn)", () => {
+  test("a rejoin whose run is evicted mid-answer breaks off, one whose client leaves ends: one line of the middleware's each, no traceback, and uvicorn goes on serving", async () => {
+    const server = await startServer("--log-bytes", "1K", "--verbose");
+    await expectBrokenRejoins(
+      pausingServer(server.url, server.child),
+      { evicted: /^WARNING agui_state\.asgi: \/agent: the rejoin's answer ended early: the run ended evicted$/m, left: /^INFO agui_state\.asgi: \/agent: the rejoin's answer ended early: the client left$/m },
+      /Traceback|Exception in ASGI application/,
+    );
   }, 120_000);
 });
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional, Tuple
 
 from ._errors import ResumeUnknownError, SidecarExitedError
@@ -23,12 +24,6 @@ GONE = json.dumps({"error": {"code": "resume_unknown", "message": "no run to res
                              "is unknown, expired, or not yours; start a new run"}}, separators=(",", ":")).encode()
 # Response headers not filed with a run: a rejoin is answered with the others again, as the proxy does.
 _NOT_FILED = {"set-cookie", "content-length", "content-encoding", "connection", "keep-alive", "transfer-encoding"}
-
-
-class RunBrokenOff(Exception):
-    """A rejoined run that did not finish (cancelled, evicted, unresumable, or the sidecar failed mid-read):
-    raised after the partial body, so that the server breaks the response off and the client does not take
-    a cut run for a whole one."""
 
 
 def header(scope: Scope, name: bytes) -> Optional[str]:
@@ -139,12 +134,20 @@ async def rejoin(sidecar: SharedSidecar, scope: Scope, receive: Receive, send: S
         return
     read_id = opened["readId"]
     headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in opened["headers"].items()]
-    await send({"type": "http.response.start", "status": opened["status"], "headers": headers})
     left = asyncio.ensure_future(_disconnect(receive))
     try:
-        await _stream(client, read_id, send, left, path)
+        await send({"type": "http.response.start", "status": opened["status"], "headers": headers})
+        end = await _stream(client, read_id, send, left)
+    except OSError as e:  # a server that raises on a send to a client that left (uvicorn's ClientDisconnected)
+        end = logging.INFO, f"the client left ({type(e).__name__})"
+        await _close(client, read_id)
     finally:
         left.cancel()
+    # One line, and no exception: how the answer ended is the run's doing or the client's, not a fault of the
+    # app or the server. An answer cut short is left without its end (ASGI has no other way to break a response
+    # off): the server closes the connection, and the client sees a failed body, as from the proxy (§16).
+    if end is not None:
+        log.log(end[0], "%s: the rejoin's answer ended early: %s", path, end[1])
 
 
 async def _disconnect(receive: Receive) -> None:
@@ -152,29 +155,35 @@ async def _disconnect(receive: Receive) -> None:
         pass
 
 
-async def _stream(client: Any, read_id: str, send: Send, left: "asyncio.Future[None]", path: str) -> None:
-    """readRejoin's text to the client until the run ends: cleanly if it finished, else broken off."""
+async def _close(client: Any, read_id: str) -> None:
+    """closeRejoin: the read is forgotten, and no longer keeps the run going."""
+    try:
+        await client.close_rejoin(read_id)
+    except Exception as e:  # noqa: BLE001 - an idle limit holds on the sidecar
+        log.debug("closeRejoin %s: %s", read_id, e)
+
+
+async def _stream(client: Any, read_id: str, send: Send,
+                  left: "asyncio.Future[None]") -> Optional[Tuple[int, str]]:
+    """readRejoin's text to the client until the run ends. Returns None when the run finished and the response
+    was ended; else the log level and why it was cut short (the run did not finish, the client left, or the
+    sidecar failed mid-read)."""
     while True:
         reading = asyncio.ensure_future(client.read_rejoin(read_id, wait_ms=_WAIT_MS))
         await asyncio.wait({reading, left}, return_when=asyncio.FIRST_COMPLETED)
         if not reading.done():  # the client left: the read is forgotten, and no longer keeps the run
             reading.add_done_callback(lambda t: t.cancelled() or t.exception())
-            try:
-                await client.close_rejoin(read_id)
-            except Exception as e:  # noqa: BLE001 - an idle limit holds on the sidecar
-                log.debug("closeRejoin %s: %s", read_id, e)
-            return
+            await _close(client, read_id)
+            return logging.INFO, "the client left"
         try:
             got = reading.result()
         except Exception as e:  # noqa: BLE001 - the sidecar failed mid-read: break the response off
-            log.warning("%s: the rejoin broke off (%s: %s)", path, type(e).__name__, e)
-            raise RunBrokenOff(str(e)) from e
+            return logging.WARNING, f"readRejoin failed ({type(e).__name__}: {e})"
         done = bool(got["done"])
-        if got["text"] or done:
-            finished = done and got.get("end") == "finished"
+        finished = done and got.get("end") == "finished"
+        if got["text"] or finished:
             await send({"type": "http.response.body", "body": got["text"].encode("utf-8"),
                         "more_body": not finished})
         if done:
-            if got.get("end") != "finished":
-                raise RunBrokenOff(f"the run ended {got.get('end')}")
-            return
+            # WARNING: a user's client lost its run. (uvicorn adds its own line for the answer left unended.)
+            return None if finished else (logging.WARNING, f"the run ended {got.get('end')}")

@@ -12,7 +12,9 @@ kills the sidecar there. `--app-without-lifespan` serves the same routes as an a
 ...)`: the middleware answers the lifespan itself.
 
 Resume (test/middleware/python-resume.test.ts): `--store URL`, `--detach-grace SECONDS` and `--no-resume` are
-the middleware's store, detach_grace and resume=False. With ?pause=NAME a run stops after its fourth event
+the middleware's store, detach_grace and resume=False; `--log-bytes SIZE` gives the middleware a sidecar
+started with that run log cap (--log-bytes: past it the least recently used run is evicted); `--verbose` logs
+the middleware's INFO lines too. With ?pause=NAME a run stops after its fourth event
 until POST /resume?name=NAME; GET /paused?name=NAME answers once it stopped there, GET /cancelled?name=NAME
 once it was cancelled there. GET /hits counts the runs that reached the app at /agent.
 """
@@ -33,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]  # the agent, and the package from this source tree
 from sloppy_agent import agent_events, sse  # noqa: E402
 
+from agui_state import AsyncAguiState  # noqa: E402
 from agui_state.asgi import AguiStateMiddleware  # noqa: E402
 
 WITHOUT_LIFESPAN = "--app-without-lifespan" in sys.argv
@@ -46,6 +49,8 @@ GRACE = flag("--detach-grace")
 OPTIONS: Dict[str, Any] = {"own": ["/toolState"], "join_keys": True, "paths": ["/agent"],
                            "resume": "--no-resume" not in sys.argv, "store": flag("--store"),
                            "detach_grace": None if GRACE is None else float(GRACE)}
+if flag("--log-bytes") is not None:  # a sidecar of the caller's own: the middleware starts it
+    OPTIONS["sidecar"] = AsyncAguiState(args=["--log-bytes", str(flag("--log-bytes"))])
 app = FastAPI()
 if not WITHOUT_LIFESPAN:
     app.add_middleware(AguiStateMiddleware, **OPTIONS)
@@ -140,4 +145,6 @@ async def main() -> None:
 
 if __name__ == "__main__":
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if "--verbose" in sys.argv:
+        logging.getLogger("agui_state.asgi").setLevel(logging.INFO)
     asyncio.run(main())

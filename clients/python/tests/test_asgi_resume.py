@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import sys
 from pathlib import Path
@@ -168,7 +169,8 @@ async def test_a_client_that_leaves_is_detached_the_app_goes_on_and_a_rejoin_get
         assert (await s.stats())["streams"] == 0
 
 
-async def test_nobody_rejoins_within_the_grace_the_app_is_cancelled_and_its_run_breaks_off() -> None:
+async def test_nobody_rejoins_within_the_grace_the_app_is_cancelled_and_its_run_breaks_off(
+        caplog: pytest.LogCaptureFixture) -> None:
     async with AsyncAguiState(BIN, ["--detach-grace", "0.05"], env=child_env(), timeout=30) as s:
         leave, cancelled = asyncio.Event(), asyncio.Event()
 
@@ -192,10 +194,15 @@ async def test_nobody_rejoins_within_the_grace_the_app_is_cancelled_and_its_run_
         assert not any(m["type"] == "http.response.body" and not m.get("more_body", False) for m in sent), \
             "the response is not ended as whole"
         assert (await s.stats())["streams"] == 0
-        # A reload of the cancelled run is broken off after what the log holds, never ended as whole.
-        from agui_state._rejoin import RunBrokenOff
-        with pytest.raises(RunBrokenOff):
-            await asyncio.wait_for(serve(mw, path="/agent/connect", headers=ALICE), 60)
+        # A reload of the cancelled run is broken off after what the log holds, never ended as whole: the
+        # answer is left without its end, with one line on the middleware's logger and no exception (which
+        # the server would log with a traceback).
+        with caplog.at_level(logging.INFO, logger="agui_state.asgi"):
+            reload = await asyncio.wait_for(serve(mw, path="/agent/connect", headers=ALICE), 60)
+        assert reload[0]["status"] == 200 and reload[1]["more_body"] is True
+        assert all(m.get("more_body") for m in reload[1:]), "the answer is not ended as whole"
+        assert [(r.levelname, r.getMessage()) for r in caplog.records] == \
+            [("WARNING", "/agent: the rejoin's answer ended early: the run ended cancelled")]
 
 
 async def test_fail_open_a_rejoin_the_sidecar_cannot_serve_is_410_and_a_stream_completes() -> None:
@@ -240,3 +247,28 @@ def test_store_and_grace_are_the_started_sidecar_s_flags() -> None:
         AguiStateMiddleware(app, detach_grace=-1)
     with pytest.raises(ValueError, match="sidecar the middleware starts"):
         AguiStateMiddleware(app, store="memory", sidecar=AsyncAguiState(BIN))
+
+
+async def test_a_rejoin_whose_client_is_gone_when_it_writes_ends_with_one_line_and_no_exception(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A server that raises from send once the client left (uvicorn's ClientDisconnected, an OSError): the
+    rejoin ends there, said in one INFO line, and nothing goes up to the server."""
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        mw = AguiStateMiddleware(stream_app(EVENTS), own=["/toolState"], join_keys=True, sidecar=s)
+        ids = ids_of(await serve(mw, headers=ALICE))
+        inbox = request(BODY)
+
+        async def receive() -> Message:
+            if inbox:
+                return inbox.pop(0)
+            await asyncio.Event().wait()  # the server never says: the send fails first
+            return {"type": "http.disconnect"}
+
+        async def send(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                raise OSError("the client is gone")
+
+        with caplog.at_level(logging.INFO, logger="agui_state.asgi"):
+            await asyncio.wait_for(mw(scope("/agent", [*ALICE, (b"last-event-id", ids[1].encode())]), receive, send), 60)
+        assert [(r.levelname, r.getMessage()) for r in caplog.records] == \
+            [("INFO", "/agent: the rejoin's answer ended early: the client left (OSError)")]

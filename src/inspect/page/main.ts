@@ -1,6 +1,6 @@
 import type { EventView, FindingView as Finding, Kind, Report, StreamDetail as Detail, StreamList as List } from "../api.js";
 import { badge, bytes, changes, diff, h, short, tree, type Json } from "./view.js";
-import { counts, delivery, legend } from "./words.js";
+import { APPLIES_MEANS, counts, delivery, legend } from "./words.js";
 
 /**
  * The inspector's page (issue 25): the streams the proxy fixed, one stream's
@@ -81,10 +81,10 @@ async function load(id: string): Promise<void> {
 const root = h("div", { id: "app" });
 document.body.append(root);
 
-/** An event's findings counted by kind. */
+/** An event's findings counted by kind (one about an op the client would have applied as sent has none, §13). */
 function kindsOf(findings: readonly Finding[]): Partial<Record<Kind, number>> {
   const out: Partial<Record<Kind, number>> = {};
-  for (const f of findings) out[f.kind] = (out[f.kind] ?? 0) + 1;
+  for (const f of findings) if (f.kind !== undefined) out[f.kind] = (out[f.kind] ?? 0) + 1;
   return out;
 }
 
@@ -201,7 +201,9 @@ function eventPane(e: EventView): HTMLElement {
     const ul = h("ul", { class: "findings" });
     for (const f of e.findings) {
       const where = f.index !== undefined ? `op ${f.index}${f.pointer !== undefined ? ` at ${f.pointer}` : ""}: ` : "";
-      ul.append(h("li", { class: `finding outcome-${f.outcome} kind-${f.kind}` }, badge(`kind-${f.kind}`, f.kind), badge(`outcome-${f.outcome}`, f.outcome), " ", h("code", {}, f.code), " ", where, f.message, f.hint ? h("div", { class: "muted" }, `Hint: ${f.hint}`) : null));
+      // No kind: the client would have applied the op as sent; the repair rewrote or left it out all the same (§13), in fix's words.
+      const kind = f.kind === undefined ? h("span", { class: "muted", title: APPLIES_MEANS }, "applies as sent") : badge(`kind-${f.kind}`, f.kind);
+      ul.append(h("li", { class: `finding outcome-${f.outcome}${f.kind === undefined ? "" : ` kind-${f.kind}`}` }, kind, badge(`outcome-${f.outcome}`, f.outcome), " ", h("code", {}, f.code), " ", where, f.message, f.hint ? h("div", { class: "muted" }, `Hint: ${f.hint}`) : null));
     }
     sec.append(h("h4", {}, "Findings"), ul);
   }

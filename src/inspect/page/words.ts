@@ -20,6 +20,9 @@ const KIND_MEANS: Record<Kind, string> = {
   wiped: "a member the client held that a snapshot replaces or removes",
 };
 
+/** What a finding without a kind is about (§13: REWRITTEN, NOTHING_MOVED, ...). */
+export const APPLIES_MEANS = "the client would have applied this op as sent; the repair rewrote it or left it out all the same";
+
 const OUTCOME_MEANS: Record<Outcome, string> = {
   mended: "sent rewritten, so that it applies",
   discarded: "not sent",

@@ -247,7 +247,7 @@
                                         ((:warn opts) (str "agui-state.ring: the sidecar did not start: "
                                                            (.getMessage e)))
                                         nil))]
-                           (rejoin/respond kind request (run-input body) c (:warn opts))))
+                           (rejoin/respond kind request (run-input body) c (select-keys opts [:warn :log]))))
          repair (fn [request body response]
                   (let [type (header response "Content-Type")
                         framing (framing type)
@@ -278,7 +278,10 @@
               (some->> (handler request) (repair request body))))))
        ([request respond raise]
         (if-let [kind (rejoin-kind request)]
-          (try (respond (answer-rejoin kind request)) (catch Throwable t (raise t)))
+          ;; raise only before the answer: once respond has begun it, the response is
+          ;; committed, and a body that breaks off throws to the adapter, which aborts it.
+          (when-let [answer (try (answer-rejoin kind request) (catch Throwable t (raise t) nil))]
+            (respond answer))
           (if-not (wanted? request)
             (handler request respond raise)
             (let [[request body] (prepare request)]

@@ -7,19 +7,22 @@
   waits for POST /gate/open before the rest, so that a test can cut the client's
   connection while the run is live.
 
-    RING_AGENT_STORE=redis://127.0.0.1:6379/0 \\
+    RING_AGENT_STORE=redis://127.0.0.1:6379/0 RING_AGENT_LOG_BYTES=1K \\
     clojure -cp data.json.jar:ring-core.jar:ring-jetty-adapter.jar:src:test \\
       -m agui-state.ring-resume-agent
 
   prints `listening http://127.0.0.1:PORT` and serves:
     POST /agent        the paced agent through wrap-agui-state (resume on; :store from
-                       RING_AGENT_STORE when set, else the sidecar's default, memory)
+                       RING_AGENT_STORE when set, else the sidecar's default, memory;
+                       RING_AGENT_LOG_BYTES: a sidecar of its own with that --log-bytes;
+                       RING_AGENT_ASYNC=1: an async handler, in Jetty's async mode)
     POST /agent-now    the same agent without the pause: the uninterrupted run
     POST /gate/open    lets every run that waits, and every later one, write the rest
     POST /gate/close   makes later runs wait again
     GET  /paused?n=N   waits until N runs of /agent wrote their first events (default 1)
     GET  /calls        how many times the handler of /agent ran"
-  (:require [agui-state.ring :as agui-ring]
+  (:require [agui-state.client :as client]
+            [agui-state.ring :as agui-ring]
             [clojure.data.json :as json]
             [ring.adapter.jetty :as jetty]
             [ring.core.protocols :as protocols])
@@ -95,13 +98,26 @@
   [^String line]
   (.println System/err (str (System/currentTimeMillis) " " line)))
 
+(defn- async-router
+  "The router as an async Ring handler: it answers from another thread, as an
+  async app does."
+  ([request] (router request))
+  ([request respond raise]
+   (future (try (respond (router request)) (catch Throwable t (raise t))))))
+
+(def ^:private async? (= "1" (System/getenv "RING_AGENT_ASYNC")))
+
 (defn app []
-  (agui-ring/wrap-agui-state router (cond-> {:paths ["/agent" "/agent-now"] :log stamped :warn stamped}
+  (agui-ring/wrap-agui-state (if async? async-router router) (cond-> {:paths ["/agent" "/agent-now"] :log stamped :warn stamped}
                                       (System/getenv "RING_AGENT_STORE")
-                                      (assoc :store (System/getenv "RING_AGENT_STORE")))))
+                                      (assoc :store (System/getenv "RING_AGENT_STORE"))
+                                      ;; A sidecar of the app's own, with that run log cap.
+                                      (System/getenv "RING_AGENT_LOG_BYTES")
+                                      (assoc :client (client/start {:timeout-ms 30000
+                                                                    :args ["--log-bytes" (System/getenv "RING_AGENT_LOG_BYTES")]})))))
 
 (defn -main [& _]
-  (let [^Server server (jetty/run-jetty (app) {:host "127.0.0.1" :port 0 :join? false})
+  (let [^Server server (jetty/run-jetty (app) {:host "127.0.0.1" :port 0 :join? false :async? async?})
         port (.getLocalPort ^ServerConnector (first (.getConnectors server)))]
     (println (str "listening http://127.0.0.1:" port))
     (flush)

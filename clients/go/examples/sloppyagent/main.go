@@ -21,7 +21,7 @@
 // Resume (protocol/README.md §16) is on, as by default: -store names the
 // sidecar's run log (redis://... to share runs between servers), and
 // -detach-grace how long a run goes on after its client left (-no-resume
-// turns resume off). GET /hits
+// turns resume off), -log-bytes the run log's cap. GET /hits
 // answers how many times the agent handler was called, and GET
 // /cancelled?name=NAME answers once the paused handler NAME saw its context
 // cancelled.
@@ -53,12 +53,13 @@ func main() {
 	store := flag.String("store", "", "the sidecar's run log: memory (the default) or redis://HOST:PORT[/DB]")
 	grace := flag.Duration("detach-grace", 0, "how long a run goes on after its client left (0: the sidecar's default)")
 	noResume := flag.Bool("no-resume", false, "no resume: no event ids, no detach, no rejoin")
+	logBytes := flag.String("log-bytes", "", "the sidecar's --log-bytes: past it the least recently used run is evicted from the run log")
 	flag.Parse()
 	// The one line: the server owns /toolState, the client everything else;
 	// unescaped keys are joined when that is the only way they apply.
 	repair, err := aguistate.NewMiddleware(context.Background(), aguistate.MiddlewareOptions{
 		Own: []string{"/toolState"}, JoinKeys: true, Paths: []string{"/agent"},
-		Store: *store, DetachGrace: *grace, NoResume: *noResume,
+		Store: *store, DetachGrace: *grace, NoResume: *noResume, Sidecar: sidecar(*logBytes),
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -103,6 +104,15 @@ func main() {
 	}
 	fmt.Printf("http://%s\n", ln.Addr())
 	log.Fatal(http.Serve(ln, repair.Handler(mux)))
+}
+
+// sidecar is the options of the sidecar the middleware starts: its own, but
+// for -log-bytes.
+func sidecar(logBytes string) aguistate.Options {
+	if logBytes == "" {
+		return aguistate.Options{}
+	}
+	return aguistate.Options{Args: []string{"--log-bytes", logBytes}}
 }
 
 // pauses are the named points where a handler waits for the test.

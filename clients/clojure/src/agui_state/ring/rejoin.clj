@@ -54,41 +54,59 @@
 (defn- write-text [^OutputStream out ^String s]
   (when (pos? (.length s)) (.write out (.getBytes s StandardCharsets/UTF_8))))
 
+(def ^:private broken-off
+  "The exception that breaks a rejoin's answer off, thrown out of its body: the
+  adapter then aborts the committed response (the client sees a failed body,
+  never a clean end). Under Jetty it is Jetty's EofException, a QuietException,
+  which Jetty logs at debug only, not as a warning of its own: the middleware's
+  line says what happened. Elsewhere, an IOException."
+  (let [eof (try (.getConstructor (Class/forName "org.eclipse.jetty.io.EofException")
+                                  (into-array Class [String]))
+                 (catch Exception _ nil))]
+    (fn ^IOException [^String message]
+      (if eof
+        (.newInstance ^java.lang.reflect.Constructor eof (object-array [message]))
+        (IOException. message)))))
+
 (defn- body
   "Streams the read until the run ends: a run that finished ends the response;
   any other end (cancelled, evicted, unresumable), or a sidecar lost in the
-  middle, throws out of the body, which breaks the response off (the adapter
-  aborts a committed response), so that the client never takes a cut run for a
-  whole one. A client that leaves closes the read."
-  [view read-id warn]
-  (reify protocols/StreamableResponseBody
-    (write-body-to-stream [_ _ out]
-      (let [^OutputStream out out]
-        (loop []
-          (let [r (try (client/read-rejoin view {:read-id read-id :wait-ms wait-ms})
-                       (catch Exception e e))]
-            (if (instance? Exception r)
-              (do (warn (str "agui-state.ring: rejoin " read-id ": readRejoin failed: "
-                             (.getMessage ^Exception r) "; the response is broken off"))
-                  (throw (IOException. "the rejoin could not be read to its end" ^Exception r)))
-              (do (try (write-text out (:text r))
-                       (.flush out)
-                       (catch IOException e
-                         (when-not (:done r)
-                           (try (client/close-rejoin view read-id) (catch Exception _ nil)))
-                         (throw e)))
-                  (cond
-                    (not (:done r)) (recur)
-                    (= "finished" (:end r)) (.close out)
-                    :else (throw (IOException. (str "the run ended " (:end r)
-                                                    ": the rejoin is broken off"))))))))))))
+  middle, throws out of the body (broken-off), which breaks the response off,
+  so that the client never takes a cut run for a whole one. A client that
+  leaves closes the read. Either way, one line says why the answer ended early:
+  `warn` for the run's end or the sidecar, `log` for a client that left."
+  [view read-id path {:keys [warn log]}]
+  (let [ended (fn [say why] (say (str "agui-state.ring: " path ": the rejoin's answer ended early: " why)))]
+    (reify protocols/StreamableResponseBody
+      (write-body-to-stream [_ _ out]
+        (let [^OutputStream out out]
+          (loop []
+            (let [r (try (client/read-rejoin view {:read-id read-id :wait-ms wait-ms})
+                         (catch Exception e e))]
+              (if (instance? Exception r)
+                (do (ended warn (str "readRejoin failed (" (.getMessage ^Exception r) ")"))
+                    (throw (broken-off "the rejoin could not be read to its end")))
+                (do (try (write-text out (:text r))
+                         (.flush out)
+                         (catch IOException e
+                           (when-not (:done r)
+                             (try (client/close-rejoin view read-id) (catch Exception _ nil)))
+                           (ended log "the client left")
+                           (throw e)))
+                    (cond
+                      (not (:done r)) (recur)
+                      (= "finished" (:end r)) (.close out)
+                      :else (do (ended warn (str "the run ended " (:end r)))
+                                (throw (broken-off (str "the run ended " (:end r)
+                                                        ": the rejoin is broken off"))))))))))))))
 
 (defn respond
   "The answer to a rejoin or a reload (`kind`), given the request's RunAgentInput
   (`input`, a map or nil) and the sidecar's client `c` (nil if it could not be
   had). Whatever fails, the answer is the refusal's (fail open: a rejoin that
-  cannot be served is 410, a reload 204), and the handler is never called."
-  [kind request input c warn]
+  cannot be served is 410, a reload 204), and the handler is never called.
+  `say` holds the middleware's :warn and :log."
+  [kind request input c {:keys [warn] :as say}]
   (let [thread-id (get input "threadId")
         uri (str (:uri request))
         path (if (= kind :connect) (subs uri 0 (- (count uri) (count connect-suffix))) uri)
@@ -104,7 +122,7 @@
                    (catch Exception e e))]
         (cond
           (not (instance? Exception r))
-          {:status (:status r) :headers (:headers r) :body (body view (:read-id r) warn)}
+          {:status (:status r) :headers (:headers r) :body (body view (:read-id r) path say)}
           (= :resume-unknown (:kind (ex-data r))) (refused kind)
           :else (do (warn (str "agui-state.ring: rejoinStream failed: " (.getMessage ^Exception r)
                                "; answered as nothing to resume"))
