@@ -208,7 +208,8 @@ function move(doc: Doc, from: Path, path: Path, limits: StateLimits, undo: Undo[
   const src = locate(doc.root, from, false);
   if (!src.ok) return fromError(src.error);
   if (from.length < path.length && isPrefix(from, path)) {
-    return opError("MOVE_INTO_ITSELF", `cannot move ${clip(formatPointer(from))} into its own child ${clip(formatPointer(path))}`);
+    // Quoted: the root's pointer is the empty string, which unquoted read as a gap in the sentence.
+    return opError("MOVE_INTO_ITSELF", `cannot move ${JSON.stringify(clip(formatPointer(from)))} into its own child ${JSON.stringify(clip(formatPointer(path)))}`);
   }
   if (from.length === path.length && isPrefix(from, path)) {
     // Moving a value onto itself changes nothing (RFC 6902 §4.4 is remove then add at the same place).

@@ -237,6 +237,8 @@ export const SNAPSHOT_TEXT = {
 } as const;
 
 export const UNUSABLE = "the client holds a value that is not JSON (an earlier op moved the root into itself, or a missing value onto it), so no patch applies to it any more";
+/** UNUSABLE_STATE for a move or copy after an op of the same patch left a cycle (see patchVerdicts). */
+export const UNUSABLE_MIDWAY = "an earlier op of this patch moved or copied the root into itself, and the client checks a move or copy on a copy of the document made through JSON, which throws on the cycle: it drops the whole patch";
 
 /** Whether the client can copy a value with structuredClone, as it does every state and content it keeps. */
 export function cloneable(v: unknown): boolean {
@@ -340,8 +342,16 @@ export function patchVerdicts(doc: Json, patch: readonly unknown[], indexOf: (i:
     const out: OpFinding[] = [];
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i];
+      const copies = isObject(op) && (op["op"] === "move" || op["op"] === "copy");
+      // fast-json-patch validates a move or a copy by applying its `from` to a copy of the document made
+      // through JSON, which throws (a TypeError, not one of its own) once an earlier op of this patch left
+      // a cycle in it: the client drops the whole patch, with a warning (its state before the patch prints).
+      if (copies && !printable(work)) {
+        out.push({ index: indexOf(i), code: "UNUSABLE_STATE", message: UNUSABLE_MIDWAY });
+        continue;
+      }
       // A move that fails may have taken its value out already: the document before it is kept, to go on from.
-      const before = isObject(op) && op["op"] === "move" ? (jsonpatch.deepClone(work) as Json) : undefined;
+      const before = copies && op["op"] === "move" ? (jsonpatch.deepClone(work) as Json) : undefined;
       try {
         work = jsonpatch.applyOperation(work, op as Operation, true, true, true, i).newDocument as Json;
         continue;

@@ -260,7 +260,9 @@ export class RepairApply {
       // A delta the client would have applied, but not as fix does (§5 rules 6 and 7, or an op
       // fast-json-patch takes that RFC 6902 refuses): what fix changed, without a kind.
       const client = verdicts(mirror.root, patchOf(event), at, activity !== undefined, kept, reader);
-      findings = changes(client, first, ops, sent, at, tally, "applies");
+      // Only asked when the op the client stops at goes out as itself; the mirror is still as it was before the delta.
+      const appliesMended = () => verdicts(mirror.root, first.applied.map(toWireOp), at, activity !== undefined, undefined, reader).length === 0;
+      findings = changes(client, first, ops, sent, at, tally, "applies", appliesMended);
     } else if (this.diagnose && !unchanged && (fatal || event === undefined)) {
       // The client's run fails at the delta as sent (its schema, or verifyEvents): what fix did with each op.
       findings = [...findings, ...changes(NONE, first, ops, sent, at, tally, "fatal")];
@@ -288,9 +290,12 @@ export class RepairApply {
  * rewrote it. Every finding's kind is the event's as sent: the client's
  * verdicts', or, when they are none, `fatal` for a delta whose run fails
  * there, and no kind for one the client would have applied (`otherwise`).
- * The stop op, should fix send it as itself, is reported `passed`.
+ * The stop op, should fix send it as itself, is reported `passed`, unless the
+ * delta as mended applies (`appliesMended`): then it failed only for what an
+ * earlier op did, which fix left out (a move of the root into itself), and
+ * it is reported `mended`.
  */
-function changes(client: readonly Finding[], r: Normalized, ops: readonly unknown[], sent: boolean, at: At, tally: Tally, otherwise: "applies" | "fatal"): Reported[] {
+function changes(client: readonly Finding[], r: Normalized, ops: readonly unknown[], sent: boolean, at: At, tally: Tally, otherwise: "applies" | "fatal", appliesMended: () => boolean = () => false): Reported[] {
   const kind = client[0]?.kind ?? (otherwise === "fatal" ? "fatal" : undefined);
   const named = new Map<number, Finding>();
   const out: Reported[] = [];
@@ -315,8 +320,8 @@ function changes(client: readonly Finding[], r: Normalized, ops: readonly unknow
     const f = { index, ...(typeof path === "string" ? { pointer: path } : {}), code: words.code, message: words.message };
     out.push(tally.count(kind === undefined ? applies(at, f, outcome) : finding(at, kind, f, outcome)));
   }
-  // The op the client stops at, sent as itself: the client refuses the mended delta there too.
-  for (const f of named.values()) if (stopsHere(f)) out.push(tally.count({ ...f, outcome: "passed" }));
+  // The op the client stops at, sent as itself: the client refuses the mended delta there too, unless it failed for an op left out.
+  for (const f of named.values()) if (stopsHere(f)) out.push(tally.count({ ...f, outcome: sent && appliesMended() ? "mended" : "passed" }));
   return out;
 }
 

@@ -52,6 +52,8 @@ export const CORPUS: Case[] = [
   { name: "a move through a shifting index", state: { a: [0, [1], 2, [3]] }, events: run(delta({ op: "move", from: "/a/0", path: "/a/2/0" })) },
   // fast-json-patch applies it: the client's state becomes null (protocol/README.md §11 is why fix drops it).
   { name: "a remove of the root, which the client applies", state: { a: 1 }, events: run(delta({ op: "remove", path: "" })) },
+  // fast-json-patch moves the root into itself (a cycle), then its check of the next move copies the document through JSON, which throws: the client drops the delta.
+  { name: "a move of the root into itself, then a move in the same delta", state: { a: 1 }, events: run(delta({ op: "move", from: "", path: "/-" }, { op: "move", from: "/a", path: "/b" }), delta({ op: "add", path: "/c", value: 1 })) },
 ];
 
 // ------------------------------------------------------------------ fuzzing
