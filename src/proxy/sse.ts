@@ -100,8 +100,7 @@ export async function fixStream(upstream: IncomingMessage, res: ServerResponse, 
     };
     // A detached run's text goes only to the log (the recorder): nobody reads this response any more.
     const gone = () => res.destroyed || res.writableEnded;
-    const send = (part: string) => {
-      const text = recorder ? recorder.part(part) : part;
+    const send = (text: string) => {
       if (text !== "" && !gone() && !res.write(text)) {
         source.pause();
         res.once("drain", () => source.resume());
@@ -109,15 +108,14 @@ export async function fixStream(upstream: IncomingMessage, res: ServerResponse, 
     };
     source.on("data", (chunk: Buffer) => {
       try {
-        send(fixer.push(chunk));
+        send(recorder ? recorder.items(fixer.pushEach(chunk)) : fixer.push(chunk));
       } catch (e) {
         fail(e as Error);
       }
     });
     source.on("end", () => {
       try {
-        const last = fixer.end();
-        const text = recorder ? recorder.part(last) + recorder.end() : last;
+        const text = recorder ? recorder.items(fixer.endEach()) + recorder.end() : fixer.end();
         if (gone()) done(false);
         else res.end(text, () => done(true));
       } catch (e) {

@@ -11,24 +11,24 @@ export interface LogCaps {
 }
 
 /**
- * A run's events: the text of its parts one after another, as sealed segments and, after them, the
- * parts since the last seal; and, per event, where in the run it ends. A part is kept as the very
- * string its client was sent (Latin-1 text is one byte a character in V8, as compact as UTF-8 for
- * ASCII), so a retained event costs its characters and one number, and logging it costs no copy on
- * the stream's path (docs/benchmarks.md, B19 and B21).
+ * A run's events, packed: sealed segments of UTF-8 (the events' bytes as the client got them, one
+ * after another) and, after them, the parts logged since the last seal, kept as the very strings the
+ * client was sent; and, per event, the byte offset in the run where it ends. So logging a part costs
+ * no copy on the stream's path, and a retained event costs its UTF-8 bytes and one number: a string
+ * holding one character past Latin-1 (a typographic quote in a model's answer) takes two bytes for
+ * every character, and kept as strings, B21's token runs took 2.12× their bytes
+ * (docs/benchmarks.md, B19 and B21).
  */
 interface Run {
   start: RunStart;
-  segments: string[];
-  /** Where in the run each sealed segment starts. */
+  segments: Buffer[];
+  /** The byte offset in the run where each sealed segment starts. */
   starts: number[];
-  /** Parts logged since the last seal. */
+  /** Parts logged since the last seal, and their bytes. */
   open: string[];
-  openLength: number;
-  /** Per event: where in the run its block ends (UTF-16 code units from the run's start). */
-  ends: number[];
-  length: number;
-  /** The events' UTF-8 bytes, as sent: what the caps and the stats count. */
+  openBytes: number;
+  /** Per event: the byte offset in the run where its block ends. */
+  ends: Offsets;
   bytes: number;
   ended: RunEnd | undefined;
   endedAt: number;
@@ -36,26 +36,60 @@ interface Run {
 }
 
 /**
- * Parts are sealed into one segment once this many characters wait, when the run ends, and before a
- * read. Past V8's largest regular object (128 KiB), a segment is made in its large-object space and
- * never copied again by the garbage collector, while the parts it was joined from die young: kept
- * as they came, every part of a long run was copied out of the young generation once or twice
- * (docs/benchmarks.md, B19).
+ * Numbers kept in a typed array, grown by doubling: off the heap, so the garbage collector never
+ * walks them (a run of 100,000 events has 800 KB of them), and trimmed when the run ends.
  */
-const SEAL_LENGTH = 256 * 1024;
+class Offsets {
+  private a = new Float64Array(16);
+  length = 0;
+
+  push(v: number): void {
+    if (this.length === this.a.length) {
+      const b = new Float64Array(this.a.length * 2);
+      b.set(this.a);
+      this.a = b;
+    }
+    this.a[this.length++] = v;
+  }
+
+  at(i: number): number {
+    return this.a[i] as number;
+  }
+
+  /** The numbers from the `i`-th on, each less `minus`. */
+  after(i: number, minus: number): number[] {
+    const out: number[] = [];
+    for (let k = i; k < this.length; k++) out.push((this.a[k] as number) - minus);
+    return out;
+  }
+
+  trim(): void {
+    if (this.a.length > this.length) this.a = this.a.slice(0, this.length);
+  }
+}
+
+/**
+ * The open parts are sealed into one segment once this many bytes wait, when the run ends, and
+ * before a read: encoded once, into a buffer of their exact size outside Node's shared pool.
+ */
+const SEAL_BYTES = 256 * 1024;
 
 function seal(r: Run): void {
   if (r.open.length === 0) return;
-  r.starts.push(r.length - r.openLength);
-  r.segments.push(r.open.join(""));
+  const segment = Buffer.allocUnsafeSlow(r.openBytes);
+  let at = 0;
+  for (const s of r.open) at += segment.write(s, at, "utf8");
+  r.starts.push(r.bytes - r.openBytes);
+  r.segments.push(segment);
   r.open = [];
-  r.openLength = 0;
+  r.openBytes = 0;
 }
 
-/** The run's text from `from` to `to`. */
-function textOf(r: Run, from: number, to: number): string {
+/** The run's bytes from `from` to `to`. */
+function bytesOf(r: Run, from: number, to: number): Buffer {
   seal(r);
-  // The segment holding `from`: the last that starts at or before it.
+  const parts: Buffer[] = [];
+  // The segment holding byte `from`: the last that starts at or before it.
   let seg = 0;
   for (let lo = 0, hi = r.starts.length - 1; lo <= hi; ) {
     const mid = (lo + hi) >> 1;
@@ -64,21 +98,48 @@ function textOf(r: Run, from: number, to: number): string {
       lo = mid + 1;
     } else hi = mid - 1;
   }
-  let out = "";
   for (; seg < r.segments.length && (r.starts[seg] as number) < to; seg++) {
     const s = r.starts[seg] as number;
-    out += (r.segments[seg] as string).slice(Math.max(0, from - s), to - s);
+    const b = r.segments[seg] as Buffer;
+    parts.push(b.subarray(Math.max(0, from - s), Math.min(b.length, to - s)));
   }
-  return out;
+  return parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts);
 }
 
 /** Where the `seq`-th event (1-based) starts in the run. */
-const startOf = (r: Run, seq: number): number => (seq <= 1 ? 0 : (r.ends[seq - 2] as number));
+const startOf = (r: Run, seq: number): number => (seq <= 1 ? 0 : r.ends.at(seq - 2));
 
-/** The events after the `after`-th (0: all). */
+/** The events after the `after`-th (0: all), as text. */
 function eventsAfter(r: Run, after: number): LoggedEvents {
   const from = startOf(r, after + 1);
-  return { text: textOf(r, from, r.length), ends: r.ends.slice(after).map((e) => e - from) };
+  const bytes = bytesOf(r, from, r.bytes);
+  const text = bytes.toString("utf8");
+  const byteEnds = r.ends.after(after, from);
+  // ASCII: every character one byte. Else each event is decoded on its own to count its characters.
+  if (text.length === bytes.length) return { text, ends: byteEnds };
+  const ends: number[] = [];
+  let chars = 0;
+  let prev = 0;
+  for (const end of byteEnds) {
+    chars += bytes.toString("utf8", prev, end).length;
+    ends.push(chars);
+    prev = end;
+  }
+  return { text, ends };
+}
+
+/** Where each event of a part ends in bytes, given where it ends in characters. */
+function byteEnds(text: string, ends: readonly number[], bytes: number): readonly number[] {
+  if (bytes === text.length) return ends;
+  const out: number[] = [];
+  let at = 0;
+  let from = 0;
+  for (const end of ends) {
+    at += Buffer.byteLength(text.slice(from, end), "utf8");
+    out.push(at);
+    from = end;
+  }
+  return out;
 }
 
 /**
@@ -100,7 +161,7 @@ export class MemoryLog implements RunLog {
 
   begin(run: string, start: RunStart): Promise<void> {
     this.sweep();
-    this.runs.set(run, { start, segments: [], starts: [], open: [], openLength: 0, ends: [], length: 0, bytes: 0, ended: undefined, endedAt: 0, followers: new Set() });
+    this.runs.set(run, { start, segments: [], starts: [], open: [], openBytes: 0, ends: new Offsets(), bytes: 0, ended: undefined, endedAt: 0, followers: new Set() });
     this.threads.set(threadKey(start.threadId, start.path), run);
     return Promise.resolve();
   }
@@ -111,13 +172,12 @@ export class MemoryLog implements RunLog {
     this.use(run, r);
     const bytes = Buffer.byteLength(events.text, "utf8");
     if (r.bytes + bytes > this.caps.maxRunBytes) return this.drop(run, r, "unresumable");
-    for (const end of events.ends) r.ends.push(r.length + end);
+    for (const end of byteEnds(events.text, events.ends, bytes)) r.ends.push(r.bytes + end);
     r.open.push(events.text);
-    r.openLength += events.text.length;
-    r.length += events.text.length;
+    r.openBytes += bytes;
     r.bytes += bytes;
     this.total += bytes;
-    if (r.openLength >= SEAL_LENGTH) seal(r);
+    if (r.openBytes >= SEAL_BYTES) seal(r);
     for (const f of r.followers) f.events(events);
     // The least recently used runs go first; the one just written is the most recent.
     for (const [other, o] of this.runs) {
@@ -132,6 +192,7 @@ export class MemoryLog implements RunLog {
     r.ended = reason;
     r.endedAt = this.now();
     seal(r);
+    r.ends.trim();
     for (const f of r.followers) f.end(reason);
     r.followers.clear();
   }
@@ -144,7 +205,7 @@ export class MemoryLog implements RunLog {
   idAt(run: string, seq: number): Promise<string | undefined> {
     const r = this.live(run);
     if (!r || seq < 1 || seq > r.ends.length) return Promise.resolve(undefined);
-    return Promise.resolve(idOfBlock(textOf(r, startOf(r, seq), r.ends[seq - 1] as number)));
+    return Promise.resolve(idOfBlock(bytesOf(r, startOf(r, seq), r.ends.at(seq - 1)).toString("utf8")));
   }
 
   latest(threadId: string, path: string): Promise<string | undefined> {

@@ -1,7 +1,7 @@
 import type { Log } from "../log.js";
 import { newRun, RunIds } from "./ids.js";
 import type { RunEnd, RunLog } from "./log.js";
-import { Stamper } from "./stamp.js";
+import { Stamper, type StampedPart } from "./stamp.js";
 
 /** How a server keeps runs for rejoins (protocol/README.md §16): the proxy's and the stream methods' alike. */
 export interface ResumeOptions {
@@ -51,7 +51,15 @@ export class Recorder {
 
   /** The client's text for one part of the repaired stream. */
   part(text: string): string {
-    const p = this.stamper.push(text);
+    return this.keep(this.stamper.push(text));
+  }
+
+  /** The same for a part given as the fixer's items (StreamFixer#pushEach): the proxy's way, which spares finding the blocks again. */
+  items(texts: readonly string[]): string {
+    return this.keep(this.stamper.pushEach(texts));
+  }
+
+  private keep(p: StampedPart): string {
     if (p.ends.length > 0) this.log.append(this.run, { text: p.events, ends: p.ends });
     if (this.stamper.passing) this.finish("unresumable");
     return p.text;

@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { Redis } from "ioredis";
 import type { Log } from "../log.js";
-import { idOfBlock, loggedBlocks, type LoggedEvents } from "./logged.js";
+import { idOfBlock, type LoggedEvents } from "./logged.js";
 import type { Follower, LogStats, RunEnd, RunInfo, RunLog, RunStart } from "./log.js";
 import type { LogCaps } from "./memory-log.js";
 
@@ -9,10 +9,14 @@ import type { LogCaps } from "./memory-log.js";
  * The event log in Redis Streams (`--store redis://HOST:PORT/DB`, protocol/README.md §16), shared
  * by every proxy replica and middleware worker that names the same database, and kept across their
  * restarts. Per run, under `agui-state:run:<run>:`:
- * - `events`: a stream; event n is the entry `0-n` (XADD with that explicit id, so a Last-Event-ID
- *   maps to an entry with no index), field `b` (the block, whose first line is the event's id, so the
- *   id is not stored twice: docs/benchmarks.md, B21); a last entry with field `end`
- *   says how the run ended. XADD carries a MAXLEN cap as a guard; the byte cap is the writer's.
+ * - `events`: a stream; each part of the run as it was logged is one entry, `0-<n>` where n is the
+ *   number of its first event (an explicit id, so the entry holding an event is the last at or before
+ *   its number: no index), with fields `b` (the events' blocks one after another, each starting with
+ *   its id line, so ids are not stored twice: docs/benchmarks.md, B21) and `e` (where each block ends
+ *   in `b`, in UTF-16 code units, comma-separated); a last entry with field `end` says how the run
+ *   ended. One entry a part, not one an event: a Redis command per event was most of redis-server's
+ *   work and held B19r under its target. XADD carries a MAXLEN cap as a guard; the byte cap is the
+ *   writer's.
  * - `meta`: a hash with the run's start (JSON) and, once it ended, `ended`.
  * - `owner`: a key the writing process refreshes while the run is live; when it lapses with no end
  *   written, the writer died, and readers end the run as cancelled.
@@ -28,25 +32,6 @@ const threadKey = (threadId: string, path: string): string => `${P}thread:${path
 const BEAT_MS = 1000;
 const LIVE_TTL_MS = 60 * 60 * 1000;
 const MAXLEN = 1_000_000;
-/**
- * Appends one part's events as entries `0-<seq>`, `0-<seq+1>`, …: KEYS[1] the run's stream, ARGV[1]
- * the MAXLEN guard, ARGV[2] the first event's number, ARGV[3] the events' blocks one after another
- * (each ends at its one blank line, stamp.ts, so they are split there: the text the log was handed,
- * one argument, not one per event). EVAL, not EVALSHA: ioredis answers NOSCRIPT by sending the script
- * again later, after commands issued since, which would break the order the log is written in.
- * Redis caches the compiled script by its hash.
- */
-const APPEND = `local seq = tonumber(ARGV[2])
-local s = ARGV[3]
-local from = 1
-while from <= #s do
-  local stop = string.find(s, '\\n\\n', from, true)
-  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '0-' .. seq, 'b', string.sub(s, from, stop + 1))
-  seq = seq + 1
-  from = stop + 2
-end
-return seq`;
-
 interface Writing {
   seq: number;
   bytes: number;
@@ -104,10 +89,9 @@ export class RedisLog implements RunLog {
     const key = runKey(run, "events");
     const first = w.seq + 1;
     w.seq += events.ends.length;
-    // One command for the whole part, issued in order on one connection, so Redis holds the events in
-    // order; never awaited on the stream's path. A command per event cost the proxy most of its
-    // throughput in the client's work per command (docs/benchmarks.md, B19).
-    this.redis.call("EVAL", APPEND, 1, key, MAXLEN, first, events.text).catch((err: Error) => this.failed(run, err));
+    // One command for the whole part, issued in order on one connection, so Redis holds the parts in
+    // order; never awaited on the stream's path.
+    this.redis.xadd(key, "MAXLEN", "~", MAXLEN, `0-${first}`, "b", events.text, "e", events.ends.join(",")).catch((err: Error) => this.failed(run, err));
     if (first === 1) this.redis.pexpire(key, LIVE_TTL_MS).catch((err: Error) => this.failed(run, err));
   }
 
@@ -129,16 +113,23 @@ export class RedisLog implements RunLog {
   }
 
   async find(run: string): Promise<RunInfo | undefined> {
-    const [meta, length] = await Promise.all([this.redis.hgetall(runKey(run, "meta")), this.redis.xlen(runKey(run, "events"))]);
+    const [meta, last] = await Promise.all([this.redis.hgetall(runKey(run, "meta")), this.redis.xrevrange(runKey(run, "events"), "+", "-", "COUNT", 1)]);
     if (meta["start"] === undefined) return undefined;
     const ended = meta["ended"] as RunEnd | undefined;
-    return { ...(JSON.parse(meta["start"]) as RunStart), run, events: ended === undefined ? length : Number(meta["events"]), ended };
+    const entry = last[0];
+    const live = entry === undefined || field(entry[1], "e") === undefined ? 0 : firstOf(entry[0]) + partOf(entry[1]).ends.length - 1;
+    return { ...(JSON.parse(meta["start"]) as RunStart), run, events: ended === undefined ? live : Number(meta["events"]), ended };
   }
 
   async idAt(run: string, seq: number): Promise<string | undefined> {
-    const entries = await this.redis.xrange(runKey(run, "events"), `0-${seq}`, `0-${seq}`);
-    const block = field(entries[0]?.[1], "b");
-    return block === undefined ? undefined : idOfBlock(block);
+    if (seq < 1) return undefined;
+    const entries = await this.redis.xrevrange(runKey(run, "events"), `0-${seq}`, "-", "COUNT", 1);
+    const entry = entries[0];
+    if (entry === undefined || field(entry[1], "e") === undefined) return undefined;
+    const part = partOf(entry[1]);
+    const k = seq - firstOf(entry[0]);
+    if (k >= part.ends.length) return undefined;
+    return idOfBlock(part.text.slice(k === 0 ? 0 : part.ends[k - 1], part.ends[k]));
   }
 
   async latest(threadId: string, path: string): Promise<string | undefined> {
@@ -165,25 +156,27 @@ export class RedisLog implements RunLog {
     // Not awaited: the read below goes after it on the same connection, so Redis counts the reader
     // before it answers the read, and the first replayed event waits one round trip less (B20).
     void mark();
-    // Delivers entries; true when one of them ended the run.
+    // Delivers entries, the first from event `afterSeq + 1` on; true when one of them ended the run.
     const deliver = (entries: [string, string[]][]): boolean => {
-      const list: string[] = [];
-      for (const [, fields] of entries) {
+      for (const [id, fields] of entries) {
         const end = field(fields, "end");
         if (end !== undefined) {
-          if (list.length > 0) follower.events(loggedBlocks(list));
           follower.end(end as RunEnd);
           return true;
         }
-        list.push(field(fields, "b") as string);
+        const part = partOf(fields);
+        const skip = afterSeq + 1 - firstOf(id);
+        if (skip < part.ends.length) follower.events(skip <= 0 ? part : after(part, skip));
       }
-      if (list.length > 0) follower.events(loggedBlocks(list));
       return false;
     };
     const loop = async () => {
       let last = `0-${afterSeq}`;
       try {
-        const first = await this.redis.xrange(key, `(${last}`, "+");
+        // The part holding the event after `afterSeq`, and every part after it.
+        const holding = await this.redis.xrevrange(key, `0-${afterSeq + 1}`, "-", "COUNT", 1);
+        const held = holding[0] !== undefined && field(holding[0][1], "e") !== undefined ? holding[0][0] : undefined;
+        const first = await this.redis.xrange(key, held ?? `(${last}`, "+");
         if (deliver(first)) return stop();
         if (first.length > 0) last = (first[first.length - 1] as [string, string[]])[0];
         while (!stopped) {
@@ -246,4 +239,18 @@ function field(fields: string[] | undefined, name: string): string | undefined {
   if (!fields) return undefined;
   for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
   return undefined;
+}
+
+/** The number of the first event of the part an entry id `0-<n>` holds. */
+const firstOf = (id: string): number => Number(id.slice(2));
+
+/** A part's entry as LoggedEvents. */
+function partOf(fields: string[]): LoggedEvents {
+  return { text: field(fields, "b") ?? "", ends: (field(fields, "e") ?? "").split(",").map(Number) };
+}
+
+/** A part less its first `skip` events. */
+function after(part: LoggedEvents, skip: number): LoggedEvents {
+  const from = part.ends[skip - 1] as number;
+  return { text: part.text.slice(from), ends: part.ends.slice(skip).map((e) => e - from) };
 }

@@ -36,53 +36,27 @@ export class Stamper {
 
   constructor(private readonly ids: IdLines) {}
 
+  /** Any text of the stream, cut anywhere. */
   push(chunk: string): StampedPart {
     if (this.passing) return { text: chunk, events: "", ends: [] };
-    const all = this.pending === "" ? chunk : this.pending + chunk;
-    // No line of the part starts with "id": no block has an id field to take out.
-    const noIds = !all.startsWith("id") && !all.includes("\nid");
-    // The client's text in pieces, joined once: a += per event would build a rope of ropes.
-    const pieces: string[] = [];
-    let length = 0;
-    // Set at the first block that is not an event: from then on the events are gathered apart.
-    let apart: string[] | undefined;
-    let apartLength = 0;
-    const ends: number[] = [];
-    let from = 0;
-    for (let end = all.indexOf("\n\n"); end !== -1; end = all.indexOf("\n\n", from)) {
-      const stop = end + 2;
-      let block = all.slice(from, stop);
-      let event = true;
-      if (!noIds || !all.startsWith("data:", from)) ({ event, block } = this.stamp(block));
-      from = stop;
-      if (!event) {
-        if (apart === undefined) {
-          apart = pieces.slice();
-          apartLength = length;
-        }
-        pieces.push(block);
-        length += block.length;
-        continue;
-      }
-      const line = this.ids.next();
-      pieces.push(line, block);
-      length += line.length + block.length;
-      if (apart === undefined) ends.push(length);
-      else {
-        apart.push(line, block);
-        ends.push((apartLength += line.length + block.length));
-      }
+    const part = new Part();
+    this.scan(this.pending === "" ? chunk : this.pending + chunk, part);
+    return part.done();
+  }
+
+  /**
+   * The stream as the fixer's items (StreamFixer#pushEach): an item that is one whole block starting
+   * `data:`, with no `id` line, and nothing held before it (the usual one) gets its id line without
+   * being searched again; any other goes through `push`'s reading.
+   */
+  pushEach(texts: readonly string[]): StampedPart {
+    const part = new Part();
+    for (const t of texts) {
+      if (this.passing) part.other(t);
+      else if (this.pending === "" && t.startsWith("data:") && t.indexOf("\n\n") === t.length - 2 && !t.includes("\nid")) part.event(this.ids.next(), t);
+      else this.scan(this.pending === "" ? t : this.pending + t, part);
     }
-    const text = pieces.join("");
-    const events = apart === undefined ? text : apart.join("");
-    const rest = all.slice(from);
-    if (rest.length > CLIENT_SSE_LIMIT) {
-      this.passing = true;
-      this.pending = "";
-      return { text: text + rest, events, ends };
-    }
-    this.pending = rest;
-    return { text, events, ends };
+    return part.done();
   }
 
   /** The end of the stream: a block it cut off goes on as it is, unlogged (the client reads it only if it ends). */
@@ -90,6 +64,28 @@ export class Stamper {
     const text = this.pending;
     this.pending = "";
     return { text, events: "", ends: [] };
+  }
+
+  /** Reads `all`'s whole blocks into `part`; the rest is held, or, past the client's limit, passed on. */
+  private scan(all: string, part: Part): void {
+    // No line of the text starts with "id": no block has an id field to take out.
+    const noIds = !all.startsWith("id") && !all.includes("\nid");
+    let from = 0;
+    for (let end = all.indexOf("\n\n"); end !== -1; end = all.indexOf("\n\n", from)) {
+      const stop = end + 2;
+      let block = all.slice(from, stop);
+      let event = true;
+      if (!noIds || !all.startsWith("data:", from)) ({ event, block } = this.stamp(block));
+      from = stop;
+      if (event) part.event(this.ids.next(), block);
+      else part.other(block);
+    }
+    const rest = all.slice(from);
+    if (rest.length > CLIENT_SSE_LIMIT) {
+      this.passing = true;
+      this.pending = "";
+      part.other(rest);
+    } else this.pending = rest;
   }
 
   /** Any block: its id lines taken out, and whether it is an event (it has data), to get our id line first. */
@@ -108,6 +104,44 @@ export class Stamper {
     }
     // A block that was only id lines goes, whole: nothing of it would reach the page.
     return { event: data, block: kept.length === 0 ? "" : `${kept.join("\n")}\n\n` };
+  }
+}
+
+/**
+ * One part's text as it is stamped: in pieces, joined once (a += per event would build a rope of
+ * ropes), and its events apart from the other blocks once there is one of those.
+ */
+class Part {
+  private readonly pieces: string[] = [];
+  private length = 0;
+  private apart: string[] | undefined;
+  private apartLength = 0;
+  private readonly ends: number[] = [];
+
+  event(line: string, block: string): void {
+    const n = line.length + block.length;
+    this.pieces.push(line, block);
+    this.length += n;
+    if (this.apart === undefined) this.ends.push(this.length);
+    else {
+      this.apart.push(line, block);
+      this.ends.push((this.apartLength += n));
+    }
+  }
+
+  other(text: string): void {
+    if (text === "") return;
+    if (this.apart === undefined) {
+      this.apart = this.pieces.slice();
+      this.apartLength = this.length;
+    }
+    this.pieces.push(text);
+    this.length += text.length;
+  }
+
+  done(): StampedPart {
+    const text = this.pieces.join("");
+    return { text, events: this.apart === undefined ? text : this.apart.join(""), ends: this.ends };
   }
 }
 

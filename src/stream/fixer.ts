@@ -84,6 +84,20 @@ export class StreamFixer {
   }
 
   /**
+   * As `push`, with the output of each item read apart (for SSE, one block each, but for the text of
+   * an item past the client's limit): what a stamper gives ids to without finding the blocks again
+   * (resume/stamp.ts; docs/benchmarks.md, B19).
+   */
+  pushEach(chunk: Uint8Array | string): string[] {
+    return this.writeEach(this.reader.push(chunk));
+  }
+
+  /** As `end`, item by item. */
+  endEach(): string[] {
+    return this.writeEach(this.reader.end());
+  }
+
+  /**
    * The mirror of what the client holds now: an object, unless the stream's
    * last STATE_SNAPSHOT carried something else (AG-UI allows any JSON there,
    * protocol/README.md §11 does not), which is then returned as it is.
@@ -125,16 +139,27 @@ export class StreamFixer {
 
   private write(items: StreamItem[]): string {
     let out = "";
+    for (const item of items) out += this.output(item);
+    return out;
+  }
+
+  private writeEach(items: StreamItem[]): string[] {
+    const out: string[] = [];
     for (const item of items) {
-      if (this.passing || item.overflow) {
-        if (item.overflow) this.overflow(item);
-        out += item.raw;
-        continue;
-      }
-      const text = item.data === undefined ? item.raw : this.event(item, item.data);
-      out += this.reader.framing === "sse" ? this.lineFeeds(item, text) : text;
+      const text = this.output(item);
+      if (text !== "") out.push(text);
     }
     return out;
+  }
+
+  /** One item's output text. */
+  private output(item: StreamItem): string {
+    if (this.passing || item.overflow) {
+      if (item.overflow) this.overflow(item);
+      return item.raw;
+    }
+    const text = item.data === undefined ? item.raw : this.event(item, item.data);
+    return this.reader.framing === "sse" ? this.lineFeeds(item, text) : text;
   }
 
   /** The last SSE item read ended with a CR: the reader passes the LF of its CRLF, when it comes late, as an item of its own. */

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { Peer } from "../../scripts/harness/peer.js";
-import { startRedis } from "./redis-server.js";
+import { redis, startRedis } from "../../scripts/harness/redis.js";
+import { freePort } from "../proxy/upstream.js";
 
 /**
  * Resume through the stream methods of the real `dist/agui-state` (protocol/README.md §16), as a
@@ -116,11 +117,11 @@ describe("the sidecar's resume flags", () => {
 });
 
 describe("resume through two sidecars sharing a real redis-server", () => {
-  it("a run written by one sidecar is rejoined, reloaded and refused through the other, exactly", async () => {
-    const redis = await startRedis();
-    stops.push(() => redis.stop());
-    const a = sidecar(["--store", redis.url]);
-    const b = sidecar(["--store", redis.url]);
+  redis.test("a run written by one sidecar is rejoined, reloaded and refused through the other, exactly", async () => {
+    // Ended by the harness's kill registry after the test.
+    const store = await startRedis(await freePort());
+    const a = sidecar(["--store", store.url]);
+    const b = sidecar(["--store", store.url]);
     const { streamId, run } = await a.ok("openStream", { state: { n: 0 }, resume: RESUME });
     const sent = (await a.ok("fixStream", { streamId, text: EVENTS.slice(0, 3).join("") }))["text"] as string;
     const ids = blocks(sent).map(idOf);

@@ -33,11 +33,26 @@ function byTheRule(stream: string, mint: () => string): { text: string; ids: str
 
 const LINES = ["data: {}", 'data: {"type":"RUN_STARTED"}', "data", "data:", "datum: x", "id: up-1", "id", "id:", "idx: 3", "identity", ": comment", "event: x", "retry: 5", ""];
 
+/** A piece of the stream cut after every blank line and at `cuts`, as the fixer's items come (one block each, or less). */
+function items(piece: string, cuts: number[]): string[] {
+  const at = new Set(cuts.map((c) => c % (piece.length + 1)));
+  for (let i = piece.indexOf("\n\n"); i !== -1; i = piece.indexOf("\n\n", i + 2)) at.add(i + 2);
+  const out: string[] = [];
+  let from = 0;
+  for (const c of [...at].sort((a, b) => a - b)) {
+    if (c > from) out.push(piece.slice(from, c));
+    from = Math.max(from, c);
+  }
+  if (from < piece.length) out.push(piece.slice(from));
+  return out;
+}
+
 describe("Stamper", () => {
-  it("stamps exactly the blocks with data, drops the upstream's ids, and hands over each event's block, whatever the parts", () => {
+  it("stamps exactly the blocks with data, drops the upstream's ids, and hands over each event's block, whatever the parts, read whole (push) or as items (pushEach)", () => {
     const stream = fc.array(fc.array(fc.constantFrom(...LINES), { minLength: 1, maxLength: 4 }), { maxLength: 8 }).map((bs) => bs.map((b) => b.join("\n").replace(/^\n+|\n+$/g, "")).filter((b) => b !== "" && !b.includes("\n\n")).map((b) => `${b}\n\n`).join(""));
     fc.assert(
-      fc.property(stream, fc.array(fc.nat(), { maxLength: 6 }), (text, cutsAt) => {
+      // pushEach takes the fixer's items: here each part is cut again at every block's end, and at random.
+      fc.property(stream, fc.array(fc.nat(), { maxLength: 6 }), fc.boolean(), fc.array(fc.nat(), { maxLength: 4 }), (text, cutsAt, asItems, itemCuts) => {
         let n = 0;
         const s = new Stamper({ next: () => `id: i${++n}\n` });
         const cuts = [...new Set(cutsAt.map((c) => c % (text.length + 1)))].sort((a, b) => a - b);
@@ -45,7 +60,8 @@ describe("Stamper", () => {
         const ids: string[] = [];
         let at = 0;
         for (const c of [...cuts, text.length]) {
-          const part = s.push(text.slice(at, c));
+          const piece = text.slice(at, c);
+          const part = asItems ? s.pushEach(items(piece, itemCuts)) : s.push(piece);
           out += part.text;
           let from = 0;
           for (const end of part.ends) {
