@@ -3,7 +3,8 @@ import { nodeCrypto } from "./node-crypto.js";
 /**
  * Event ids and run handles (protocol/README.md §16). An id names one event of one run:
  * `<run>.<seq>.<nonce>`: the run's random handle (96 bits), the event's number in it (1-based) and
- * 96 more random bits. The log keeps each event with its id, and a Last-Event-ID is taken only when
+ * 96 more random bits. Number 0 names no event: it is the id of the answer's opening block, which
+ * carries an id and no data (recorder.ts), so a client holds an id before the first event. The log keeps each event with its id, and a Last-Event-ID is taken only when
  * it equals, in full, the id the log holds at that run and number. So an id is unique within its
  * thread, opaque (a client only echoes it), and no id can be made from another: the next event's id
  * is not the last one's with the number raised. Drawing the nonces in bulk keeps the cost per event
@@ -15,7 +16,7 @@ export interface EventId {
 }
 
 const RUN = /^[A-Za-z0-9_-]{16}$/;
-const SEQ = /^[1-9][0-9]{0,14}$/;
+const SEQ = /^(?:0|[1-9][0-9]{0,14})$/;
 const NONCE = /^[A-Za-z0-9_-]{16}$/;
 const NONCE_BYTES = 12;
 const POOL = NONCE_BYTES * 512;

@@ -139,6 +139,7 @@ export class MemoryLog implements RunLog {
 
   idAt(run: string, seq: number): Promise<string | undefined> {
     const r = this.live(run);
+    if (r && seq === 0) return Promise.resolve(r.start.opening);
     if (!r || seq < 1 || seq > r.count) return Promise.resolve(undefined);
     return Promise.resolve(eventsFrom(r, seq - 1, seq)[0]?.id);
   }

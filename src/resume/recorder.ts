@@ -21,6 +21,14 @@ export interface ResumeOptions {
  */
 export class Recorder {
   readonly run = newRun();
+  /**
+   * The id of the answer's opening block, number 0 with a nonce of its own. An `id` field with no
+   * `data` sets the client's last event ID and dispatches nothing (HTML Standard, "Interpreting an
+   * event stream": dispatch sets the last event ID string, then returns on an empty data buffer;
+   * @ag-ui/client's parser skips a block without data). So a client cut before the first event still
+   * holds an id to rejoin from (protocol/README.md §16).
+   */
+  readonly opening = mintId(this.run, 0);
   private seq = 0;
   private readonly stamper = new Stamper(() => mintId(this.run, ++this.seq));
   private done = false;
@@ -37,6 +45,11 @@ export class Recorder {
 
   get events(): number {
     return this.seq;
+  }
+
+  /** The block an answer starts with, before any event and right after its head: the opening id alone. */
+  get openingBlock(): string {
+    return `id: ${this.opening}\n\n`;
   }
 
   get upstreamIds(): number {

@@ -139,6 +139,11 @@ export class RedisLog implements RunLog {
   }
 
   async idAt(run: string, seq: number): Promise<string | undefined> {
+    // Number 0 is the opening block's id, kept with the run's start (it is no event of the stream).
+    if (seq === 0) {
+      const start = await this.redis.hget(runKey(run, "meta"), "start");
+      return start === null ? undefined : (JSON.parse(start) as Partial<RunStart>).opening;
+    }
     const entries = await this.redis.xrange(runKey(run, "events"), `0-${seq}`, `0-${seq}`);
     const block = field(entries[0]?.[1], "b");
     return block === undefined ? undefined : idOf(block);
