@@ -10,7 +10,7 @@ import { toolchain } from "../../scripts/harness/toolchain.js";
 import { ResumableHttpAgent } from "../../src/web/resume/index.js";
 import { freePort } from "../proxy/upstream.js";
 import { runEvents } from "../resume/paced-agent.js";
-import { Relay, type Cut } from "../resume/relay.js";
+import { cutName, Relay, type Cut } from "../resume/relay.js";
 
 /**
  * Issue 34 §8 through the Clojure middleware: agui-state.ring/wrap-agui-state in a real Jetty
@@ -97,13 +97,13 @@ async function uninterrupted(jvm: Jvm, threadId: string, initialState: Record<st
 }
 
 /** A run through a relay with these cuts in front of `targets` (in turn); the gate opens at the first cut. */
-async function cutRun(jvm: Jvm, targets: Jvm[], cuts: Cut[], threadId: string, initialState: Record<string, unknown>) {
+async function cutRun(jvm: Jvm, targets: Jvm[], cuts: Cut[], threadId: string, initialState: Record<string, unknown>, path = "/agent", from: string[] = []) {
   expect((await post(`${jvm.url}/gate/close`)).status).toBe(200);
   let next = 0;
   const relay = await Relay.start(cuts, () => portOf((targets[next++ % targets.length] as Jvm).url));
   closers.push(() => relay.close());
   void relay.cut().then(() => post(`${jvm.url}/gate/open`));
-  const client = new ResumableHttpAgent({ url: `${relay.url}/agent`, threadId, initialState, resume: { backoffMs: 1 } });
+  const client = new ResumableHttpAgent({ url: `${relay.url}${path}`, threadId, initialState, resume: { backoffMs: 1, onRetry: ({ lastEventId }) => void from.push(lastEventId) } });
   const said = await runCollecting(client, "r1");
   return { client, said, relay };
 }
@@ -114,7 +114,9 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
     a = await startJvm();
   }, START_MS + 5_000);
 
+  // The first before the first event, where only the opening block's id can rejoin (§16).
   const cuts: Cut[] = [
+    { boundary: 0, extra: 9 },
     { boundary: 1, extra: 0 },
     { boundary: 2, extra: 0 },
     { boundary: 2, extra: 7 },
@@ -122,7 +124,7 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
     { boundary: 3, extra: 0 },
   ];
   for (const cut of cuts) {
-    test(`cut after event ${cut.boundary}${cut.extra ? ` and ${cut.extra} bytes into the next` : ""}: the same messages and state, the handler ran once`, async () => {
+    test(`cut ${cutName(cut)}: the same messages and state, the handler ran once`, async () => {
       const threadId = `c${cut.boundary}-${cut.extra}`;
       const initialState = { selectedLayer: "era5", ui: { open: true } };
       const expected = await uninterrupted(a, threadId, initialState);
@@ -137,6 +139,24 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
       expect(client.state).toMatchObject(initialState);
     });
   }
+
+  test("the opening id block goes out before the handler's first event: cut right after it while the handler holds its first event back, the client rejoins from that id", async () => {
+    const initialState = { selectedLayer: "era5", ui: { open: true } };
+    const expected = await uninterrupted(a, "late", initialState);
+    const before = await calls(a);
+    // /agent-late writes nothing until the cut opens the gate: were the block held for the first
+    // event, the relay would never cut and the run never end.
+    const from: string[] = [];
+    const { client, said, relay } = await cutRun(a, [a], [{ boundary: 0, extra: 0 }], "late", initialState, "/agent-late", from);
+    expect(said).toEqual([]);
+    expect(relay.cutsMade).toBe(1);
+    expect(relay.connections).toBe(2);
+    expect(from).toHaveLength(1);
+    expect(from[0]).toMatch(/^[A-Za-z0-9_-]{16}\.0\.[A-Za-z0-9_-]{16}$/);
+    expect((await calls(a)) - before).toBe(1);
+    expect(client.state).toEqual(expected.state);
+    expect(client.messages).toEqual(expected.messages);
+  });
 
   test("cut twice in one run, the second time in the rejoined stream: still the same end, one handler call", async () => {
     const initialState = { selectedLayer: "era5" };
