@@ -10,6 +10,7 @@ import { toolchain } from "../../scripts/harness/toolchain.js";
 import { ResumableHttpAgent } from "../../src/web/resume/index.js";
 import { freePort } from "../proxy/upstream.js";
 import { runEvents } from "../resume/paced-agent.js";
+import { OPENING } from "../../scripts/harness/sse-ids.js";
 import { cutName, Relay, type Cut } from "../resume/relay.js";
 
 /**
@@ -209,15 +210,17 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
     const creds = { authorization: "Bearer alice", cookie: "s=1" };
     const res = await fetch(`${a.url}/agent`, { method: "POST", headers: { "content-type": "application/json", ...creds }, body });
     const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-    // The agent writes 4 events, then waits; the repair drops none of the first three.
+    // The agent writes 4 events, then waits; the repair drops none of the first three. Before them, the
+    // answer's opening id block (§16).
     let text = "";
-    while ((text.match(/\n\n/g) ?? []).length < 3) {
+    while ((text.replace(OPENING, "").match(/\n\n/g) ?? []).length < 3) {
       const chunk = await reader.read();
       if (chunk.done) throw new Error(`the answer ended early: ${text}`);
       text += new TextDecoder().decode(chunk.value);
     }
     await reader.cancel();
-    const ids = [...text.matchAll(/^id: (.+)$/gm)].map((m) => m[1] as string);
+    expect(text).toMatch(OPENING);
+    const ids = [...text.replace(OPENING, "").matchAll(/^id: (.+)$/gm)].map((m) => m[1] as string);
     expect(ids.length).toBeGreaterThanOrEqual(3);
     expect(new Set(ids).size).toBe(ids.length);
     const last = ids[1] as string;
