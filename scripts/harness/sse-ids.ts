@@ -2,10 +2,10 @@
 export const ID_LINE = /^id: [A-Za-z0-9_-]{16}\.[1-9][0-9]*\.[A-Za-z0-9_-]{16}\n/;
 
 /** A resumable answer's opening block (protocol/README.md §16): the id `<run>.0.<nonce>` alone, before any event. */
-export const OPENING = /^id: [A-Za-z0-9_-]{16}\.0\.[A-Za-z0-9_-]{16}\n\n/;
+export const OPENING = /^id: [A-Za-z0-9_-]+\.0\.[A-Za-z0-9_-]+\n\n/;
 
 /** `text` with each of our id lines, the opening block's too, written as `id: <id>`: for comparing a stream whose ids are random. */
-export const anyId = (text: string): string => text.replace(/^id: [A-Za-z0-9_-]{16}\.(?:0|[1-9][0-9]*)\.[A-Za-z0-9_-]{16}\n/gm, "id: <id>\n");
+export const anyId = (text: string): string => text.replace(/^id: [A-Za-z0-9_-]+\.(?:0|[1-9][0-9]*)\.[A-Za-z0-9_-]+\n/gm, "id: <id>\n");
 
 /**
  * An SSE text as it was before our ids were stamped on it: each block's first line, when it is one

@@ -5609,7 +5609,7 @@ export const DISCOVER_JSON = String.raw`{
           "opening": {
             "description": "With \u0060resume\u0060: the answer's opening block, \u0060id: <run>.0.<nonce>\u0060 and a blank line (protocol/README.md §16). The middleware writes it to its client first, right after the response's head and before any text of fixStream, and flushes it, so that a client cut before the first event holds an id to rejoin from. It carries no data: clients dispatch no event for it. A stream opened again after a sidecar restart gets one too, which is not written (the client has the first).",
             "type": "string",
-            "pattern": "^id: [A-Za-z0-9_-]{16}\\.0\\.[A-Za-z0-9_-]{16}\n\n$"
+            "pattern": "^id: [A-Za-z0-9_-]+\\.0\\.[A-Za-z0-9_-]+\n\n$"
           }
         },
         "required": [

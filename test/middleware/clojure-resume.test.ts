@@ -153,7 +153,7 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
     expect(relay.cutsMade).toBe(1);
     expect(relay.connections).toBe(2);
     expect(from).toHaveLength(1);
-    expect(from[0]).toMatch(/^[A-Za-z0-9_-]{16}\.0\.[A-Za-z0-9_-]{16}$/);
+    expect(from[0]).toMatch(/^[A-Za-z0-9_-]+\.0\.[A-Za-z0-9_-]+$/);
     expect((await calls(a)) - before).toBe(1);
     expect(client.state).toEqual(expected.state);
     expect(client.messages).toEqual(expected.messages);

@@ -137,7 +137,7 @@ describe("a dropped stream continues where it stopped (Python middleware under u
     expect(relay.cutsMade).toBe(1);
     expect(relay.connections).toBe(2);
     expect(from).toHaveLength(1);
-    expect(from[0]).toMatch(/^[A-Za-z0-9_-]{16}\.0\.[A-Za-z0-9_-]{16}$/);
+    expect(from[0]).toMatch(/^[A-Za-z0-9_-]+\.0\.[A-Za-z0-9_-]+$/);
     expect(await hits(server)).toBe(before + 1);
     expect(client.state).toEqual(expected.state);
     expect(client.messages).toEqual(expected.messages);

@@ -22,7 +22,7 @@ export interface Cut {
 export const cutName = (cut: Cut): string => `${cut.boundary === 0 ? "after the opening id block" : `after event ${cut.boundary}`}${cut.extra ? ` and ${cut.extra} bytes into the next` : ""}`;
 
 /** The end of an opening block: `id: <run>.0.<nonce>` and a blank line, as the last bytes seen. */
-const OPENING_END = /(^|\n)id: [A-Za-z0-9_-]{16}\.0\.[A-Za-z0-9_-]{16}\n\n$/;
+const OPENING_END = /(^|\n)id: [A-Za-z0-9_-]+\.0\.[A-Za-z0-9_-]+\n\n$/;
 const OPENING_BYTES = 48;
 
 export class Relay {

@@ -119,7 +119,7 @@ ID_LINE = re.compile(rb"(?:^|(?<=\n\n)|(?<=\r\n\r\n)|(?<=\r\r))id: [A-Za-z0-9_-]
 
 
 # A resumable response's opening block (protocol/README.md §16): the run's id number 0 alone, before any event.
-OPENING = re.compile(rb"^id: [A-Za-z0-9_-]{16}\.0\.[A-Za-z0-9_-]{16}\n\n")
+OPENING = re.compile(rb"^id: [A-Za-z0-9_-]+\.0\.[A-Za-z0-9_-]+\n\n")
 
 
 def without_ids(body: bytes) -> bytes:

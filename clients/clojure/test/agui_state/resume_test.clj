@@ -52,7 +52,7 @@
 
 (def ^:private opening
   "A resumable response's opening block (§16): the run's id number 0 alone."
-  #"^id: [A-Za-z0-9_-]{16}\.0\.[A-Za-z0-9_-]{16}\n\n")
+  #"^id: [A-Za-z0-9_-]+\.0\.[A-Za-z0-9_-]+\n\n")
 
 (defn- without-ids
   "The text with its opening block and `id:` lines taken out: what fix writes,
@@ -180,7 +180,7 @@
         (is (re-matches opening before) "the first write is the opening block alone")
         (testing "another nonce with number 0 is refused"
           (is (= 410 (:status (app (request "/agent" (input "t4" client-keys)
-                                            (assoc creds "last-event-id" (str (subs id 0 (- (count id) 16)) "AAAAAAAAAAAAAAAA"))))))))
+                                            (assoc creds "last-event-id" (str (subs id 0 (dec (count id))) (if (str/ends-with? id "A") "B" "A")))))))))
         (let [rejoin (app (request "/agent" (input "t4" client-keys) (assoc creds "last-event-id" id)))
               rest (written rejoin)]
           (is (= 200 (:status rejoin)))

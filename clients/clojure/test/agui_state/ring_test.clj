@@ -58,7 +58,7 @@
   repairs carries an id (protocol/README.md §16); the rest is exactly what fix
   writes. agui-state.resume-test holds the ids themselves."
   [text]
-  (str/replace (str/replace-first text #"^id: [A-Za-z0-9_-]{16}\.0\.[A-Za-z0-9_-]{16}\n\n" "")
+  (str/replace (str/replace-first text #"^id: [A-Za-z0-9_-]+\.0\.[A-Za-z0-9_-]+\n\n" "")
                #"(?m)^id: [^\n]*\n" ""))
 
 (defn- written
