@@ -7,7 +7,6 @@ import { MemoryLog } from "../../src/resume/memory-log.js";
 import { Recorder } from "../../src/resume/recorder.js";
 import { openRedisLog } from "../../src/resume/redis-log.js";
 import { findRejoin, runStart } from "../../src/resume/rejoin.js";
-import type { Stamped } from "../../src/resume/stamp.js";
 import { freePort } from "../proxy/upstream.js";
 
 /**
@@ -34,13 +33,16 @@ async function recorded(log: RunLog): Promise<{ recorder: Recorder; text: string
   return { recorder, text };
 }
 
-/** Every event the log gives a follower from `after`, until the run's end. */
-function read(log: RunLog, run: string, after: number): Promise<{ events: Stamped[]; end: RunEnd }> {
+/** The block of every event the log gives a follower from `after`, until the run's end. */
+function read(log: RunLog, run: string, after: number): Promise<{ blocks: string[]; end: RunEnd }> {
   return new Promise((resolve) => {
-    const events: Stamped[] = [];
-    void log.follow(run, after, { events: (list) => void events.push(...list), end: (end) => resolve({ events, end }) });
+    const blocks: string[] = [];
+    void log.follow(run, after, { events: (list) => void blocks.push(...list.map((e) => e.block)), end: (end) => resolve({ blocks, end }) });
   });
 }
+
+/** The id a block starts with (stamp.ts). */
+const idOf = (block: string): string => block.slice(4, block.indexOf("\n"));
 
 describe("Recorder's opening id", () => {
   it("is `<run>.0.<nonce>`, a block with the id alone, with a nonce of its own on every run", () => {
@@ -77,10 +79,10 @@ function storeTests(name: string, test: typeof it, open: () => Promise<RunLog>):
       expect((await log.find(recorder.run))?.opening).toBe(recorder.opening);
       const found = await findRejoin(log, KEY, recorder.opening, ASKER);
       expect(found?.after).toBe(0);
-      const { events, end } = await read(log, recorder.run, 0);
+      const { blocks, end } = await read(log, recorder.run, 0);
       expect(end).toBe("finished");
-      expect(events.map((e) => e.block).join("")).toBe(text.replace(": keep-alive\n\n", ""));
-      expect(events.map((e) => parseId(e.id)?.seq)).toEqual([1, 2, 3]);
+      expect(blocks.join("")).toBe(text.replace(": keep-alive\n\n", ""));
+      expect(blocks.map((b) => parseId(idOf(b))?.seq)).toEqual([1, 2, 3]);
     });
 
     test("any other id with number 0 is refused, as an unknown id is: another nonce, another run's opening, another asker", async () => {
