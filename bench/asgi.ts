@@ -39,6 +39,7 @@ function read(url: string): Promise<{ events: number; ms: number; latencies: num
         const blocks = (rest + text).split("\n\n");
         rest = blocks.pop() ?? "";
         for (const b of blocks) {
+          if (!b.includes("data: ")) continue; // the opening id block (protocol/README.md §16): no event
           const event = JSON.parse(b.slice(b.indexOf("data: ") + 6)) as { type: string; delta?: { path: string; value: unknown }[] };
           events++;
           const op = event.delta?.[0];
@@ -127,9 +128,11 @@ function firstEvent(url: string): Promise<number> {
       res.on("data", (d: string) => {
         if (first !== undefined) return;
         text += d;
-        const end = text.indexOf("\n\n");
+        // The first event's block: the opening id block before it (§16) is no event.
+        const at = text.indexOf("data: ");
+        const end = at < 0 ? -1 : text.indexOf("\n\n", at);
         if (end < 0) return;
-        JSON.parse(text.slice(text.indexOf("data: ") + 6, end));
+        JSON.parse(text.slice(at + 6, end));
         first = performance.now() - started;
       });
       res.on("end", () => (first === undefined ? reject(new Error(`no event came from ${url}`)) : resolve(first)));

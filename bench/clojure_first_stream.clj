@@ -54,10 +54,14 @@
                                           .build)
                                       (HttpResponse$BodyHandlers/ofInputStream))
         ^InputStream in (.body response)]
-    (loop [prev -1]
+    ;; The first block with data: the answer opens with a block of its id alone (protocol/README.md §16).
+    (loop [prev -1 block (StringBuilder.)]
       (let [b (.read in)]
         (when (neg? b) (throw (ex-info "the stream ended before its first event" {})))
-        (when-not (and (= b 10) (= prev 10)) (recur b))))
+        (.append block (char b))
+        (if (and (= b 10) (= prev 10))
+          (when-not (.contains (str block) "data:") (recur -1 (StringBuilder.)))
+          (recur b block))))
     (let [ms (/ (- (System/nanoTime) t) 1e6)]
       (.transferTo in (OutputStream/nullOutputStream))
       (.close in)

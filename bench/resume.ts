@@ -194,7 +194,8 @@ async function liveRun(proxy: string, threadId: string): Promise<{ ids: string[]
       res.setEncoding("utf8");
       res.on("data", (chunk: string) => {
         text += chunk;
-        const ids = [...text.matchAll(/^id: (\S+)$/gm)].map((m) => m[1] as string);
+        // The events' ids, not the opening block's (number 0, protocol/README.md §16).
+        const ids = [...text.matchAll(/^id: (\S+\.[1-9][0-9]*\.\S+)$/gm)].map((m) => m[1] as string);
         if (ids.length >= 1000) resolve({ ids, req });
       });
       res.on("error", () => undefined);

@@ -48,10 +48,14 @@ func ExampleNewMiddleware() {
 	body, _ := io.ReadAll(resp.Body)
 	// Each event has an id, for a client that drops to rejoin from (resume):
 	// the run's handle, the event's number and a nonce, random but the number.
+	// The answer starts with an id alone, number 0 (no event), so that a client
+	// cut before the first event has one too.
 	fmt.Print(regexp.MustCompile(`(?m)^id: [\w-]+\.(\d+)\.[\w-]+$`).ReplaceAllString(string(body), "id: <run>.$1.<nonce>"))
 
 	// Output:
 	// agui-state: /: findings: 1 kept
+	// id: <run>.0.<nonce>
+	//
 	// id: <run>.1.<nonce>
 	// data: {"type":"RUN_STARTED","threadId":"t","runId":"r"}
 	//

@@ -21,8 +21,12 @@ import (
 
 var idLine = regexp.MustCompile(`(?m)^id: [^\n]*\n`)
 
-// withoutIDs is a stream with its id lines taken out: what fix writes.
-func withoutIDs(s string) string { return idLine.ReplaceAllString(s, "") }
+// opening is a resumable answer's first block (protocol/README.md §16): the
+// run's id number 0 alone.
+var opening = regexp.MustCompile(`^id: [\w-]+\.0\.[\w-]+\n\n`)
+
+// withoutIDs is a stream with its opening block and id lines taken out: what fix writes.
+func withoutIDs(s string) string { return idLine.ReplaceAllString(opening.ReplaceAllString(s, ""), "") }
 
 // stopped is a handler that writes head, waits for goOn, writes tail and
 // reports nil on after; or, if its context ends first, tries one more write
@@ -42,6 +46,10 @@ func (h *stopped) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	atomic.AddInt32(&h.calls, 1)
 	_, _ = io.ReadAll(r.Body)
 	w.Header().Set("Content-Type", "text/event-stream")
+	if h.head == "" { // its head at once, before any event
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+	}
 	writeSliced(w, h.head, 5, true)
 	select {
 	case <-h.goOn:
@@ -103,8 +111,11 @@ func TestMiddlewareResumesADroppedStream(t *testing.T) {
 
 	reqCtx, leave := context.WithCancel(ctx)
 	resp := postWith(t, reqCtx, s.URL+"/agent", runBody, map[string]string{"Authorization": "Bearer alice"})
-	head := readEvents(t, bufio.NewReader(resp.Body), 2)
-	ids := regexp.MustCompile(`(?m)^id: (.+)$`).FindAllStringSubmatch(head, -1)
+	head := readEvents(t, bufio.NewReader(resp.Body), 3) // the opening block, then two events
+	if !opening.MatchString(head) {
+		t.Fatalf("the answer does not start with its opening block: %q", head)
+	}
+	ids := regexp.MustCompile(`(?m)^id: (.+)$`).FindAllStringSubmatch(opening.ReplaceAllString(head, ""), -1)
 	if len(ids) != 2 || ids[0][1] == ids[1][1] {
 		t.Fatalf("ids %q in %q", ids, head)
 	}
@@ -124,7 +135,7 @@ func TestMiddlewareResumesADroppedStream(t *testing.T) {
 	if got, want := withoutIDs(head+rest), fixed(t, `{"selectedLayer":"era5"}`, stream, ownArgs...); got != want {
 		t.Errorf("head and rejoin:\n got %q\nwant %q", got, want)
 	}
-	if strings.Count(head+rest, "\nid: ")+1 != strings.Count(head+rest, "\n\n") || !strings.HasPrefix(head, "id: ") {
+	if events := opening.ReplaceAllString(head, "") + rest; strings.Count(events, "\nid: ")+1 != strings.Count(events, "\n\n") || !strings.HasPrefix(events, "id: ") {
 		t.Errorf("an event without its id: %q", head+rest)
 	}
 	if n := atomic.LoadInt32(&h.calls); n != 1 {
@@ -133,6 +144,57 @@ func TestMiddlewareResumesADroppedStream(t *testing.T) {
 	if strings.Contains(logs.String(), "unrepaired") || strings.Contains(logs.String(), "cancel") {
 		t.Errorf("log: %s", logs)
 	}
+}
+
+// A client cut right after the opening block, before the handler's first
+// event, holds that block's id alone (number 0): a rejoin from it gets every
+// event of the run; the opening went out behind the head, not with the first
+// event, and the handler ran once.
+func TestMiddlewareRejoinsFromTheOpeningBlock(t *testing.T) {
+	c, ctx := startClient(t), testCtx(t)
+	stream := sse(sloppy)
+	h := newStopped("", stream) // its head, then nothing until goOn
+	s, _ := serve(t, c, ownToolState, h.ServeHTTP)
+
+	reqCtx, leave := context.WithCancel(ctx)
+	resp := postWith(t, reqCtx, s.URL+"/agent", runBody, map[string]string{"Authorization": "Bearer alice"})
+	head := readEvents(t, bufio.NewReader(resp.Body), 1)
+	if !opening.MatchString(head) || len(head) != len(opening.FindString(head)) {
+		t.Fatalf("the first block is not the opening block alone: %q", head)
+	}
+	leave()
+	resp.Body.Close()
+	id := strings.TrimSuffix(strings.TrimPrefix(head, "id: "), "\n\n")
+	forged := postWith(t, ctx, s.URL+"/agent", runBody, map[string]string{"Authorization": "Bearer alice", "Last-Event-ID": forge(id)})
+	if forged.StatusCode != http.StatusGone {
+		t.Errorf("a number-0 id with another nonce: %d, want 410", forged.StatusCode)
+	}
+	again := postWith(t, ctx, s.URL+"/agent", runBody, map[string]string{"Authorization": "Bearer alice", "Last-Event-ID": id})
+	if again.StatusCode != http.StatusOK {
+		t.Fatalf("rejoin from the opening id: %d", again.StatusCode)
+	}
+	close(h.goOn)
+	rest := readAll(t, again.Body)
+	if err := <-h.after; err != nil {
+		t.Errorf("the handler did not go on after its client left: %v", err)
+	}
+	if opening.MatchString(rest) {
+		t.Errorf("the rejoin's answer has an opening block of its own: %q", rest)
+	}
+	if got, want := withoutIDs(head+rest), fixed(t, `{"selectedLayer":"era5"}`, stream, ownArgs...); got != want {
+		t.Errorf("opening and rejoin:\n got %q\nwant %q", got, want)
+	}
+	if n := atomic.LoadInt32(&h.calls); n != 1 {
+		t.Errorf("the handler ran %d times", n)
+	}
+}
+
+// forge is id with its last character changed: the same run and number, another nonce.
+func forge(id string) string {
+	if strings.HasSuffix(id, "A") {
+		return id[:len(id)-1] + "B"
+	}
+	return id[:len(id)-1] + "A"
 }
 
 // A reload (POST <path>/connect) gets the thread's run from its start, with
@@ -145,6 +207,10 @@ func TestMiddlewareServesAReload(t *testing.T) {
 	s, _ := serve(t, c, ownToolState, h.ServeHTTP)
 	run := readAll(t, postWith(t, ctx, s.URL+"/agent", runBody, nil).Body)
 	<-h.after
+	if !opening.MatchString(run) {
+		t.Fatalf("the run does not start with its opening block: %q", run)
+	}
+	run = opening.ReplaceAllString(run, "") // a reload starts at RUN_STARTED: no opening block (§16)
 
 	reload := postWith(t, ctx, s.URL+"/agent/connect", `{"threadId":"t1","runId":"r2"}`, nil)
 	got := readAll(t, reload.Body)

@@ -106,21 +106,36 @@ func (s *streamWriter) writeHeader(code int) {
 		return
 	}
 	s.mode = passing
+	opening := ""
 	h := s.w.Header()
 	if f := framing(h.Get("Content-Type")); f != "" {
 		if enc := h.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
 			s.m.log.Printf("agui-state: %s: the event stream is already Content-Encoding %q, so it goes unrepaired: add the middleware inside the compression", s.req.URL.Path, enc)
 		} else {
-			s.open(f)
+			opening = s.open(f)
 		}
 	}
 	if s.mode == repairing {
 		h.Del("Content-Length") // the repaired body has another length
 	}
 	s.w.WriteHeader(code)
+	// §16: the opening id block goes right behind the head, flushed, before the
+	// handler's first event, so that a client cut before it holds an id. A
+	// stream opened again after a restart (middleware_recover.go) is a new run
+	// whose opening is not written: the client has this one.
+	if opening != "" {
+		if s.out(opening) == nil {
+			_ = s.flush()
+		}
+		if s.werr != nil {
+			s.leave() // as drain does: a client already gone leaves a run that goes on
+		}
+	}
 }
 
-func (s *streamWriter) open(f string) {
+// open opens the stream on the sidecar; it returns the opening block to write
+// first when the stream was filed as a resumable run, else "".
+func (s *streamWriter) open(f string) string {
 	ctx, cancel := withCallTimeout(s.ctx)
 	defer cancel()
 	if s.note != "" {
@@ -136,7 +151,7 @@ func (s *streamWriter) open(f string) {
 		if s.req.Context().Err() == nil { // a client that went away needs no word; a timeout does
 			s.m.log.Printf("agui-state: %s: no stream repair (%v); the response goes through unrepaired", s.req.URL.Path, err)
 		}
-		return
+		return ""
 	}
 	s.c, s.p, s.id, s.params, s.framing, s.mode = s.m.c, p, opened.StreamID, params, f, repairing
 	if params.Resume != nil {
@@ -150,6 +165,10 @@ func (s *streamWriter) open(f string) {
 	if s.stop == nil { // with resume, the watch in detachable does this
 		go s.watch(s.req.Context(), s.done)
 	}
+	if s.run == "" {
+		return ""
+	}
+	return opened.Opening
 }
 
 // watch closes the stream when the client goes away while the handler may

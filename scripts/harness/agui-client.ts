@@ -33,12 +33,12 @@ export async function clientApply(state: Json, events: readonly unknown[]): Prom
  * console.warn (a patch it dropped) and console.error (a subscriber that
  * failed), first argument only, prefixed with its level.
  */
-export async function runCollecting(agent: HttpAgent, runId: string): Promise<string[]> {
+export async function runCollecting(agent: HttpAgent, runId: string, forwardedProps?: Record<string, unknown>): Promise<string[]> {
   const said: string[] = [];
   const warn = vi.spyOn(console, "warn").mockImplementation((...a: unknown[]) => void said.push(`warn: ${String(a[0])}`));
   const error = vi.spyOn(console, "error").mockImplementation((...a: unknown[]) => void said.push(`error: ${String(a[0])}`));
   try {
-    await agent.runAgent({ runId });
+    await agent.runAgent({ runId, ...(forwardedProps ? { forwardedProps } : {}) });
   } finally {
     warn.mockRestore();
     error.mockRestore();

@@ -3440,7 +3440,7 @@ export const DISCOVER_JSON = String.raw`{
     {
       "name": "openStream",
       "summary": "Open a stream repair: the pipeline of \u0060agui-state fix\u0060, fed by the caller.",
-      "description": "protocol/README.md §14. Opens a stream: a StreamFixer, the repair \u0060agui-state fix\u0060 does (§13), whose input the caller hands over part by part with fixStream and ends with closeStream; for a server middleware that cannot compute its own deltas. Returns {streamId}, an id the process never hands out again (\u0060s1\u0060, \u0060s2\u0060, ... in order: a restarted sidecar starts again at \u0060s1\u0060, so an id is never carried from one process to another). \u0060state\u0060 is the client's baseline, RunAgentInput.state (left out: not known, and {} stands in for it, §13); it must be a JSON object (-32602 ROOT_NOT_OBJECT, field \u0060/state\u0060), held to maxDepth and maxStateBytes (-32003). \u0060own\u0060, \u0060snapshots\u0060 and \u0060joinKeys\u0060 are the repair policy of \u0060fix --own\u0060, \u0060--snapshots\u0060 and \u0060--join-keys\u0060 (§13): \u0060own\u0060 lists escaped JSON Pointers to members (such as \u0060/toolState\u0060); one that is not a pointer, or is the root \u0060\"\"\u0060, fails with -32602 INVALID_POINTER, field \u0060/own/<i>\u0060. \u0060framing\u0060 is \u0060sse\u0060 or \u0060ndjson\u0060; omitted, it is told apart from the first non-blank line, as \u0060fix\u0060 does. Opening a stream past maxStreams closes the least recently used one (later calls on it fail with -32006, reason \u0060evicted\u0060); a stream not called for streamIdleMs is closed (reason \u0060idle\u0060). With \u0060resume\u0060, the stream is also filed as a run in the run log (protocol/README.md §16): the result carries \u0060run\u0060, every event the stream's \u0060text\u0060 returns carries an \u0060id:\u0060 line, and the run can be rejoined with rejoinStream; \u0060resume\u0060 with framing \u0060ndjson\u0060 fails with -32602 CONFLICTING_PARAMS, field \u0060/resume\u0060. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
+      "description": "protocol/README.md §14. Opens a stream: a StreamFixer, the repair \u0060agui-state fix\u0060 does (§13), whose input the caller hands over part by part with fixStream and ends with closeStream; for a server middleware that cannot compute its own deltas. Returns {streamId}, an id the process never hands out again (\u0060s1\u0060, \u0060s2\u0060, ... in order: a restarted sidecar starts again at \u0060s1\u0060, so an id is never carried from one process to another). \u0060state\u0060 is the client's baseline, RunAgentInput.state (left out: not known, and {} stands in for it, §13); it must be a JSON object (-32602 ROOT_NOT_OBJECT, field \u0060/state\u0060), held to maxDepth and maxStateBytes (-32003). \u0060own\u0060, \u0060snapshots\u0060 and \u0060joinKeys\u0060 are the repair policy of \u0060fix --own\u0060, \u0060--snapshots\u0060 and \u0060--join-keys\u0060 (§13): \u0060own\u0060 lists escaped JSON Pointers to members (such as \u0060/toolState\u0060); one that is not a pointer, or is the root \u0060\"\"\u0060, fails with -32602 INVALID_POINTER, field \u0060/own/<i>\u0060. \u0060framing\u0060 is \u0060sse\u0060 or \u0060ndjson\u0060; omitted, it is told apart from the first non-blank line, as \u0060fix\u0060 does. Opening a stream past maxStreams closes the least recently used one (later calls on it fail with -32006, reason \u0060evicted\u0060); a stream not called for streamIdleMs is closed (reason \u0060idle\u0060). With \u0060resume\u0060, the stream is also filed as a run in the run log (protocol/README.md §16): the result carries \u0060run\u0060 and \u0060opening\u0060 (the id block to write first), every event the stream's \u0060text\u0060 returns carries an \u0060id:\u0060 line, and the run can be rejoined with rejoinStream; \u0060resume\u0060 with framing \u0060ndjson\u0060 fails with -32602 CONFLICTING_PARAMS, field \u0060/resume\u0060. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
       "params": [
         {
           "name": "state",
@@ -3592,7 +3592,7 @@ export const DISCOVER_JSON = String.raw`{
         },
         {
           "name": "04-resume",
-          "description": "With resume, the stream is filed as a run in the run log (protocol/README.md §16): the result carries its handle, 96 random bits that differ on every call.",
+          "description": "With resume, the stream is filed as a run in the run log (protocol/README.md §16): the result carries its handle, 96 random bits that differ on every call, and the opening block the middleware writes first: the id \u0060<run>.0.<nonce>\u0060 alone, which a client cut before the first event rejoins from.",
           "params": [
             {
               "name": "framing",
@@ -3611,7 +3611,8 @@ export const DISCOVER_JSON = String.raw`{
             "name": "openStreamResult",
             "value": {
               "streamId": "s1",
-              "run": "AAAAAAAAAAAAAAAA"
+              "run": "AAAAAAAAAAAA",
+              "opening": "id: AAAAAAAAAAAA.0.AAAAAAAAAAA\n\n"
             }
           },
           "x-file": "examples/openStream/04-resume.json"
@@ -3827,7 +3828,7 @@ export const DISCOVER_JSON = String.raw`{
           "result": {
             "name": "fixStreamResult",
             "value": {
-              "text": "id: AAAAAAAAAAAAAAAA.1.AAAAAAAAAAAAAAAA\ndata: {\"type\":\"RUN_STARTED\",\"threadId\":\"t-resume\",\"runId\":\"r\"}\n\n",
+              "text": "id: AAAAAAAAAAAA.1.AAAAAAAAAAA\ndata: {\"type\":\"RUN_STARTED\",\"threadId\":\"t-resume\",\"runId\":\"r\"}\n\n",
               "findings": [],
               "passed": 0,
               "mended": 0,
@@ -4159,7 +4160,7 @@ export const DISCOVER_JSON = String.raw`{
             },
             {
               "name": "lastEventId",
-              "value": "AAAAAAAAAAAAAAAA.1.AAAAAAAAAAAAAAAA"
+              "value": "AAAAAAAAAAAA.1.AAAAAAAAAAA"
             }
           ],
           "x-error": {
@@ -4308,7 +4309,7 @@ export const DISCOVER_JSON = String.raw`{
           "result": {
             "name": "readRejoinResult",
             "value": {
-              "text": "id: AAAAAAAAAAAAAAAA.1.AAAAAAAAAAAAAAAA\ndata: {\"type\":\"RUN_STARTED\",\"threadId\":\"t-connect\",\"runId\":\"r\"}\n\ndata: {\"type\":\"STATE_SNAPSHOT\",\"snapshot\":{\"count\":1}}\n\ndata: {\"type\":\"MESSAGES_SNAPSHOT\",\"messages\":[]}\n\n",
+              "text": "id: AAAAAAAAAAAA.1.AAAAAAAAAAA\ndata: {\"type\":\"RUN_STARTED\",\"threadId\":\"t-connect\",\"runId\":\"r\"}\n\ndata: {\"type\":\"STATE_SNAPSHOT\",\"snapshot\":{\"count\":1}}\n\ndata: {\"type\":\"MESSAGES_SNAPSHOT\",\"messages\":[]}\n\n",
               "done": false
             }
           },
@@ -5604,6 +5605,11 @@ export const DISCOVER_JSON = String.raw`{
           "run": {
             "description": "With \u0060resume\u0060: the run's handle in the run log.",
             "$ref": "#/components/schemas/RunHandle"
+          },
+          "opening": {
+            "description": "With \u0060resume\u0060: the answer's opening block, \u0060id: <run>.0.<nonce>\u0060 and a blank line (protocol/README.md §16). The middleware writes it to its client first, right after the response's head and before any text of fixStream, and flushes it, so that a client cut before the first event holds an id to rejoin from. It carries no data: clients dispatch no event for it. A stream opened again after a sidecar restart gets one too, which is not written (the client has the first).",
+            "type": "string",
+            "pattern": "^id: [A-Za-z0-9_-]+\\.0\\.[A-Za-z0-9_-]+\n\n$"
           }
         },
         "required": [
@@ -5875,8 +5881,8 @@ export const DISCOVER_JSON = String.raw`{
       "RunHandle": {
         "description": "A run's handle in the run log: 12 characters, base64url of 72 random bits (protocol/README.md §16). For logs and tracing: nothing is called with it.",
         "type": "string",
-        "minLength": 16,
-        "maxLength": 16
+        "minLength": 12,
+        "maxLength": 12
       },
       "ReadId": {
         "description": "A rejoin's read, as rejoinStream returned it (\u0060r1\u0060, \u0060r2\u0060, ... in order; never reused by the process).",

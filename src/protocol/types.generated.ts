@@ -553,6 +553,10 @@ export interface ResumeRun {
 export interface OpenStreamResult {
   streamId: StreamId;
   run?: RunHandle;
+  /**
+   * With `resume`: the answer's opening block, `id: <run>.0.<nonce>` and a blank line (protocol/README.md §16). The middleware writes it to its client first, right after the response's head and before any text of fixStream, and flushes it, so that a client cut before the first event holds an id to rejoin from. It carries no data: clients dispatch no event for it. A stream opened again after a sidecar restart gets one too, which is not written (the client has the first).
+   */
+  opening?: string;
 }
 export interface FixStreamParams {
   streamId: StreamId;

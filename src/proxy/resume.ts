@@ -50,6 +50,7 @@ export class Resume {
 
   /** The recorder of one event stream, once its answer's head and its request's body are known. */
   record(req: IncomingMessage, baseline: Baseline, status: number, headers: OutgoingHttpHeaders, cancel: () => void): Recorder {
+    const recorder = new Recorder(this.opts.log, this.opts.graceMs, cancel, this.logger);
     const start = runStart(this.opts.key, {
       threadId: baseline.threadId ?? "",
       path: pathOf(req.url),
@@ -58,8 +59,8 @@ export class Resume {
       headers: replayable(headers),
       state: baseline.state,
       messages: baseline.messages ?? [],
+      opening: recorder.opening,
     });
-    const recorder = new Recorder(this.opts.log, this.opts.graceMs, cancel, this.logger);
     this.opts.log.begin(recorder.run, start).catch((e: unknown) => this.logger.error({ err: String(e), run: recorder.run }, "the run log could not open this run; it cannot be resumed"));
     return recorder;
   }

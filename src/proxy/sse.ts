@@ -89,6 +89,8 @@ export async function fixStream(upstream: IncomingMessage, res: ServerResponse, 
   // Many proxies and browsers wait for the first bytes before they show a
   // stream; the headers go now rather than with the first event.
   res.flushHeaders();
+  // §16: the opening id block goes right behind them, before the upstream's first event, however slow.
+  if (recorder) res.write(recorder.openingBlock);
 
   return new Promise((resolve) => {
     let settled = false;

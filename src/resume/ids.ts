@@ -7,7 +7,8 @@ import { nodeCrypto } from "./node-crypto.js";
  * equals, in full, the id the log holds at that run and number. So an id is unique within its thread,
  * opaque (a client only echoes it), and no id can be made from another: the next event's id is not
  * the last one's with the number raised. Drawing the nonces in bulk keeps the cost per event to a
- * slice of a string, not a hash.
+ * slice of a string, not a hash. Number 0 names no event: it is the id of the answer's opening block,
+ * which carries an id and no data (recorder.ts), so a client holds an id before the first event.
  *
  * Why these sizes: every event carries its id line, and on a stream of small events its bytes are a
  * third of what goes over the wire, which the proxy pays for in its socket writes (docs/benchmarks.md,
@@ -21,7 +22,7 @@ export interface EventId {
 
 const RUN_BYTES = 9;
 const RUN = /^[A-Za-z0-9_-]{12}$/;
-const SEQ = /^[1-9][0-9]{0,14}$/;
+const SEQ = /^(?:0|[1-9][0-9]{0,14})$/;
 /** 11 base64url characters, each 6 random bits: sliced from a pool of random bytes encoded whole. */
 const NONCE_CHARS = 11;
 const NONCE = /^[A-Za-z0-9_-]{11}$/;
@@ -45,6 +46,9 @@ function nonce(): string {
   used += NONCE_CHARS;
   return out;
 }
+
+/** The id of a run's opening block (recorder.ts, protocol/README.md §16): number 0, with a nonce of its own. */
+export const openingId = (run: string): string => `${run}.0.${nonce()}`;
 
 /** Where a stamper gets each event's id line (stamp.ts). */
 export interface IdLines {

@@ -23,6 +23,8 @@ export interface RunStart {
    * sent after the run's first event. Unstamped: they are not events of the run.
    */
   prelude: string[];
+  /** The id of the answer's opening block (`<run>.0.<nonce>`, recorder.ts): a rejoin from it gets every event. */
+  opening: string;
 }
 
 /** Why a run's log takes no more events: closed sets, worded as the protocol README words them. */
@@ -56,7 +58,7 @@ export interface RunLog {
   end(run: string, reason: RunEnd): void;
   /** The run, if its log is kept. */
   find(run: string): Promise<RunInfo | undefined>;
-  /** The id of the event at `seq`, if the log holds it: a Last-Event-ID must equal it in full. */
+  /** The id of the event at `seq`, if the log holds it (at 0, the opening block's): a Last-Event-ID must equal it in full. */
   idAt(run: string, seq: number): Promise<string | undefined>;
   /** The thread's latest run started at `path`, if its log is kept. */
   latest(threadId: string, path: string): Promise<string | undefined>;

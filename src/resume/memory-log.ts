@@ -204,6 +204,7 @@ export class MemoryLog implements RunLog {
 
   idAt(run: string, seq: number): Promise<string | undefined> {
     const r = this.live(run);
+    if (r && seq === 0) return Promise.resolve(r.start.opening);
     if (!r || seq < 1 || seq > r.ends.length) return Promise.resolve(undefined);
     return Promise.resolve(idOfBlock(bytesOf(r, startOf(r, seq), r.ends.at(seq - 1)).toString("utf8")));
   }

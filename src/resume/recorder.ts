@@ -1,5 +1,5 @@
 import type { Log } from "../log.js";
-import { newRun, RunIds } from "./ids.js";
+import { newRun, openingId, RunIds } from "./ids.js";
 import type { RunEnd, RunLog } from "./log.js";
 import { Stamper, type StampedPart } from "./stamp.js";
 
@@ -24,6 +24,14 @@ export class Recorder {
   private readonly stamper = new Stamper(this.ids);
   /** The run's handle, the first part of each of its ids. */
   readonly run = this.ids.run;
+  /**
+   * The id of the answer's opening block, number 0 with a nonce of its own. An `id` field with no
+   * `data` sets the client's last event ID and dispatches nothing (HTML Standard, "Interpreting an
+   * event stream": dispatch sets the last event ID string, then returns on an empty data buffer;
+   * @ag-ui/client's parser skips a block without data). So a client cut before the first event still
+   * holds an id to rejoin from (protocol/README.md §16).
+   */
+  readonly opening = openingId(this.run);
   private done = false;
   private timer: NodeJS.Timeout | undefined;
   /** Whether the client left and the run goes on without it. */
@@ -38,6 +46,11 @@ export class Recorder {
 
   get events(): number {
     return this.ids.seq;
+  }
+
+  /** The block an answer starts with, before any event and right after its head: the opening id alone. */
+  get openingBlock(): string {
+    return `id: ${this.opening}\n\n`;
   }
 
   get upstreamIds(): number {

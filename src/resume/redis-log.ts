@@ -122,7 +122,12 @@ export class RedisLog implements RunLog {
   }
 
   async idAt(run: string, seq: number): Promise<string | undefined> {
-    if (seq < 1) return undefined;
+    // Number 0 is the opening block's id, kept with the run's start (it is no event of the stream).
+    if (seq === 0) {
+      const start = await this.redis.hget(runKey(run, "meta"), "start");
+      return start === null ? undefined : (JSON.parse(start) as Partial<RunStart>).opening;
+    }
+    if (seq < 0) return undefined;
     const entries = await this.redis.xrevrange(runKey(run, "events"), `0-${seq}`, "-", "COUNT", 1);
     const entry = entries[0];
     if (entry === undefined || field(entry[1], "e") === undefined) return undefined;

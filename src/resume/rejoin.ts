@@ -29,6 +29,8 @@ export interface RunOrigin {
   /** RunAgentInput.state (the baseline) and .messages: a reload's prelude brings a client holding nothing to them. */
   state: unknown;
   messages: readonly unknown[];
+  /** The id of the answer's opening block (Recorder.opening). */
+  opening: string;
 }
 
 /** An SSE block whose data is `event`, for a reload's prelude (one line: JSON has no raw newline). */
@@ -42,6 +44,7 @@ export function runStart(key: Buffer, o: RunOrigin): RunStart {
     status: o.status,
     headers: o.headers,
     prelude: [block({ type: "STATE_SNAPSHOT", snapshot: o.state }), block({ type: "MESSAGES_SNAPSHOT", messages: o.messages })],
+    opening: o.opening,
   };
 }
 

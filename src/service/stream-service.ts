@@ -169,14 +169,14 @@ export class StreamService {
     // then pays for it, not the first resumable stream (bench B22py, B22go, B22clj).
     if (this.resume) nodeCrypto();
     const streamId = this.store.add(stream, this.now());
-    return ok(recorder ? { streamId, run: recorder.run } : { streamId });
+    return ok(recorder ? { streamId, run: recorder.run, opening: recorder.openingBlock } : { streamId });
   }
 
   /** Files a stream as a run in the log (§16): who may rejoin it, and what a reload replays. */
   private record(resume: ResumeOptions, r: P.ResumeRun, state: JsonObject, cancel: () => void): Recorder {
     const headers = r.headers ? Object.fromEntries(Object.entries(r.headers).filter(([name]) => !PER_RESPONSE.has(name.toLowerCase()))) : { "content-type": "text/event-stream" };
-    const start = runStart(resume.key, { threadId: r.threadId, path: r.path, presented: { authorization: r.authorization, cookie: r.cookie }, status: 200, headers, state, messages: r.messages ?? [] });
     const recorder = new Recorder(resume.log, resume.graceMs, cancel, this.log);
+    const start = runStart(resume.key, { threadId: r.threadId, path: r.path, presented: { authorization: r.authorization, cookie: r.cookie }, status: 200, headers, state, messages: r.messages ?? [], opening: recorder.opening });
     resume.log.begin(recorder.run, start).catch((e: unknown) => this.log?.error({ err: String(e), run: recorder.run }, "the run log could not open this run; it cannot be resumed"));
     return recorder;
   }

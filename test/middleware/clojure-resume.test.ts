@@ -11,7 +11,8 @@ import { toolchain } from "../../scripts/harness/toolchain.js";
 import { ResumableHttpAgent } from "../../src/web/resume/index.js";
 import { freePort } from "../proxy/upstream.js";
 import { runEvents } from "../resume/paced-agent.js";
-import { Relay, type Cut } from "../resume/relay.js";
+import { OPENING } from "../../scripts/harness/sse-ids.js";
+import { cutName, Relay, type Cut } from "../resume/relay.js";
 
 /**
  * Issue 34 §8 through the Clojure middleware: agui-state.ring/wrap-agui-state in a real Jetty
@@ -98,13 +99,13 @@ async function uninterrupted(jvm: Jvm, threadId: string, initialState: Record<st
 }
 
 /** A run through a relay with these cuts in front of `targets` (in turn); the gate opens at the first cut. */
-async function cutRun(jvm: Jvm, targets: Jvm[], cuts: Cut[], threadId: string, initialState: Record<string, unknown>) {
+async function cutRun(jvm: Jvm, targets: Jvm[], cuts: Cut[], threadId: string, initialState: Record<string, unknown>, path = "/agent", from: string[] = []) {
   expect((await post(`${jvm.url}/gate/close`)).status).toBe(200);
   let next = 0;
   const relay = await Relay.start(cuts, () => portOf((targets[next++ % targets.length] as Jvm).url));
   closers.push(() => relay.close());
   void relay.cut().then(() => post(`${jvm.url}/gate/open`));
-  const client = new ResumableHttpAgent({ url: `${relay.url}/agent`, threadId, initialState, resume: { backoffMs: 1 } });
+  const client = new ResumableHttpAgent({ url: `${relay.url}${path}`, threadId, initialState, resume: { backoffMs: 1, onRetry: ({ lastEventId }) => void from.push(lastEventId) } });
   const said = await runCollecting(client, "r1");
   return { client, said, relay };
 }
@@ -129,7 +130,9 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
     a = await startJvm();
   }, START_MS + 5_000);
 
+  // The first before the first event, where only the opening block's id can rejoin (§16).
   const cuts: Cut[] = [
+    { boundary: 0, extra: 9 },
     { boundary: 1, extra: 0 },
     { boundary: 2, extra: 0 },
     { boundary: 2, extra: 7 },
@@ -137,11 +140,29 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
     { boundary: 3, extra: 0 },
   ];
   for (const cut of cuts) {
-    test(`cut after event ${cut.boundary}${cut.extra ? ` and ${cut.extra} bytes into the next` : ""}: the same messages and state, the handler ran once`, async () => {
+    test(`cut ${cutName(cut)}: the same messages and state, the handler ran once`, async () => {
       const threadId = `c${cut.boundary}-${cut.extra}`;
       await landsUncut(a, threadId, { selectedLayer: "era5", ui: { open: true } }, cut);
     });
   }
+
+  test("the opening id block goes out before the handler's first event: cut right after it while the handler holds its first event back, the client rejoins from that id", async () => {
+    const initialState = { selectedLayer: "era5", ui: { open: true } };
+    const expected = await uninterrupted(a, "late", initialState);
+    const before = await calls(a);
+    // /agent-late writes nothing until the cut opens the gate: were the block held for the first
+    // event, the relay would never cut and the run never end.
+    const from: string[] = [];
+    const { client, said, relay } = await cutRun(a, [a], [{ boundary: 0, extra: 0 }], "late", initialState, "/agent-late", from);
+    expect(said).toEqual([]);
+    expect(relay.cutsMade).toBe(1);
+    expect(relay.connections).toBe(2);
+    expect(from).toHaveLength(1);
+    expect(from[0]).toMatch(/^[A-Za-z0-9_-]+\.0\.[A-Za-z0-9_-]+$/);
+    expect((await calls(a)) - before).toBe(1);
+    expect(client.state).toEqual(expected.state);
+    expect(client.messages).toEqual(expected.messages);
+  });
 
   test("cut twice in one run, the second time in the rejoined stream: still the same end, one handler call", async () => {
     const initialState = { selectedLayer: "era5" };
@@ -194,15 +215,17 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
     const creds = { authorization: "Bearer alice", cookie: "s=1" };
     const res = await fetch(`${a.url}/agent`, { method: "POST", headers: { "content-type": "application/json", ...creds }, body });
     const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-    // The agent writes 4 events, then waits; the repair drops none of the first three.
+    // The agent writes 4 events, then waits; the repair drops none of the first three. Before them, the
+    // answer's opening id block (§16).
     let text = "";
-    while ((text.match(/\n\n/g) ?? []).length < 3) {
+    while ((text.replace(OPENING, "").match(/\n\n/g) ?? []).length < 3) {
       const chunk = await reader.read();
       if (chunk.done) throw new Error(`the answer ended early: ${text}`);
       text += new TextDecoder().decode(chunk.value);
     }
     await reader.cancel();
-    const ids = [...text.matchAll(/^id: (.+)$/gm)].map((m) => m[1] as string);
+    expect(text).toMatch(OPENING);
+    const ids = [...text.replace(OPENING, "").matchAll(/^id: (.+)$/gm)].map((m) => m[1] as string);
     expect(ids.length).toBeGreaterThanOrEqual(3);
     expect(new Set(ids).size).toBe(ids.length);
     const last = ids[1] as string;

@@ -9,6 +9,7 @@ import { clientApply, runCollecting } from "../../scripts/harness/agui-client.js
 import { ROOT } from "../../scripts/harness/fixtures.js";
 import { BINARY, SEA, childEnv, run } from "../../scripts/harness/process.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
+import { OPENING, withoutIds } from "../../scripts/harness/sse-ids.js";
 import { request, runInput } from "../proxy/http-client.js";
 
 /**
@@ -146,11 +147,12 @@ describe("HttpAgent through wrap-agui-state in Jetty, in front of an agent with 
       expect(agent.state).toEqual(await clientApply(before, sseEvents(text)));
       expect(agent.state).toMatchObject(CLIENT_KEYS);
       // The same request, read as bytes: exactly what `fix` writes (protocol/README.md §14), with an
-      // id first in every event, since resume is on by default (§16).
+      // id first in every event, and the opening id block before them, since resume is on by default (§16).
       const answer = await request(`${url}/agent`, { method: "POST", headers: { "content-type": "application/json" }, body: runInput(before, runId) });
       const body = answer.body.toString("utf8");
-      expect(body.split("\n\n").filter((b) => b !== "").every((b) => /^id: \S+\n/.test(b))).toBe(true);
-      expect(body.replace(/^id: .*\n/gm, "")).toBe(text);
+      expect(body).toMatch(OPENING);
+      expect(body.replace(OPENING, "").split("\n\n").filter((b) => b !== "").every((b) => /^id: \S+\n/.test(b))).toBe(true);
+      expect(withoutIds(body)).toBe(text);
       expect(answer.headers["content-type"]).toMatch(/^text\/event-stream/);
     }
     // The unescaped key was read as one key, the snapshots touched /toolState only, /todos was created.

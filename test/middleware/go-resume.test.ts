@@ -14,7 +14,8 @@ import { redis, startRedis } from "../../scripts/harness/redis.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
 import { ResumableHttpAgent } from "../../src/web/resume/index.js";
 import { freePort } from "../proxy/upstream.js";
-import { Relay, type Cut } from "../resume/relay.js";
+import { OPENING } from "../../scripts/harness/sse-ids.js";
+import { cutName, Relay, type Cut } from "../resume/relay.js";
 
 /**
  * Issue 34 item 8, Go: resume through aguistate.Middleware (protocol/README.md §16), with the
@@ -89,8 +90,11 @@ async function readAll(url: string, body: string, headers: Record<string, string
 }
 
 describe("a dropped stream continues where it stopped (Go middleware, memory store)", () => {
-  // At event boundaries and inside events, all within what the agent writes before its pause.
+  // At event boundaries and inside events, all within what the agent writes before its pause; the
+  // first two before the first event, where only the opening block's id can rejoin (§16).
   const cuts: Cut[] = [
+    { boundary: 0, extra: 0 },
+    { boundary: 0, extra: 9 },
     { boundary: 1, extra: 0 },
     { boundary: 1, extra: 9 },
     { boundary: 2, extra: 0 },
@@ -98,7 +102,7 @@ describe("a dropped stream continues where it stopped (Go middleware, memory sto
     { boundary: 3, extra: 0 },
   ];
   for (const cut of cuts) {
-    test(`cut after event ${cut.boundary}${cut.extra ? ` and ${cut.extra} bytes into the next` : ""}: the same messages and state, the handler ran once`, async () => {
+    test(`cut ${cutName(cut)}: the same messages and state, the handler ran once`, async () => {
       const server = await startServer();
       const expected = await uninterrupted(server, "u1", "r1");
       const before = await hits(server);
@@ -117,6 +121,26 @@ describe("a dropped stream continues where it stopped (Go middleware, memory sto
       expect(client.state).toMatchObject(CLIENT_KEYS);
     }, 120_000);
   }
+
+  test("the opening id block goes out right behind the head, before the handler's first event: cut there, the client rejoins from that id and gets every event", async () => {
+    const server = await startServer();
+    const expected = await uninterrupted(server, "u0", "r1");
+    const before = await hits(server);
+    const relay = await relayTo([{ boundary: 0, extra: 0 }], server);
+    // The handler sends its head and waits before its first event (at=0) until the cut is made: were the
+    // block held for the first event, the relay would never cut and the run never end.
+    void relay.cut().then(() => detached(server)).then(() => resume(server, "z"));
+    const from: string[] = [];
+    const client = new ResumableHttpAgent({ url: `${relay.url}/agent?pause=z&at=0`, threadId: "t0", initialState: structuredClone(CLIENT_KEYS), resume: { backoffMs: 1, onRetry: ({ lastEventId }) => void from.push(lastEventId) } });
+    expect(await runCollecting(client, "r1")).toEqual([]);
+    expect(relay.cutsMade).toBe(1);
+    expect(relay.connections).toBe(2);
+    expect(from).toHaveLength(1);
+    expect(from[0]).toMatch(/^[A-Za-z0-9_-]+\.0\.[A-Za-z0-9_-]+$/);
+    expect(await hits(server)).toBe(before + 1);
+    expect(client.state).toEqual(expected.state);
+    expect(client.messages).toEqual(expected.messages);
+  }, 120_000);
 
   test("cut twice, the second time in the rejoined stream: still the same end", async () => {
     const server = await startServer();
@@ -186,14 +210,16 @@ describe("only the requester rejoins (Go middleware)", () => {
     await paused(server, "e");
     const reader = (res.body as ReadableStream<Uint8Array>).getReader();
     let text = "";
-    while ((text.match(/\n\n/g) ?? []).length < 2) {
+    // Its opening id block (§16), then two events.
+    while ((text.replace(OPENING, "").match(/\n\n/g) ?? []).length < 2) {
       const chunk = await reader.read();
       if (chunk.done) throw new Error(`the answer ended early: ${text}`);
       text += new TextDecoder().decode(chunk.value);
     }
     await reader.cancel();
     await detached(server);
-    const ids = [...text.matchAll(/^id: (.+)$/gm)].map((m) => m[1] as string);
+    expect(text).toMatch(OPENING);
+    const ids = [...text.replace(OPENING, "").matchAll(/^id: (.+)$/gm)].map((m) => m[1] as string);
     expect(ids.length).toBeGreaterThanOrEqual(2);
     expect(new Set(ids).size).toBe(ids.length);
     const last = ids[1] as string;

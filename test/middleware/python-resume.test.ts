@@ -10,7 +10,8 @@ import { redis, startRedis } from "../../scripts/harness/redis.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
 import { ResumableHttpAgent } from "../../src/web/resume/index.js";
 import { freePort } from "../proxy/upstream.js";
-import { Relay, type Cut } from "../resume/relay.js";
+import { OPENING } from "../../scripts/harness/sse-ids.js";
+import { cutName, Relay, type Cut } from "../resume/relay.js";
 
 /**
  * Issue 34 item 8, Python: resume through AguiStateMiddleware (protocol/README.md §16), with the sidecar
@@ -74,30 +75,35 @@ async function readAll(url: string, body: string, headers: Record<string, string
   return res.text();
 }
 
-/** Reads a response's first `n` events, then lets go of it (the client leaves); returns their ids. */
+/** Reads a response's first `n` events (after its opening id block, §16), then lets go of it (the client leaves); returns their ids. */
 async function firstEvents(res: Response, n: number): Promise<string[]> {
   const reader = (res.body as ReadableStream<Uint8Array>).getReader();
   let text = "";
-  while ((text.match(/\n\n/g) ?? []).length < n) {
+  const events = () => text.replace(OPENING, "");
+  while ((events().match(/\n\n/g) ?? []).length < n) {
     const chunk = await reader.read();
     if (chunk.done) throw new Error(`the answer ended early: ${text}`);
     text += new TextDecoder().decode(chunk.value);
   }
   await reader.cancel();
-  return [...text.matchAll(/^id: (.+)$/gm)].map((m) => m[1] as string);
+  expect(text).toMatch(OPENING);
+  return [...events().matchAll(/^id: (.+)$/gm)].map((m) => m[1] as string);
 }
 
 describe("a dropped stream continues where it stopped (Python middleware under uvicorn, memory store)", () => {
   // At event boundaries and inside events, all within what the middleware forwards before the agent's
   // pause: its first four events repair to three (the second snapshot moves nothing, so nothing is sent).
+  // The first two before the first event, where only the opening block's id can rejoin (§16).
   const cuts: Cut[] = [
+    { boundary: 0, extra: 0 },
+    { boundary: 0, extra: 30 },
     { boundary: 1, extra: 0 },
     { boundary: 1, extra: 40 },
     { boundary: 2, extra: 9 },
     { boundary: 3, extra: 0 },
   ];
   for (const cut of cuts) {
-    test(`cut after event ${cut.boundary}${cut.extra ? ` and ${cut.extra} bytes into the next` : ""}: the same messages and state, the app ran once, nothing warned`, async () => {
+    test(`cut ${cutName(cut)}: the same messages and state, the app ran once, nothing warned`, async () => {
       const server = await startServer();
       const expected = await uninterrupted(server, "u1", "r1");
       const before = await hits(server);
@@ -117,6 +123,27 @@ describe("a dropped stream continues where it stopped (Python middleware under u
       expect(server.child.stderr, "no warning in the server's log").toBe("");
     }, 120_000);
   }
+
+  test("the opening id block goes out before the app's first event: cut right after it while the app holds its first event back, the client rejoins from that id and gets every event", async () => {
+    const server = await startServer();
+    const expected = await uninterrupted(server, "u0", "r0");
+    const before = await hits(server);
+    const relay = await relayTo([{ boundary: 0, extra: 0 }], server);
+    // The app writes nothing until the cut is made (forwardedProps.gate 0): were the block held for the
+    // first event, the relay would never cut and the run never end.
+    void relay.cut().then(() => fetch(`${server.url}/release/r0`, { method: "POST" }));
+    const from: string[] = [];
+    const client = new ResumableHttpAgent({ url: `${relay.url}/agent`, threadId: "t0", initialState: structuredClone(CLIENT_KEYS), resume: { backoffMs: 1, onRetry: ({ lastEventId }) => void from.push(lastEventId) } });
+    expect(await runCollecting(client, "r0", { gate: 0 })).toEqual([]);
+    expect(relay.cutsMade).toBe(1);
+    expect(relay.connections).toBe(2);
+    expect(from).toHaveLength(1);
+    expect(from[0]).toMatch(/^[A-Za-z0-9_-]+\.0\.[A-Za-z0-9_-]+$/);
+    expect(await hits(server)).toBe(before + 1);
+    expect(client.state).toEqual(expected.state);
+    expect(client.messages).toEqual(expected.messages);
+    expect(server.child.stderr, "no warning in the server's log").toBe("");
+  }, 120_000);
 
   test("cut twice, the second time in the rejoined stream: still the same end", async () => {
     const server = await startServer();

@@ -7,7 +7,7 @@ import { startProxy } from "./proxy-process.js";
 import { sloppyGzipRoute, sloppyRoute } from "./sloppy-agent.js";
 import { TestUpstream } from "./upstream.js";
 import { runCollecting } from "../../scripts/harness/agui-client.js";
-import { withoutIds } from "../../scripts/harness/sse-ids.js";
+import { OPENING, withoutIds } from "../../scripts/harness/sse-ids.js";
 
 /**
  * The real @ag-ui/client HttpAgent, through the real `dist/agui-state proxy`,
@@ -84,6 +84,8 @@ describe("HttpAgent through agui-state proxy, in front of a sloppy agent", () =>
     expect(answer.status).toBe(200);
     expect(answer.headers["content-type"]).toBe("text/event-stream");
     expect(answer.headers["content-length"]).toBeUndefined();
+    // Resume's opening block first (protocol/README.md §16), then fix's text with an id on each event.
+    expect(answer.body.toString("utf8")).toMatch(OPENING);
     expect(withoutIds(answer.body.toString("utf8"))).toBe(replay(state, sent[0] ?? []).text);
   });
 

@@ -26,10 +26,10 @@ export function request(url: string, opts: { method?: string; headers?: Outgoing
 export const runInput = (state: JsonObject | undefined, runId = "r1"): string =>
   JSON.stringify({ threadId: "t1", runId, ...(state === undefined ? {} : { state }), messages: [], tools: [], context: [], forwardedProps: {} });
 
-/** A request whose answer is read as it streams: the first chunk, the end (or the break), and a way to hang up. */
+/** A request whose answer is read as it streams: its first event, the end (or the break), and a way to hang up. */
 export interface OpenStream {
   status: Promise<number>;
-  /** Resolves with the first chunk of the body. */
+  /** Resolves with the body as far as its first chunk that holds an event (a resumable answer's opening id block alone is none). */
   first: Promise<string>;
   /** Resolves when the answer ends (`complete`) or breaks off. */
   done: Promise<{ complete: boolean; body: string }>;
@@ -49,8 +49,9 @@ export function openStream(url: string, body: string): OpenStream {
     status(res.statusCode ?? 0);
     res.setEncoding("utf8");
     res.on("data", (c: string) => {
-      if (text === "") firstChunk(c);
       text += c;
+      // A resumable answer's opening block (protocol/README.md §16) carries no event: wait for one.
+      if (/^data/m.test(text)) firstChunk(text);
     });
     res.on("end", () => finish({ complete: true, body: text }));
     res.on("error", () => finish({ complete: false, body: text }));

@@ -28,13 +28,39 @@ export interface PageResult {
 export interface PageSeen {
   events: number;
   retries: number;
+  /** Bytes of the agent's answers the resume module has read from the network. */
+  bytes: number;
 }
 
-const seen: PageSeen = { events: 0, retries: 0 };
+const seen: PageSeen = { events: 0, retries: 0, bytes: 0 };
+
+/**
+ * The browser's fetch, whose bodies count the bytes the page has read (`seen.bytes`): a stream that
+ * reads from the network only when the resume module reads from it, so a byte counted is a byte the
+ * page holds, which a broken connection can no longer take back.
+ */
+async function counting(url: string, init: RequestInit): Promise<Response> {
+  const res = await fetch(url, init);
+  if (!res.body) return res;
+  const reader = res.body.getReader();
+  const body = new ReadableStream<Uint8Array>(
+    {
+      pull: async (c) => {
+        const r = await reader.read();
+        if (r.done) return c.close();
+        seen.bytes += r.value.length;
+        c.enqueue(r.value);
+      },
+      cancel: (reason) => reader.cancel(reason),
+    },
+    { highWaterMark: 0 },
+  );
+  return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+}
 
 async function aguiRun(run: PageRun): Promise<PageResult> {
   const config = { url: run.url, threadId: run.threadId, initialState: run.initialState };
-  const agent = run.agent === "plain" ? new HttpAgent(config) : new ResumableHttpAgent({ ...config, resume: { backoffMs: 1, onRetry: () => void seen.retries++ } });
+  const agent = run.agent === "plain" ? new HttpAgent(config) : new ResumableHttpAgent({ ...config, fetch: counting, resume: { backoffMs: 1, onRetry: () => void seen.retries++ } });
   const subscriber = { onEvent: () => void seen.events++ };
   try {
     if (run.mode === "connect") await agent.connectAgent({}, subscriber);

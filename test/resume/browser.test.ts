@@ -9,7 +9,7 @@ import { startProxy } from "../proxy/proxy-process.js";
 import type { PageResult, PageRun, PageSeen } from "./browser-page.js";
 import { sse, TestUpstream, type Seen } from "../proxy/upstream.js";
 import { pacedAgent, runEvents } from "./paced-agent.js";
-import { Relay, type Cut } from "./relay.js";
+import { cutName, Relay, type Cut } from "./relay.js";
 
 /**
  * The resume module in a real browser (issue 34, protocol/README.md §16): Debian's chromium, driven
@@ -187,6 +187,36 @@ describe("the resume module in chromium, through the proxy", () => {
       expect(result.state).toMatchObject(INITIAL);
     });
   }
+
+  test(`ResumableHttpAgent, cut ${cutName({ boundary: 0, extra: 9 })}, the page having read only that block: it rejoins from its id, the uninterrupted run's state and messages, no warning, one upstream request`, async () => {
+    const expected = await uninterrupted();
+    const agent = steppedAgent();
+    const upstream = await TestUpstream.start({ "/agent": agent.handler });
+    closers.push(() => upstream.close());
+    const proxy = await startProxy(upstream.url);
+    const cut: Cut = { boundary: 0, extra: 9 };
+    const relay = await Relay.start([cut], () => portOf(proxy.url));
+    closers.push(() => relay.close());
+    const { page, said } = await openPage(relay.url);
+    const running = runIn(page, { url: `${relay.url}/agent`, threadId: THREAD, initialState: INITIAL, agent: "resumable", mode: "run" });
+    // The agent has written nothing: what the page reads is the opening block alone, sent behind the head.
+    await page.waitForFunction(() => (globalThis as unknown as PageGlobals).aguiSeen.bytes > 0);
+    expect(await page.evaluate(() => (globalThis as unknown as PageGlobals).aguiSeen.events)).toBe(0);
+    // The first event, 9 bytes into which the relay cuts; the rest once the cut is made.
+    await agent.step();
+    await relay.cut();
+    await agent.rest();
+    const result = await running;
+    expect(result.ok, result.error).toBe(true);
+    expect(pageSaid(said)).toEqual([]);
+    expect(networkSaid(said)).toHaveLength(1);
+    expect(relay.cutsMade).toBe(1);
+    expect(relay.connections).toBe(2);
+    expect(await page.evaluate(() => (globalThis as unknown as PageGlobals).aguiSeen.retries)).toBe(1);
+    expect(upstream.seen).toHaveLength(1);
+    expect(result.state).toEqual(expected.state);
+    expect(result.messages).toEqual(expected.messages);
+  });
 
   test("the plain HttpAgent, the same cut: the run fails (the negative control)", async () => {
     const { agent, upstream } = await upstreamWith(4);

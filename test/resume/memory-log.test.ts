@@ -9,7 +9,7 @@ import { blocksOf, idOfBlock, loggedBlocks } from "../../src/resume/logged.js";
  * whatever characters they hold, a rejoin from any event gets exactly the events after it, each with
  * its id, cut where each ends, and an id is found at its number.
  */
-const START = { threadId: "t", path: "/agent", credential: "c", status: 200, headers: {}, prelude: [] };
+const START = { threadId: "t", path: "/agent", credential: "c", status: 200, headers: {}, prelude: [], opening: "run.0.open" };
 
 function collect(): Follower & { got: string[]; ended: RunEnd[] } {
   const got: string[] = [];
@@ -46,7 +46,7 @@ describe("MemoryLog", () => {
         }
         for (let seq = 1; seq <= all.length; seq++) expect(await log.idAt("run", seq)).toBe(`run.${seq}.n${seq - 1}`);
         expect(await log.idAt("run", all.length + 1)).toBeUndefined();
-        expect(await log.idAt("run", 0)).toBeUndefined();
+        expect(await log.idAt("run", 0)).toBe(START.opening);
         expect(log.stats().bytes).toBe(all.reduce((n, b) => n + Buffer.byteLength(b), 0));
         expect((await log.find("run"))?.events).toBe(all.length);
       }),

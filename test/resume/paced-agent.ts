@@ -43,6 +43,8 @@ export function pacedAgent(pause: number): Paced {
       const input = JSON.parse(seen.body.toString("utf8")) as { threadId: string; runId: string };
       const events = runEvents(input.threadId, input.runId).map(sse);
       seen.res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+      // The head goes at once, as an SSE server sends it, even when no event comes before go().
+      seen.res.flushHeaders();
       seen.res.write(events.slice(0, pause).join(""));
       hits++;
       for (const w of waiters.splice(0)) w();

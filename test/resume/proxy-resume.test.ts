@@ -6,7 +6,7 @@ import { ResumableHttpAgent } from "../../src/web/resume/index.js";
 import { startProxy, type RunningProxy } from "../proxy/proxy-process.js";
 import { TestUpstream } from "../proxy/upstream.js";
 import { pacedAgent, runEvents } from "./paced-agent.js";
-import { Relay, type Cut } from "./relay.js";
+import { cutName, Relay, type Cut } from "./relay.js";
 
 /**
  * Resume through the real `dist/agui-state proxy` (protocol/README.md §16), with the real
@@ -57,8 +57,11 @@ async function uninterrupted(threadId: string, initialState: Record<string, unkn
 }
 
 describe("a dropped stream continues where it stopped (memory store)", () => {
-  // Cuts at event boundaries and inside events, all before the run's pause (4 events in).
+  // Cuts at event boundaries and inside events, all before the run's pause (4 events in); the first
+  // two before the first event, where only the opening block's id can rejoin.
   const cuts: Cut[] = [
+    { boundary: 0, extra: 0 },
+    { boundary: 0, extra: 9 },
     { boundary: 1, extra: 0 },
     { boundary: 2, extra: 0 },
     { boundary: 2, extra: 7 },
@@ -66,7 +69,7 @@ describe("a dropped stream continues where it stopped (memory store)", () => {
     { boundary: 3, extra: 0 },
   ];
   for (const cut of cuts) {
-    it(`cut after event ${cut.boundary}${cut.extra ? ` and ${cut.extra} bytes into the next` : ""}: the same messages and state, one upstream request`, async () => {
+    it(`cut ${cutName(cut)}: the same messages and state, one upstream request`, async () => {
       const initialState = { selectedLayer: "era5", ui: { open: true } };
       const expected = await uninterrupted("t1", initialState);
 
@@ -88,6 +91,28 @@ describe("a dropped stream continues where it stopped (memory store)", () => {
       expect(client.state).toMatchObject(initialState);
     });
   }
+
+  it("cut after the opening block while the upstream has sent no event yet: the client rejoins from that id (number 0) and gets every event", async () => {
+    const initialState = { selectedLayer: "era5", ui: { open: true } };
+    const expected = await uninterrupted("t0", initialState);
+    // The upstream sends its head and nothing more until the cut is made: the opening block must go
+    // out before its first event, or the relay never cuts and the run never ends.
+    const { agent, upstream } = await upstreamWith(0);
+    const proxy = await proxyFor(upstream);
+    const relay = await Relay.start([{ boundary: 0, extra: 0 }], () => portOf(proxy.url));
+    closers.push(() => relay.close());
+    void relay.cut().then(() => agent.go());
+    const from: string[] = [];
+    const client = new ResumableHttpAgent({ url: `${relay.url}/agent`, threadId: "t0", initialState, resume: { backoffMs: 1, onRetry: ({ lastEventId }) => void from.push(lastEventId) } });
+    expect(await runCollecting(client, "r1")).toEqual([]);
+    expect(relay.cutsMade).toBe(1);
+    expect(relay.connections).toBe(2);
+    expect(from).toHaveLength(1);
+    expect(from[0]).toMatch(/^[A-Za-z0-9_-]+\.0\.[A-Za-z0-9_-]+$/);
+    expect(upstream.seen).toHaveLength(1);
+    expect(client.state).toEqual(expected.state);
+    expect(client.messages).toEqual(expected.messages);
+  });
 
   it("cut twice in one run, the second time in the rejoined stream: still the same end", async () => {
     const initialState = { selectedLayer: "era5" };
@@ -142,24 +167,29 @@ describe("only the requester rejoins", () => {
     const res = await fetch(`${proxy.url}/agent`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
     const reader = (res.body as ReadableStream<Uint8Array>).getReader();
     // The agent writes 4 events, then waits; the proxy drops one of them (an unescaped key it cannot place).
+    // The answer starts with its opening block, an id alone (§16): four blocks, then.
     let text = "";
-    while ((text.match(/\n\n/g) ?? []).length < 3) {
+    while ((text.match(/\n\n/g) ?? []).length < 4) {
       const chunk = await reader.read();
       if (chunk.done) throw new Error(`the answer ended early: ${text}`);
       text += new TextDecoder().decode(chunk.value);
     }
     await reader.cancel();
-    const ids = [...text.matchAll(/^id: (.+)$/gm)].map((m) => m[1] as string);
-    return { agent, upstream, proxy, body, ids };
+    const [opening, ...ids] = [...text.matchAll(/^id: (.+)$/gm)].map((m) => m[1] as string);
+    expect(text.startsWith(`id: ${opening}\n\n`)).toBe(true);
+    return { agent, upstream, proxy, body, ids, opening: opening as string };
   }
 
   it("each event has an id; none can be made from another", async () => {
-    const { ids, agent } = await liveRun({});
+    const { ids, opening, agent } = await liveRun({});
     agent.go();
     expect(ids).toHaveLength(3);
     expect(new Set(ids).size).toBe(3);
     const [run, , nonce] = (ids[0] as string).split(".");
     for (const id of ids) expect(id.split(".")[0]).toBe(run);
+    // The opening block's id is the run's number 0, with a nonce of its own.
+    expect(opening.split(".").slice(0, 2)).toEqual([run, "0"]);
+    expect(opening.split(".")[2]).not.toBe(nonce);
     // The next id is not the last with its number raised: the rest of it is random.
     expect((ids[1] as string).split(".")[2]).not.toBe(nonce);
   });

@@ -13,7 +13,7 @@ import { freePort } from "../proxy/upstream.js";
  * from any event gets exactly the events after it, cut where each ends, and an id is found at its
  * number; the same property as the memory store's (memory-log.test.ts).
  */
-const START = { threadId: "t", path: "/agent", credential: "c", status: 200, headers: {}, prelude: [] };
+const START = { threadId: "t", path: "/agent", credential: "c", status: 200, headers: {}, prelude: [], opening: "run.0.open" };
 const texts = fc.constantFrom("", "hello", "naïve café", "☕ 🛰 emoji", "日本語のテキスト", "x".repeat(5000), '"quoted" \\ back');
 
 let log: RedisLog | undefined;
@@ -74,7 +74,7 @@ describe("RedisLog", () => {
         }
         for (let seq = 1; seq <= all.length; seq++) expect(await l.idAt(run, seq)).toBe(`${run}.${seq}.n${seq - 1}`);
         expect(await l.idAt(run, all.length + 1)).toBeUndefined();
-        expect(await l.idAt(run, 0)).toBeUndefined();
+        expect(await l.idAt(run, 0)).toBe(START.opening);
         expect((await l.find(run))?.events).toBe(all.length);
       }),
       { numRuns: 25 },

@@ -6,7 +6,9 @@ import type { AddressInfo } from "node:net";
  * through until the bytes from the server reach the cut the test chose for that connection, then
  * both sides are destroyed, so the client sees its response break off. A cut is counted in the
  * response's bytes: after the `boundary`-th blank line ("\n\n", the end of an SSE event) plus
- * `extra` more bytes (0: exactly at an event boundary; more: inside the next event).
+ * `extra` more bytes (0: exactly at an event boundary; more: inside the next event). A resumable
+ * answer's opening block (the id `<run>.0.<nonce>` alone, protocol/README.md §16) is no event and is
+ * not counted: `boundary` 0 cuts right after it, before the first event.
  * `target()` names where each new connection goes, so a rejoin can reach another replica.
  * A connection takes its cut when its first request bytes arrive, so one a browser opens ahead of
  * need (a preconnect) and never uses takes none.
@@ -15,6 +17,13 @@ export interface Cut {
   boundary: number;
   extra: number;
 }
+
+/** A cut's place, in words, for a test's title: boundary 0 is the end of the answer's opening block, before any event. */
+export const cutName = (cut: Cut): string => `${cut.boundary === 0 ? "after the opening id block" : `after event ${cut.boundary}`}${cut.extra ? ` and ${cut.extra} bytes into the next` : ""}`;
+
+/** The end of an opening block: `id: <run>.0.<nonce>` and a blank line, as the last bytes seen. */
+const OPENING_END = /(^|\n)id: [A-Za-z0-9_-]+\.0\.[A-Za-z0-9_-]+\n\n$/;
+const OPENING_BYTES = 48;
 
 export class Relay {
   private readonly server: net.Server;
@@ -62,17 +71,20 @@ export class Relay {
     let seen = 0;
     let previous = 0;
     let cutAt = -1;
+    // The last bytes seen, to tell the opening block's end from an event's.
+    let tail = "";
     server.on("data", (chunk: Buffer) => {
       if (!cut) return void client.write(chunk);
       if (cutAt < 0) {
         // Find the cut in this chunk, if it falls here: count blank lines across chunk edges.
         for (let i = 0; i < chunk.length; i++) {
-          const b = chunk[i];
-          if (b === 10 && previous === 10 && ++seen === cut.boundary) {
+          const b = chunk[i] ?? 0;
+          tail = (tail + String.fromCharCode(b)).slice(-OPENING_BYTES);
+          if (b === 10 && previous === 10 && (OPENING_END.test(tail) ? cut.boundary === 0 : ++seen === cut.boundary)) {
             cutAt = i + 1 + cut.extra;
             break;
           }
-          previous = b ?? 0;
+          previous = b;
         }
         if (cutAt < 0) return void client.write(chunk);
       }

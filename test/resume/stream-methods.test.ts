@@ -105,6 +105,23 @@ describe("rejoinStream and readRejoin", () => {
     expect(failure(await svc.rejoins.readRejoin({ readId })).data).toEqual({ code: "UNKNOWN_READ", readId, reason: "closed" });
   });
 
+  it("openStream's opening block is the run's id number 0 alone; a rejoin from it reads every event, one with another nonce is refused", async () => {
+    const { svc } = setup();
+    const { streamId, run, opening } = value(svc.openStream({ state: { n: 0 }, resume: RESUME }));
+    expect(opening).toMatch(new RegExp(`^id: ${run}\\.0\\.[A-Za-z0-9_-]+\n\n$`));
+    const id = (opening as string).slice(4, -2);
+    // Cut before the first event: the client holds the opening id only, and the app has written nothing yet.
+    const { readId } = value(await svc.rejoins.rejoinStream({ threadId: "t1", path: "/agent", authorization: "Bearer a", cookie: "s=1", lastEventId: id }));
+    expect(await readAll(svc, readId)).toEqual({ text: "", end: undefined });
+    const text = value(svc.fixStream({ streamId, text: EVENTS.map(sse).join("") })).text + value(svc.closeStream({ streamId })).text;
+    expect(await readAll(svc, readId)).toEqual({ text, end: "finished" });
+    expect(blocks(text).map((b) => idOf(b)?.split(".")[1])).toEqual(["1", "2", "3", "4", "5", "6"]);
+    const forged = `${id.slice(0, -1)}${id.endsWith("A") ? "B" : "A"}`;
+    expect(failure(await svc.rejoins.rejoinStream({ threadId: "t1", path: "/agent", authorization: "Bearer a", cookie: "s=1", lastEventId: forged })).data).toEqual({ code: "RESUME_UNKNOWN", status: 410 });
+    // Without resume, no opening.
+    expect(value(svc.openStream({ state: { n: 0 } }))).toEqual({ streamId: "s2" });
+  });
+
   it("a reload (no lastEventId) replays the thread's latest run from RUN_STARTED, with the state and messages it began from after it", async () => {
     const { svc } = setup();
     started(svc, 1, { ...RESUME, messages: [{ id: "old", role: "user", content: "x" }] });
@@ -128,7 +145,7 @@ describe("rejoinStream and readRejoin", () => {
       { ...ask, path: "/other", lastEventId: id },
       { ...ask, lastEventId: `${run}.${seq}.AAAAAAAAAAAAAAAA` },
       { ...ask, lastEventId: `${run}.2.${id.split(".")[2] as string}` },
-      { ...ask, lastEventId: "AAAAAAAAAAAAAAAA.1.AAAAAAAAAAAAAAAA" },
+      { ...ask, lastEventId: "AAAAAAAAAAAA.1.AAAAAAAAAAA" },
       { ...ask, lastEventId: "not an id" },
     ];
     for (const a of asks) {

@@ -69,10 +69,15 @@ func firstEvent(url string) float64 {
 	check(err)
 	defer resp.Body.Close()
 	r := bufio.NewReader(resp.Body)
+	// The first block with data: the answer opens with a block of its id alone (protocol/README.md §16).
+	data := false
 	for {
 		line, err := r.ReadString('\n')
 		check(err)
-		if line == "\n" {
+		if strings.HasPrefix(line, "data:") {
+			data = true
+		}
+		if line == "\n" && data {
 			break
 		}
 	}

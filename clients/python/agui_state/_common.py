@@ -236,11 +236,13 @@ class Methods(Generic[R]):
     def open_stream(self, *, state: Optional[Dict[str, JSON]] = None, own: Optional[Iterable[str]] = None,
                     snapshots: Optional[str] = None, join_keys: bool = False, framing: Optional[str] = None,
                     resume: Optional[Dict[str, JSON]] = None) -> R:
-        """openStream: {streamId, run?}. `state` is the client's baseline (RunAgentInput.state); own, snapshots
+        """openStream: {streamId, run?, opening?}. `state` is the client's baseline (RunAgentInput.state); own, snapshots
         ("pass" or "delta") and join_keys are `fix --own`, `--snapshots`, `--join-keys`; framing is "sse" or
         "ndjson" (None: told apart from the first line). `resume` ({threadId, path, authorization?, cookie?,
         messages?, headers?}, protocol/README.md §16) files the stream as a resumable run: every event of
-        the returned text then carries an `id:` line and goes into the run log, and the result has `run`."""
+        the returned text then carries an `id:` line and goes into the run log, and the result has `run` and
+        `opening`, the id block to write to the client first, before any text (so that a client cut before
+        the first event holds an id to rejoin from)."""
         own = _optional_sequence("open_stream", "own", own, "str")
         return self.call("openStream", _params(state=state, own=own, snapshots=snapshots,
                                                join_keys=join_keys or None, framing=framing, resume=resume))

@@ -16,8 +16,9 @@ class RunCancelled(Exception):
 
 
 class Detach:
-    """FixedBody's resume methods: `client_left` (from the disconnect, or a write that failed), then, in the
-    stream's pump, `_detach`, `_wait_or_poll` while the app is silent, and `_cancel_run`."""
+    """FixedBody's resume methods: `send_opening` after the response's head; `client_left` (from the disconnect,
+    or a write that failed), then, in the stream's pump, `_detach`, `_wait_or_poll` while the app is silent,
+    and `_cancel_run`."""
 
     # FixedBody's, set in its __init__ (see there); so are abandon, raw, _fix, _gone and _close_later.
     run: Any
@@ -33,6 +34,21 @@ class Detach:
     error: Any
     cancel_app: Any
     path: str
+    send: Any
+    opening_block: Any
+
+    async def send_opening(self) -> None:
+        """Writes the opening block right behind the response's head, so the client holds an id before the app's
+        first event, however long that takes (the server sends each body message as it comes). A client
+        already gone is a client that left: a resumable run goes on."""
+        block, self.opening_block = self.opening_block, None
+        if not block or self.closed or self.left:
+            return
+        try:
+            await self.send({"type": "http.response.body", "body": block.encode("utf-8"), "more_body": True})
+        except Exception:  # noqa: BLE001 - as the pump's own writes
+            if not self.client_left():
+                raise
 
     def client_left(self) -> bool:
         """The client is gone (its disconnect, or a write to it failed). A resumable run is detached: the app

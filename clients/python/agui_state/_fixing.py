@@ -63,6 +63,10 @@ class FixedBody(Detach):
         # ask it whether to cancel (poll, seconds), and what cancels the app.
         self.resume, self.cancel_app = resume, cancel_app
         self.run: Optional[str] = None
+        # openStream's opening block (§16): the run's id number 0 alone, written right after the response's
+        # head (send_opening), before the app's first event. Only the first stream's: one opened again on a
+        # new sidecar starts a new run, whose opening the client never needs (it has the first).
+        self.opening_block: Optional[str] = None
         self.left = self.detached = False
         self.poll = 0.0
         self.released = asyncio.Event()  # the run is over for the app: ended, cancelled or abandoned
@@ -144,6 +148,8 @@ class FixedBody(Detach):
                     self.resume = None  # a sidecar older than §16
                     opened = await self.client.open_stream(state=self.state, framing=self.framing, **self.policy)
                 self.id, self.run = opened["streamId"], opened.get("run")
+                if died is None:
+                    self.opening_block = opened.get("opening")
                 if died is not None:
                     replayed = await self._replay()
                     log.warning("%s: the stream resumes on the new agui-state sidecar, %s", self.path, replayed)

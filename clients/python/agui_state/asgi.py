@@ -259,6 +259,8 @@ class _Exchange:
             await self.stream.body(message.get("body", b""), message.get("more_body", False))
             return
         await self.down_send(message)
+        if kind == "http.response.start" and self.stream is not None:
+            await self.stream.send_opening()  # §16: the opening id block, before the app's first event
 
     def finish(self) -> None:
         if self.watch is not None:

@@ -118,10 +118,20 @@ async def serve(app: Any, messages: List[Message], path: str = "/agent",
 ID_LINE = re.compile(rb"(?:^|(?<=\n\n)|(?<=\r\n\r\n)|(?<=\r\r))id: [A-Za-z0-9_-]{12}\.[1-9][0-9]*\.[A-Za-z0-9_-]{11}(?:\r\n|\n|\r)")
 
 
+# A resumable response's opening block (protocol/README.md §16): the run's id number 0 alone, before any event.
+OPENING = re.compile(rb"^id: [A-Za-z0-9_-]+\.0\.[A-Za-z0-9_-]+\n\n")
+
+
+def without_ids(body: bytes) -> bytes:
+    """`body` with our event ids, and the opening block that starts it, taken out."""
+    return OPENING.sub(b"", ID_LINE.sub(b"", body), count=1)
+
+
 def body_of(sent: List[Message]) -> bytes:
-    """The response's body with our event ids taken out: what `fix` writes, held to its bytes."""
+    """The response's body with our event ids (and its opening block) taken out: what `fix` writes, held to its
+    bytes."""
     assert sent[0]["type"] == "http.response.start" and sent[-1]["more_body"] is False, sent
-    return ID_LINE.sub(b"", b"".join(m.get("body", b"") for m in sent[1:]))
+    return without_ids(b"".join(m.get("body", b"") for m in sent[1:]))
 
 
 def headers_of(sent: List[Message]) -> Dict[bytes, bytes]:
@@ -260,7 +270,7 @@ def kill_between(s: AsyncAguiState, events: List[bytes], kills: List[int], got: 
     forwarded = {k: asyncio.Event() for k in kills}
 
     async def record(message: Message) -> None:
-        got.append(ID_LINE.sub(b"", message.get("body", b"")))  # the sidecar gives whole events: ids whole
+        got.append(without_ids(message.get("body", b"")))  # the sidecar gives whole events: ids whole
         for k, event in forwarded.items():
             if b"".join(got) == expected[k]:
                 event.set()
@@ -297,6 +307,10 @@ async def test_kill_9_mid_stream_restarts_the_sidecar_and_the_rest_is_repaired(
             sent = await serve(mw, request(body), send=record)
         assert s.pid != first_pid, "a new sidecar"
         assert body_of(sent) == fix(b"".join(events), STATE)
+        # One opening block, the first stream's, first: the stream opened again on the new sidecar is a new
+        # run, and its opening is not written (the client has an id already).
+        raw = b"".join(m.get("body", b"") for m in sent[1:])
+        assert OPENING.match(raw) and len(re.findall(rb"^id: \S+\.0\.", raw, re.M)) == 1, raw[:200]
         state = replay(STATE, body_of(sent))
         assert {k: state[k] for k in STATE} == STATE, "the client's keys survive the kill"
         # The negative control: the snapshots after the kill, as sent, wipe them.
@@ -405,7 +419,7 @@ async def test_an_event_that_never_ends_is_passed_on_past_10_mib_not_held(caplog
     passed_on = asyncio.Event()
 
     async def record(message: Message) -> None:
-        got.append(ID_LINE.sub(b"", message.get("body", b"")))  # the sidecar gives whole events: ids whole
+        got.append(without_ids(message.get("body", b"")))  # the sidecar gives whole events: ids whole
         so_far = b"".join(got)
         if so_far.startswith(fixed_head) and len(so_far) - len(fixed_head) > 10 * 1024 * 1024:
             passed_on.set()

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 from helpers import BIN, child_env
-from test_asgi import ID_LINE, RUN_INPUT, STATE, body_of, fix, request, stream_app
+from test_asgi import ID_LINE, OPENING, RUN_INPUT, STATE, body_of, fix, request, stream_app
 
 from agui_state import AsyncAguiState, ResumeUnknownError, UnknownReadError
 from agui_state.asgi import AguiStateMiddleware
@@ -74,9 +74,12 @@ async def test_every_sse_event_gets_an_id_and_the_rest_is_fix_s_text() -> None:
         mw = AguiStateMiddleware(stream_app(EVENTS), own=["/toolState"], join_keys=True, sidecar=s)
         sent = await serve(mw)
         raw = b"".join(m.get("body", b"") for m in sent[1:])
+        # §16: the opening block first, on its own, right behind the head: the run's id number 0 alone.
+        assert OPENING.fullmatch(sent[1]["body"]), sent[1]
+        raw = raw[len(sent[1]["body"]):]
         blocks = [b for b in raw.split(b"\n\n") if b]
         assert blocks and all(ID_LINE.match(b + b"\n") for b in blocks), raw
-        assert len(set(ids_of(sent))) == len(blocks)
+        assert len(set(ids_of(sent))) == len(blocks) + 1  # and the opening's
         assert body_of(sent) == fix(b"".join(EVENTS), STATE)
         # resume=False, and NDJSON (which has no field for an id): no ids, as before resume.
         off = AguiStateMiddleware(stream_app(EVENTS), own=["/toolState"], join_keys=True, sidecar=s, resume=False)

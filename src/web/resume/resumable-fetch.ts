@@ -4,7 +4,9 @@
  *
  * It hands the client one body that it builds itself, passing on only whole SSE events (a block
  * ends at a blank line: the servers that stamp ids write LF line ends) and remembering the last
- * `id:` it passed. When the body fails mid-stream, or ends before the run did, it sends the original
+ * `id:` it passed, a block's without data too: the answer's opening block is an id alone, so a
+ * connection cut before the first event still leaves an id to rejoin from. A rejoin's answer has no
+ * opening block of its own (it goes on with the same stream), so nothing is spliced twice. When the body fails mid-stream, or ends before the run did, it sends the original
  * request again with `Last-Event-ID` and carries on with the new body where the last whole event
  * left off, so the client's pipeline (`verifyEvents` included) sees one unbroken stream with no event
  * twice and none missing. Retries are bounded, with backoff; when it gives up, the body fails with
@@ -46,15 +48,23 @@ function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
   return out;
 }
 
-/** What the whole events in `text` tell: the last id among them, and whether the last one ended the run. */
+/**
+ * What the whole blocks in `text` tell: the last id among them, and whether the last event ended the
+ * run. HTML Standard, "Interpreting an event stream": an `id` field sets the last event ID buffer
+ * (unless its value holds NULL), and every dispatch sets the last event ID from it, even one whose
+ * data buffer is empty and so dispatches no event: a block with an id and no data (the opening block,
+ * protocol/README.md §16) gives the id all the same. An empty id means none (nothing to send).
+ */
 function readEvents(text: string, state: { lastId: string | undefined; ended: boolean }): void {
   for (const block of text.split("\n\n")) {
     if (block === "") continue;
     let data = "";
     for (const line of block.split("\n")) {
-      // HTML Standard, "Interpreting an event stream": one space after the colon is dropped.
-      if (line.startsWith("id:")) state.lastId = line.slice(line.startsWith("id: ") ? 4 : 3);
-      else if (line.startsWith("data:")) data += line.slice(line.startsWith("data: ") ? 6 : 5);
+      // A field is "name" alone or "name:value"; one space after the colon is dropped.
+      if (line === "id" || line.startsWith("id:")) {
+        const id = line.slice(line.startsWith("id: ") ? 4 : 3);
+        if (!id.includes("\0")) state.lastId = id === "" ? undefined : id;
+      } else if (line.startsWith("data:")) data += line.slice(line.startsWith("data: ") ? 6 : 5);
     }
     if (data !== "") state.ended = /"type"\s*:\s*"RUN_(FINISHED|ERROR)"/.test(data);
   }

@@ -342,8 +342,8 @@
   (pointers), `--snapshots` (\"pass\" or \"delta\") and `--join-keys`, \"sse\" or
   \"ndjson\", and, to file the stream as a resumable run (protocol/README.md
   §16), :resume {:thread-id :path :authorization :cookie :messages :headers}
-  (its keys spelled as the top level's are). Returns {:stream-id}, and :run with
-  :resume."
+  (its keys spelled as the top level's are). Returns {:stream-id}, and :run and :opening
+  (the id block to write first, protocol/README.md §16) with :resume."
   [client params]
   (call client "openStream" (wire-resume (check-colls "open-stream" params {"own" ["pointers (strings)"]}))))
 

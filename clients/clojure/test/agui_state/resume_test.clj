@@ -50,11 +50,15 @@
 
 (defn- raw-sse [thread-id] (apply str (map #(str "data: " % "\n\n") (agent/events thread-id "r1"))))
 
+(def ^:private opening
+  "A resumable response's opening block (§16): the run's id number 0 alone."
+  #"^id: [A-Za-z0-9_-]+\.0\.[A-Za-z0-9_-]+\n\n")
+
 (defn- without-ids
-  "The text with its `id:` lines taken out: what fix writes, when the ids are all
-  the middleware added (§16)."
+  "The text with its opening block and `id:` lines taken out: what fix writes,
+  when the ids are all the middleware added (§16)."
   [text]
-  (str/replace text #"(?m)^id: [^\n]*\n" ""))
+  (str/replace (str/replace-first text opening "") #"(?m)^id: [^\n]*\n" ""))
 
 (defn- ids [text] (map second (re-seq #"(?m)^id: ([^\n]*)$" text)))
 
@@ -96,7 +100,8 @@
     (let [calls (atom 0)
           app (r/wrap-agui-state (counting (raw-sse "t1") calls) (assoc opts :client cl))
           out (written (app (request "/agent" (input "t1" client-keys))))
-          blocks (remove str/blank? (str/split out #"\n\n"))]
+          blocks (remove str/blank? (str/split (str/replace-first out opening "") #"\n\n"))]
+      (is (re-find opening out) "the opening block first")
       (is (= (fix client-keys (raw-sse "t1")) (without-ids out)) "with the ids out, exactly what fix writes")
       (is (seq blocks))
       (is (every? #(re-find #"^id: [A-Za-z0-9_-]+\.\d+\.[A-Za-z0-9_-]+\n" %) blocks) "an id first in every event")
@@ -117,9 +122,10 @@
           creds {"authorization" "Bearer alice" "cookie" "s=1"}
           response (app (request "/agent" (input "t2" client-keys) creds))
           got (ByteArrayOutputStream.)]
-      ;; The second write fails: the client has the first reply only. The app's
-      ;; body still runs to its end, into the run log, and nothing is thrown at it.
-      (protocols/write-body-to-stream (:body response) response (leaving got 1))
+      ;; The third write fails: the client has the opening block and the first
+      ;; reply only. The app's body still runs to its end, into the run log, and
+      ;; nothing is thrown at it.
+      (protocols/write-body-to-stream (:body response) response (leaving got 2))
       (is (= 1 @calls))
       (is (some #(re-find #"^agui-state\.ring: stream s\d+: the client left \(Broken pipe\); the run goes on for 30000 ms for a rejoin$" %) @logs))
       (let [before (.toString got "UTF-8")
@@ -157,6 +163,30 @@
             (is (= 204 (:status none)))
             (is (nil? (:body none)))
             (is (= 1 @calls))))))))
+
+(deftest a-client-cut-after-the-opening-block-rejoins-from-its-id
+  ;; §16: the opening block is the first write, before the app's first event;
+  ;; a client that has only it rejoins from its id (number 0) and gets every event.
+  (with-open [cl (s/start-client)]
+    (let [calls (atom 0)
+          raw (raw-sse "t4")
+          app (r/wrap-agui-state (counting raw calls) (assoc opts :client cl))
+          creds {"authorization" "Bearer alice"}
+          response (app (request "/agent" (input "t4" client-keys) creds))
+          got (ByteArrayOutputStream.)]
+      (protocols/write-body-to-stream (:body response) response (leaving got 1))
+      (let [before (.toString got "UTF-8")
+            id (first (ids before))]
+        (is (re-matches opening before) "the first write is the opening block alone")
+        (testing "another nonce with number 0 is refused"
+          (is (= 410 (:status (app (request "/agent" (input "t4" client-keys)
+                                            (assoc creds "last-event-id" (str (subs id 0 (dec (count id))) (if (str/ends-with? id "A") "B" "A")))))))))
+        (let [rejoin (app (request "/agent" (input "t4" client-keys) (assoc creds "last-event-id" id)))
+              rest (written rejoin)]
+          (is (= 200 (:status rejoin)))
+          (is (not (re-find opening rest)) "a rejoin's answer has no opening block of its own")
+          (is (= (fix client-keys raw) (without-ids rest)) "every event, from the first")
+          (is (= 1 @calls)))))))
 
 (deftest without-resume-a-client-that-leaves-stops-the-app
   (with-open [cl (s/start-client)]
@@ -250,14 +280,14 @@
           app (r/wrap-agui-state handler (assoc opts :client cl :log (fn [_])))
           response (app (request "/agent" (input "t6" client-keys)))
           got (ByteArrayOutputStream.)
-          running (future (try (protocols/write-body-to-stream (:body response) response (leaving got 1))
+          running (future (try (protocols/write-body-to-stream (:body response) response (leaving got 2))
                                (catch IllegalStateException e (.getMessage e))))]
-      ;; The client took the first event; the second write failed, so the run is detached.
-      (is (loop [n 0] (cond (seq (ids (.toString got "UTF-8"))) true (> n 3000) false
+      ;; The client took the opening block and the first event; the next write failed, so the run is detached.
+      (is (loop [n 0] (cond (seq (ids (str/replace-first (.toString got "UTF-8") opening ""))) true (> n 3000) false
                             :else (do (Thread/sleep 20) (recur (inc n))))))
       ;; The rejoin through Jetty and a real HTTP client: the body's throw must
       ;; reach the client as a broken response, not as a clean end.
-      (let [last-id (last (ids (.toString got "UTF-8")))
+      (let [last-id (last (ids (str/replace-first (.toString got "UTF-8") opening "")))
             ^Server server (jetty/run-jetty app {:host "127.0.0.1" :port 0 :join? false})
             port (.getLocalPort ^ServerConnector (first (.getConnectors server)))
             out (ByteArrayOutputStream.)

@@ -16,6 +16,8 @@
                        RING_AGENT_STORE when set, else the sidecar's default, memory;
                        RING_AGENT_LOG_BYTES: a sidecar of its own with that --log-bytes;
                        RING_AGENT_ASYNC=1: an async handler, in Jetty's async mode)
+    POST /agent-late   the same, but it waits before its first event (its head sent):
+                       the opening id block (§16) goes out alone
     POST /agent-now    the same agent without the pause: the uninterrupted run
     POST /gate/open    lets every run that waits, and every later one, write the rest
     POST /gate/close   makes later runs wait again
@@ -61,8 +63,8 @@
   (.flush out))
 
 (defn agent-handler
-  "The agent; with `wait?`, it stops after its first events until the gate opens."
-  [request wait?]
+  "The agent; with `wait?`, it stops after its first `at` events until the gate opens."
+  [request wait? at]
   (let [input (json/read-str (slurp (:body request) :encoding "UTF-8"))
         events (run-events (get input "threadId") (get input "runId"))
         open @gate]
@@ -73,7 +75,7 @@
              (write-body-to-stream [_ _ out]
                (with-open [^OutputStream out out]
                  (doseq [[i e] (map-indexed vector events)]
-                   (when (and wait? (= i pause))
+                   (when (and wait? (= i at))
                      (.release paused)
                      (deref open hang-guard-ms nil))
                    (write-event out e)))))}))
@@ -82,8 +84,9 @@
 
 (defn router [request]
   (case [(:request-method request) (:uri request)]
-    [:post "/agent"] (agent-handler request true)
-    [:post "/agent-now"] (agent-handler request false)
+    [:post "/agent"] (agent-handler request true pause)
+    [:post "/agent-late"] (agent-handler request true 0)
+    [:post "/agent-now"] (agent-handler request false pause)
     [:post "/gate/open"] (do (deliver @gate true) (text 200 "open"))
     [:post "/gate/close"] (do (when (realized? @gate) (reset! gate (promise))) (text 200 "closed"))
     [:get "/paused"] (let [n (or (some->> (:query-string request) (re-find #"n=(\d+)") second Long/parseLong) 1)]
@@ -108,7 +111,7 @@
 (def ^:private async? (= "1" (System/getenv "RING_AGENT_ASYNC")))
 
 (defn app []
-  (agui-ring/wrap-agui-state (if async? async-router router) (cond-> {:paths ["/agent" "/agent-now"] :log stamped :warn stamped}
+  (agui-ring/wrap-agui-state (if async? async-router router) (cond-> {:paths ["/agent" "/agent-late" "/agent-now"] :log stamped :warn stamped}
                                       (System/getenv "RING_AGENT_STORE")
                                       (assoc :store (System/getenv "RING_AGENT_STORE"))
                                       ;; A sidecar of the app's own, with that run log cap.

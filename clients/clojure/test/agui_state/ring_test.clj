@@ -53,11 +53,13 @@
    :body (ByteArrayInputStream. body)})
 
 (defn- without-ids
-  "`text` with its `id:` lines taken out. Resume is on by default, so each event
-  the middleware repairs carries an id (protocol/README.md §16); the rest is
-  exactly what fix writes. agui-state.resume-test holds the ids themselves."
+  "`text` with its opening block and `id:` lines taken out. Resume is on by
+  default, so the body starts with an id alone and each event the middleware
+  repairs carries an id (protocol/README.md §16); the rest is exactly what fix
+  writes. agui-state.resume-test holds the ids themselves."
   [text]
-  (str/replace text #"(?m)^id: [^\n]*\n" ""))
+  (str/replace (str/replace-first text #"^id: [A-Za-z0-9_-]+\.0\.[A-Za-z0-9_-]+\n\n" "")
+               #"(?m)^id: [^\n]*\n" ""))
 
 (defn- written
   "The body of `response` as the adapter would write it, as text, less the ids."

@@ -11,7 +11,7 @@
 //
 // Every event is written in slices of 5 bytes (so writes cut events, lines and
 // UTF-8 characters) and flushed. With ?pause=NAME the handler stops after the
-// run's fourth event until POST /resume?name=NAME, and GET /paused?name=NAME
+// run's fourth event (with &at=0, before its first, its head sent) until POST /resume?name=NAME, and GET /paused?name=NAME
 // answers once it has stopped: a test can then kill the sidecar in the middle
 // of one stream, or of several. GET /sidecar answers the sidecar's pid.
 //
@@ -148,6 +148,20 @@ func agent(pauses *pauses) http.HandlerFunc {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Header().Set("Cache-Control", "no-cache")
 		flusher := w.(http.Flusher)
+		// The pause comes after the run's fourth event, or (?pause=NAME&at=0)
+		// before its first, once the head is sent: the run's opening id block
+		// (protocol/README.md §16) must reach the client without any event.
+		at := pauseAfter
+		if v := r.URL.Query().Get("at"); v != "" {
+			at, _ = strconv.Atoi(v)
+		}
+		if at == 0 {
+			w.WriteHeader(http.StatusOK)
+			flusher.Flush()
+			if !wait(pauses, r, 0, at) {
+				return
+			}
+		}
 		for i, e := range events(in.ThreadID, in.RunID) {
 			frame := []byte("data: " + e + "\n\n")
 			for len(frame) > 0 {
@@ -161,17 +175,28 @@ func agent(pauses *pauses) http.HandlerFunc {
 				frame = frame[n:]
 			}
 			flusher.Flush()
-			if name := r.URL.Query().Get("pause"); i+1 == pauseAfter && name != "" {
-				p := pauses.get(name)
-				p.paused <- struct{}{}
-				select {
-				case <-p.resume:
-				case <-r.Context().Done():
-					close(p.cancelled)
-					return
-				}
+			if !wait(pauses, r, i+1, at) {
+				return
 			}
 		}
+	}
+}
+
+// wait holds the handler under ?pause=NAME once it has written n events, when
+// n is the pause's point; false when its context was cancelled meanwhile.
+func wait(pauses *pauses, r *http.Request, n, at int) bool {
+	name := r.URL.Query().Get("pause")
+	if n != at || name == "" {
+		return true
+	}
+	p := pauses.get(name)
+	p.paused <- struct{}{}
+	select {
+	case <-p.resume:
+		return true
+	case <-r.Context().Done():
+		close(p.cancelled)
+		return false
 	}
 }
 

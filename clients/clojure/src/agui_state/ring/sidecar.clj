@@ -108,8 +108,8 @@
   {:view :stream-id}, or {:lost e :view v} when that process is gone."
   [c params]
   (let [v (client/pinned c)]
-    (try (let [{:keys [stream-id run]} (client/open-stream v params)]
-           (cond-> {:view v :stream-id stream-id} run (assoc :run run)))
+    (try (let [{:keys [stream-id run opening]} (client/open-stream v params)]
+           (cond-> {:view v :stream-id stream-id} run (assoc :run run :opening opening)))
          (catch ExceptionInfo e
            (if (lost? e) {:lost e :view v} (throw e))))))
 
@@ -124,8 +124,9 @@
 (defn open!
   "Opens a stream on c, restarting the sidecar first if it is gone, or once
   after an openStream that found it gone: the next request after a failure is
-  repaired again. Returns {:view :stream-id}, and :run when the stream was
-  filed as a resumable run (params' :resume, protocol/README.md §16); throws
+  repaired again. Returns {:view :stream-id}, and :run and :opening (the id
+  block to write first) when the stream was filed as a resumable run (params'
+  :resume, protocol/README.md §16); throws
   what the second try throws."
   [c params]
   (alive! c)

@@ -383,6 +383,13 @@
                                          (try (.close out) (catch IOException _ nil))
                                          (.close out)))))))))]
     (vreset! send-ref send!)
+    ;; §16: the run's opening id block goes first, flushed, before the handler's
+    ;; first event, so that a client cut before that holds an id to rejoin from.
+    ;; Only the stream first opened has one: one opened again after a restart is
+    ;; a new run, whose opening the client never needs.
+    (when-let [block (:opening opened)]
+      (locking lock
+        (guard (fn [] (to-client! block) (flush-client!)))))
     {:stream stream
      :abandon (fn [] (locking lock
                        (when (live?) (stop-tick!) (forget!))
