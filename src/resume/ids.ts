@@ -41,9 +41,8 @@ let used = 0;
  * Where the nonces' bits come from: AES-128 in counter mode over zeros, under a key and counter drawn
  * from the system's generator, drawn again every REKEY pools. That is NIST SP 800-90A's CTR_DRBG in
  * outline: nobody without the key can tell its output from random or work out one nonce from
- * others. Drawing every pool from the system's generator (randomBytes) cost about 0.09 µs an event,
- * a tenth of what resume cost the proxy (docs/benchmarks.md, B19); AES runs in the CPU's own
- * instructions.
+ * others. Drawing every pool from the system's generator (randomBytes) was a tenth of what resume
+ * cost the proxy per event (docs/benchmarks.md, B19); AES runs in the CPU's own instructions.
  */
 const ZEROS = Buffer.alloc(POOL_BYTES);
 const REKEY = 1024;
