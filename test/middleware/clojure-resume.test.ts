@@ -13,6 +13,7 @@ import { freePort } from "../proxy/upstream.js";
 import { runEvents } from "../resume/paced-agent.js";
 import { OPENING } from "../../scripts/harness/sse-ids.js";
 import { cutName, Relay, type Cut } from "../resume/relay.js";
+import { expectRejoinedFromOpening } from "../resume/from-opening.js";
 
 /**
  * Issue 34 §8 through the Clojure middleware: agui-state.ring/wrap-agui-state in a real Jetty
@@ -155,13 +156,7 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
     const from: string[] = [];
     const { client, said, relay } = await cutRun(a, [a], [{ boundary: 0, extra: 0 }], "late", initialState, "/agent-late", from);
     expect(said).toEqual([]);
-    expect(relay.cutsMade).toBe(1);
-    expect(relay.connections).toBe(2);
-    expect(from).toHaveLength(1);
-    expect(from[0]).toMatch(/^[A-Za-z0-9_-]+\.0\.[A-Za-z0-9_-]+$/);
-    expect((await calls(a)) - before).toBe(1);
-    expect(client.state).toEqual(expected.state);
-    expect(client.messages).toEqual(expected.messages);
+    expectRejoinedFromOpening(relay, from, (await calls(a)) - before, client, expected);
   });
 
   test("cut twice in one run, the second time in the rejoined stream: still the same end, one handler call", async () => {

@@ -16,6 +16,7 @@ import { ResumableHttpAgent } from "../../src/web/resume/index.js";
 import { freePort } from "../proxy/upstream.js";
 import { OPENING } from "../../scripts/harness/sse-ids.js";
 import { cutName, Relay, type Cut } from "../resume/relay.js";
+import { expectRejoinedFromOpening } from "../resume/from-opening.js";
 
 /**
  * Issue 34 item 8, Go: resume through aguistate.Middleware (protocol/README.md §16), with the
@@ -133,13 +134,7 @@ describe("a dropped stream continues where it stopped (Go middleware, memory sto
     const from: string[] = [];
     const client = new ResumableHttpAgent({ url: `${relay.url}/agent?pause=z&at=0`, threadId: "t0", initialState: structuredClone(CLIENT_KEYS), resume: { backoffMs: 1, onRetry: ({ lastEventId }) => void from.push(lastEventId) } });
     expect(await runCollecting(client, "r1")).toEqual([]);
-    expect(relay.cutsMade).toBe(1);
-    expect(relay.connections).toBe(2);
-    expect(from).toHaveLength(1);
-    expect(from[0]).toMatch(/^[A-Za-z0-9_-]+\.0\.[A-Za-z0-9_-]+$/);
-    expect(await hits(server)).toBe(before + 1);
-    expect(client.state).toEqual(expected.state);
-    expect(client.messages).toEqual(expected.messages);
+    expectRejoinedFromOpening(relay, from, (await hits(server)) - before, client, expected);
   }, 120_000);
 
   test("cut twice, the second time in the rejoined stream: still the same end", async () => {

@@ -12,6 +12,7 @@ import { ResumableHttpAgent } from "../../src/web/resume/index.js";
 import { freePort } from "../proxy/upstream.js";
 import { OPENING } from "../../scripts/harness/sse-ids.js";
 import { cutName, Relay, type Cut } from "../resume/relay.js";
+import { expectRejoinedFromOpening } from "../resume/from-opening.js";
 
 /**
  * Issue 34 item 8, Python: resume through AguiStateMiddleware (protocol/README.md §16), with the sidecar
@@ -135,13 +136,7 @@ describe("a dropped stream continues where it stopped (Python middleware under u
     const from: string[] = [];
     const client = new ResumableHttpAgent({ url: `${relay.url}/agent`, threadId: "t0", initialState: structuredClone(CLIENT_KEYS), resume: { backoffMs: 1, onRetry: ({ lastEventId }) => void from.push(lastEventId) } });
     expect(await runCollecting(client, "r0", { gate: 0 })).toEqual([]);
-    expect(relay.cutsMade).toBe(1);
-    expect(relay.connections).toBe(2);
-    expect(from).toHaveLength(1);
-    expect(from[0]).toMatch(/^[A-Za-z0-9_-]+\.0\.[A-Za-z0-9_-]+$/);
-    expect(await hits(server)).toBe(before + 1);
-    expect(client.state).toEqual(expected.state);
-    expect(client.messages).toEqual(expected.messages);
+    expectRejoinedFromOpening(relay, from, (await hits(server)) - before, client, expected);
     expect(server.child.stderr, "no warning in the server's log").toBe("");
   }, 120_000);
 

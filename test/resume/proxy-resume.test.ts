@@ -7,6 +7,7 @@ import { startProxy, type RunningProxy } from "../proxy/proxy-process.js";
 import { TestUpstream } from "../proxy/upstream.js";
 import { pacedAgent, runEvents } from "./paced-agent.js";
 import { cutName, Relay, type Cut } from "./relay.js";
+import { expectRejoinedFromOpening } from "./from-opening.js";
 
 /**
  * Resume through the real `dist/agui-state proxy` (protocol/README.md §16), with the real
@@ -105,13 +106,7 @@ describe("a dropped stream continues where it stopped (memory store)", () => {
     const from: string[] = [];
     const client = new ResumableHttpAgent({ url: `${relay.url}/agent`, threadId: "t0", initialState, resume: { backoffMs: 1, onRetry: ({ lastEventId }) => void from.push(lastEventId) } });
     expect(await runCollecting(client, "r1")).toEqual([]);
-    expect(relay.cutsMade).toBe(1);
-    expect(relay.connections).toBe(2);
-    expect(from).toHaveLength(1);
-    expect(from[0]).toMatch(/^[A-Za-z0-9_-]+\.0\.[A-Za-z0-9_-]+$/);
-    expect(upstream.seen).toHaveLength(1);
-    expect(client.state).toEqual(expected.state);
-    expect(client.messages).toEqual(expected.messages);
+    expectRejoinedFromOpening(relay, from, upstream.seen.length, client, expected);
   });
 
   it("cut twice in one run, the second time in the rejoined stream: still the same end", async () => {
