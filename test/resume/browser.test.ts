@@ -135,6 +135,23 @@ const runIn = (page: Page, run: PageRun): Promise<PageResult> => page.evaluate((
 
 /** Where a page whose run was never cut ends: the plain HttpAgent, in the browser, straight to the proxy. */
 let reference: PageResult | undefined;
+/**
+ * A page's run cut once and rejoined: it ended well, with nothing said on the page and one failed
+ * request in the network log (the cut one), one cut, two connections, one retry, one upstream
+ * request, and the state and messages of the run never cut.
+ */
+async function expectRejoinedOnce(page: Page, said: string[], relay: Relay, upstream: { seen: readonly Seen[] }, result: PageResult, expected: PageResult): Promise<void> {
+  expect(result.ok, result.error).toBe(true);
+  expect(pageSaid(said)).toEqual([]);
+  expect(networkSaid(said)).toHaveLength(1);
+  expect(relay.cutsMade).toBe(1);
+  expect(relay.connections).toBe(2);
+  expect(await page.evaluate(() => (globalThis as unknown as PageGlobals).aguiSeen.retries)).toBe(1);
+  expect(upstream.seen).toHaveLength(1);
+  expect(result.state).toEqual(expected.state);
+  expect(result.messages).toEqual(expected.messages);
+}
+
 async function uninterrupted(): Promise<PageResult> {
   if (reference) return reference;
   const { agent, upstream } = await upstreamWith(99);
@@ -175,15 +192,7 @@ describe("the resume module in chromium, through the proxy", () => {
       await relay.cut();
       await agent.rest();
       const result = await running;
-      expect(result.ok, result.error).toBe(true);
-      expect(pageSaid(said)).toEqual([]);
-      expect(networkSaid(said)).toHaveLength(1);
-      expect(relay.cutsMade).toBe(1);
-      expect(relay.connections).toBe(2);
-      expect(await page.evaluate(() => (globalThis as unknown as PageGlobals).aguiSeen.retries)).toBe(1);
-      expect(upstream.seen).toHaveLength(1);
-      expect(result.state).toEqual(expected.state);
-      expect(result.messages).toEqual(expected.messages);
+      await expectRejoinedOnce(page, said, relay, upstream, result, expected);
       expect(result.state).toMatchObject(INITIAL);
     });
   }
@@ -206,16 +215,7 @@ describe("the resume module in chromium, through the proxy", () => {
     await agent.step();
     await relay.cut();
     await agent.rest();
-    const result = await running;
-    expect(result.ok, result.error).toBe(true);
-    expect(pageSaid(said)).toEqual([]);
-    expect(networkSaid(said)).toHaveLength(1);
-    expect(relay.cutsMade).toBe(1);
-    expect(relay.connections).toBe(2);
-    expect(await page.evaluate(() => (globalThis as unknown as PageGlobals).aguiSeen.retries)).toBe(1);
-    expect(upstream.seen).toHaveLength(1);
-    expect(result.state).toEqual(expected.state);
-    expect(result.messages).toEqual(expected.messages);
+    await expectRejoinedOnce(page, said, relay, upstream, await running, expected);
   });
 
   test("the plain HttpAgent, the same cut: the run fails (the negative control)", async () => {
