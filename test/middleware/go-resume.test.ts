@@ -5,7 +5,7 @@ import path from "node:path";
 import { HttpAgent } from "@ag-ui/client";
 import { afterAll, afterEach, beforeAll, describe, expect } from "vitest";
 import { expectBrokenRejoins, pausingServer } from "../resume/broken-rejoin.js";
-import { expectRefusals, rejoiner } from "../resume/refusals.js";
+import { expectOnlyRequester } from "../resume/refusals.js";
 import { runCollecting } from "../../scripts/harness/agui-client.js";
 import { ROOT } from "../../scripts/harness/fixtures.js";
 import { goBuild } from "../../scripts/harness/go.js";
@@ -219,22 +219,7 @@ describe("only the requester rejoins (Go middleware)", () => {
     expect(new Set(ids).size).toBe(ids.length);
     const last = ids[1] as string;
 
-    const ask = rejoiner(`${server.url}/agent`, body);
-    await expectRefusals(ask, last, body, creds);
-    // A reload with other credentials finds nothing either.
-    const connect = await fetch(`${server.url}/agent/connect`, { method: "POST", headers: { "content-type": "application/json", authorization: "Bearer mallory" }, body });
-    expect(connect.status).toBe(204);
-    expect(await hits(server)).toBe(1);
-
-    // The right credentials get exactly the events after the id, then the rest of the run.
-    await resume(server, "e");
-    const ok = await ask(last, creds);
-    expect(ok.status).toBe(200);
-    const rest = await ok.text();
-    const all = await readAll(`${server.url}/agent`, input("t9b", "r1"));
-    const types = (s: string) => [...s.matchAll(/"type":"([A-Z_]+)"/g)].map((m) => m[1]);
-    expect(types(rest)).toEqual(types(all).slice(2));
-    expect(await hits(server)).toBe(2); // the run above, and the one that gave `all`
+    await expectOnlyRequester({ url: server.url, body, creds, last, calls: () => hits(server), release: () => resume(server, "e"), whole: () => readAll(`${server.url}/agent`, input("t9b", "r1")) });
   }, 120_000);
 });
 

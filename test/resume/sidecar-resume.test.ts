@@ -149,7 +149,7 @@ describe("resume through two sidecars sharing a real redis-server", () => {
       { ...ASK, authorization: "Bearer b", lastEventId: ids[0] },
       { ...ASK, cookie: "s=2", lastEventId: ids[0] },
       { ...ASK, threadId: "t2", lastEventId: ids[0] },
-      { ...ASK, lastEventId: `${r}.${seq}.AAAAAAAAAAAAAAAA` },
+      { ...ASK, lastEventId: `${r}.${seq}.AAAAAAAAAAA` },
       { ...ASK, lastEventId: `${r}.2.${nonce}` },
       { ...ASK, lastEventId: "AAAAAAAAAAAA.1.AAAAAAAAAAA" },
     ]) {

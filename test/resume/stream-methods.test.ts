@@ -143,7 +143,7 @@ describe("rejoinStream and readRejoin", () => {
       { threadId: "t1", path: "/agent", authorization: "Bearer a", lastEventId: id },
       { ...ask, threadId: "t2", lastEventId: id },
       { ...ask, path: "/other", lastEventId: id },
-      { ...ask, lastEventId: `${run}.${seq}.AAAAAAAAAAAAAAAA` },
+      { ...ask, lastEventId: `${run}.${seq}.AAAAAAAAAAA` },
       { ...ask, lastEventId: `${run}.2.${id.split(".")[2] as string}` },
       { ...ask, lastEventId: "AAAAAAAAAAAA.1.AAAAAAAAAAA" },
       { ...ask, lastEventId: "not an id" },
