@@ -44,14 +44,19 @@ def until(cond: Any, what: str) -> None:
 
 
 def test_no_reader_thread_on_the_reply_path() -> None:
-    before = {t.name for t in threading.enumerate()}
+    # Threads are compared as objects, not names: an earlier test's stderr drain may still be finishing,
+    # and a name already present would hide this session's own drain.
+    before = set(threading.enumerate())
+
+    def started() -> List[str]:
+        return sorted(t.name for t in set(threading.enumerate()) - before)
+
     with AguiState(BIN, env=child_env(), timeout=30) as s:
         assert s.stats()["threads"] == 0
-        started = {t.name for t in threading.enumerate()} - before
-        assert started == set(), f"AguiState started threads {started}: the caller reads its own reply"
+        assert started() == [], f"AguiState started threads {started()}: the caller reads its own reply"
     with AguiState(BIN, env=child_env(), capture_logs=True) as s:
         assert s.stats()["threads"] == 0
-        assert {t.name for t in threading.enumerate()} - before == {"agui-state-stderr"}, "only the stderr drain"
+        assert started() == ["agui-state-stderr"], "only the stderr drain"
 
 
 def test_many_threads_each_get_their_own_replies() -> None:
