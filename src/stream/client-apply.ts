@@ -1,7 +1,8 @@
 import { EventType, type ActivityDeltaEvent, type Event as AguiEvent } from "@ag-ui/core";
 import jsonpatch, { type Operation } from "fast-json-patch";
 import { isObject, type Json, type JsonObject } from "../core/index.js";
-import { SNAPSHOT_TEXT, TEXT, UNUSABLE, cloneable, diagnosePatch, finding, inherited, printable, type At, type Finding, type OpFinding, type Reader } from "./findings.js";
+import { SNAPSHOT_TEXT, TEXT, UNUSABLE, cloneable, finding, inherited, printable, type At, type Finding, type OpFinding, type Reader } from "./findings.js";
+import { diagnosePatch } from "./patch-verdicts.js";
 import type { Messages } from "./messages.js";
 import type { Decision } from "./stages.js";
 import { NONE } from "./tally.js";

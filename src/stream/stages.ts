@@ -1,6 +1,7 @@
 import type { Event as AguiEvent } from "@ag-ui/core";
 import { isObject, type JsonObject } from "../core/index.js";
-import { TEXT, finding, schemaHint, type At, type Finding } from "./findings.js";
+import { TEXT, finding, type At, type Finding } from "./findings.js";
+import { schemaHint } from "./patch-verdicts.js";
 import type { Lifecycle } from "./lifecycle.js";
 import { enforce, knownType, opProblem, type Issue, type OpProblem } from "./schema.js";
 

@@ -1,6 +1,7 @@
 import { EventType, type Event as AguiEvent } from "@ag-ui/core";
 import type { Json } from "../core/index.js";
-import { INHERITS, TEXT, finding, inherited, patchVerdicts, type At, type Finding, type OpFinding, type Reader, type Stops } from "./findings.js";
+import { TEXT, finding, inherited, type At, type Finding, type OpFinding, type Reader, type Stops } from "./findings.js";
+import { INHERITS, patchVerdicts } from "./patch-verdicts.js";
 import type { Messages } from "./messages.js";
 import type { Decision } from "./stages.js";
 import { NONE } from "./tally.js";
