@@ -66,17 +66,26 @@ export function writer(stream: Writable): (text: string) => Promise<boolean> {
   };
 }
 
-/** Runs a stream command: reading errors exit 2 with one line on stderr. */
+/**
+ * Runs a stream command: reading errors exit 2 with one line on stderr. Only
+ * those: anything else thrown is a bug of ours, which goes on to the command
+ * line's handler (run.ts) and exits 70, not 2 as if the file were unreadable.
+ */
 export async function guardedRead(name: string, run: () => Promise<number>): Promise<number> {
   try {
     return await run();
   } catch (e) {
-    if (e instanceof UsageError) throw e;
+    if (!(e instanceof Unreadable || isSystemError(e))) throw e;
     // A stream that cannot be opened or read: createReadStream's error carries the file's path.
     const message = e instanceof Unreadable ? e.message : describeInput(unreadable((e as NodeJS.ErrnoException).path ?? "-", e));
     process.stderr.write(`agui-state ${name}: ${message}\n`);
     return EXIT.refused;
   }
+}
+
+/** An error from the system (opening or reading a file or stdin: ENOENT, EISDIR, EACCES…), which names its call. */
+function isSystemError(e: unknown): e is NodeJS.ErrnoException {
+  return e instanceof Error && typeof (e as NodeJS.ErrnoException).syscall === "string" && typeof (e as NodeJS.ErrnoException).code === "string";
 }
 
 export function checkCommand(argv: string[]): Promise<number> {

@@ -18,6 +18,13 @@ export const EXIT = {
   problems: 1,
   /** Nothing done: a usage error, or input that cannot be read or is not what the command takes. */
   refused: 2,
+  /**
+   * The command failed on a bug of its own, not on its input: stderr says
+   * "internal error" and gives the stack to report. Kept apart from 1 and 2
+   * so that a bug never reads as "the input had problems" or "the input is
+   * unreadable". 70 is EX_SOFTWARE in BSD's sysexits(3).
+   */
+  internal: 70,
 } as const;
 
 /** The table as `--help` and docs/cli.md print it. */
@@ -36,4 +43,6 @@ export const EXIT_TABLE = `Exit status, the same for every command:
      too deep, too large, a state that is not an object, a malformed
      pointer), or a proxy that cannot listen;
      one line on stderr names the file (or stdin) and the JSON Pointer
+  70 an internal error: a bug in agui-state, not a problem with the input;
+     stderr says so and gives the stack to report
 `;

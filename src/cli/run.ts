@@ -40,10 +40,25 @@ const usageFailed =
   (command: string | undefined) =>
   (e: unknown): void => {
     if (e instanceof HelpWanted) return void process.stdout.write(help(command));
-    if (!(e instanceof UsageError)) throw e;
+    if (!(e instanceof UsageError)) {
+      process.stderr.write(internalError(command, e));
+      process.exitCode = EXIT.internal;
+      return;
+    }
     process.stderr.write(`agui-state: ${e.message}; usage: ${usageLine(command)}\n`);
     process.exitCode = EXIT.refused;
   };
+
+/**
+ * What stderr says of anything a command throws but a usage error: a bug of
+ * ours, never the input's (that is a value with a code, exit 1 or 2), so it
+ * says so, with the stack to report, and exits 70 (exit.ts) rather than
+ * Node's 1 for an uncaught error, which would read as "the input had problems".
+ */
+export function internalError(command: string | undefined, e: unknown): string {
+  const what = e instanceof Error ? (e.stack ?? `${e.name}: ${e.message}`) : String(e);
+  return `agui-state${command === undefined ? "" : ` ${command}`}: internal error (a bug in agui-state, not a problem with the input; please report it with what follows): ${what}\n`;
+}
 
 /** The command an argv runs: serve when it starts with a flag or is empty, undefined for an unknown one. */
 function commandOf(first: string | undefined): string | undefined {
