@@ -45,7 +45,7 @@ def until(cond: Any, what: str) -> None:
 
 def test_no_reader_thread_on_the_reply_path() -> None:
     # Threads are compared as objects, not names: an earlier test's stderr drain may still be finishing,
-    # and a name already present would hide this session's own drain.
+    # and a name already present would hide this client's own drain.
     before = set(threading.enumerate())
 
     def started() -> List[str]:
