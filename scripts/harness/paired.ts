@@ -11,6 +11,7 @@ import type { ResumeOptions } from "../../src/resume/recorder.js";
 import { StreamFixer } from "../../src/stream/fixer.js";
 import { ndjson } from "./frames.js";
 import { request, type Id } from "./jsonrpc.js";
+import { WAIT_MS } from "./process.js";
 
 /** A server over in-memory streams: what a test writes is the sidecar's stdin. */
 export interface Paired {
@@ -48,7 +49,8 @@ export function paired(framing: Framing = "auto", service: StateService | Servic
       const got = out.split("\n").filter((l) => l.length > 0);
       if (got.length >= n) return got.map((l) => JSON.parse(l) as unknown);
       await new Promise<void>((resolve, reject) => {
-        const t = setTimeout(() => reject(new Error(`timed out waiting for ${n} lines; got:\n${out}`)), 2000);
+        // The harness's hang guard: a worker that shares two cores with other suites can stall for a while.
+        const t = setTimeout(() => reject(new Error(`timed out waiting for ${n} lines; got:\n${out}`)), WAIT_MS);
         waiters.push(() => {
           clearTimeout(t);
           resolve();

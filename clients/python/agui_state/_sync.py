@@ -58,8 +58,10 @@ class _Session:
             # on the condition, its timeout included. Slower, but the same behaviour.
             self.reading = True
             threading.Thread(target=self._read_all, name="agui-state-reader", daemon=True).start()
+        self.drain: Optional[threading.Thread] = None
         if logs is not None:  # drain stderr so that the sidecar can never block on it; not on the reply path
-            threading.Thread(target=self._drain, args=(logs,), name="agui-state-stderr", daemon=True).start()
+            self.drain = threading.Thread(target=self._drain, args=(logs,), name="agui-state-stderr", daemon=True)
+            self.drain.start()
 
     def _drain(self, logs: Deque[str]) -> None:
         assert self.proc.stderr is not None
@@ -281,9 +283,14 @@ class _Session:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        # What the sidecar wrote on stderr before it exited is in logs() once close() returns, as
+        # AsyncAguiState's close waits for its stderr: the drain reads the pipe to its end (bounded by the
+        # timeout, for a pipe that a grandchild holds open).
+        if self.drain is not None:
+            self.drain.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         # Calls still waiting get the replies the sidecar wrote before it exited: read stdout to its end
         # for them (unless one of them is reading already), then close it.
-        deadline = None if timeout is None else time.monotonic() + timeout
         with self.mu:
             while self.reading and not self.exited:
                 if not self._sleep(None if deadline is None else max(0.0, deadline - time.monotonic())):

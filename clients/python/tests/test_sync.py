@@ -384,6 +384,17 @@ def test_exit_status_logs_and_close() -> None:
     assert "status 0 after close()" in str(e.value)
 
 
+def test_logs_hold_every_line_written_before_the_exit_once_close_returns() -> None:
+    # A stand-in that, at the end of its input, writes 20,000 lines to stderr and exits: up to a pipe's
+    # worth of them is still unread when it has exited, and close() returns only once the drain has them.
+    # (Without that wait the last line was missing in about a third of the runs: 20 runs, not one.)
+    loud_at_exit = ("/bin/sh", ["-c", "cat > /dev/null; seq 1 20000 >&2; echo last >&2"])
+    for run in range(20):
+        s = AguiState(*loud_at_exit, capture_logs=True, log_lines=3)
+        s.close()
+        assert s.logs() == ["19999", "20000", "last"], f"run {run}"
+
+
 def test_the_binary_is_looked_up_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The argument, then $AGUI_STATE_BIN, then the bundled binary, then `agui-state` on PATH."""
     on_path, bundled = tmp_path / "path" / "agui-state", tmp_path / "bundled" / "agui-state"

@@ -151,7 +151,10 @@ def test_kill_9_under_load_gives_every_thread_the_exit_status() -> None:
 
 def test_timeouts_of_the_reader_and_of_a_waiting_caller() -> None:
     with AguiState(PY, ["-c", HOLD], timeout=30) as f, ThreadPoolExecutor(1) as pool:
-        reader = pool.submit(f.call, "echo", {"n": 1}, timeout=0.5)
+        # The reader's timeout is well past the other's, so that the other times out while the first still
+        # reads (on the condition), and a test thread slow to see `reading` on a loaded machine still sees it
+        # (with 0.5 s, a stall that long let the reader time out first and `until` wait in vain).
+        reader = pool.submit(f.call, "echo", {"n": 1}, timeout=3)
         until(lambda: f._session.reading, "the first caller reads stdout")
         with pytest.raises(futures.TimeoutError):
             f.call("echo", {"n": 2}, timeout=0.3)  # waits on the condition, not on the pipe
