@@ -16,7 +16,7 @@
  * real one, started here on loopback with nothing kept on disk, and not pinned.
  */
 import http from "node:http";
-import net, { type AddressInfo } from "node:net";
+import type { AddressInfo } from "node:net";
 import { Redis } from "ioredis";
 import { startRedis, type RunningRedis } from "../scripts/harness/redis.js";
 import { cpuMicros } from "../scripts/harness/os.js";
@@ -26,14 +26,6 @@ import { f, note, range, type Row } from "./report.js";
 import { stat } from "./lib.js";
 
 export const BODY = (threadId: string): string => JSON.stringify({ threadId, runId: "r", state: { counter: -1 }, messages: [], tools: [], context: [], forwardedProps: {} });
-
-export async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((resolve) => s.listen(0, "127.0.0.1", resolve));
-  const { port } = s.address() as AddressInfo;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
-}
 
 /** A server in this process; `handle` answers each request once its body is read. */
 export async function serve(handle: (path: string, body: string, res: http.ServerResponse) => void): Promise<{ url: string; close(): Promise<void> }> {
@@ -82,7 +74,7 @@ export async function stop(child: { kill(signal?: NodeJS.Signals): void; waitFor
 
 /** A redis-server of the bench's own; its client; and a stop that ends both. */
 export async function redisForBench(): Promise<{ server: RunningRedis; client: Redis; close(): Promise<void> }> {
-  const server = await startRedis(await freePort());
+  const server = await startRedis();
   const client = new Redis(server.url, { lazyConnect: true });
   await client.connect();
   return {

@@ -9,7 +9,6 @@ import { BINARY, childEnv } from "../../scripts/harness/process.js";
 import { startRedis } from "../../scripts/harness/redis.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
 import { ResumableHttpAgent } from "../../src/web/resume/index.js";
-import { freePort } from "../proxy/upstream.js";
 import { runEvents } from "../resume/paced-agent.js";
 import { OPENING } from "../../scripts/harness/sse-ids.js";
 import { cutName, Relay, type Cut } from "../resume/relay.js";
@@ -246,7 +245,7 @@ describe("wrap-agui-state on a shared redis-server: two JVMs, the rejoin served 
   let c: Jvm;
   beforeAll(async () => {
     if (!redisToolchain.available) return;
-    const store = await startRedis(await freePort());
+    const store = await startRedis();
     // Started one after the other: two JVMs starting at once on a small machine take longer than in turn.
     b = await startJvm({ RING_AGENT_STORE: store.url });
     c = await startJvm({ RING_AGENT_STORE: store.url });

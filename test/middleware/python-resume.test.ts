@@ -9,7 +9,6 @@ import { BINARY, start, type Sidecar } from "../../scripts/harness/process.js";
 import { redis, startRedis } from "../../scripts/harness/redis.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
 import { ResumableHttpAgent } from "../../src/web/resume/index.js";
-import { freePort } from "../proxy/upstream.js";
 import { OPENING } from "../../scripts/harness/sse-ids.js";
 import { cutName, Relay, type Cut } from "../resume/relay.js";
 import { expectRejoinedFromOpening } from "../resume/from-opening.js";
@@ -238,7 +237,7 @@ describe("a rejoin cut short (Python middleware under uvicorn)", () => {
 
 describe("resume across uvicorn servers (Redis)", () => {
   redis.test("two uvicorn servers share a Redis: the relay's rejoin reaches the other one, which serves it from the log without calling its app", async () => {
-    const store = await startRedis(await freePort());
+    const store = await startRedis();
     const a = await startServer("--store", store.url);
     const b = await startServer("--store", store.url);
     const expected = await uninterrupted(a, "u5", "r1");

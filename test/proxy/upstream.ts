@@ -70,14 +70,7 @@ export class TestUpstream {
   }
 }
 
-/** A port nothing listens on: bound by us, then released. */
-export async function freePort(): Promise<number> {
-  const s = http.createServer();
-  await new Promise<void>((resolve) => s.listen(0, "127.0.0.1", resolve));
-  const { port } = s.address() as AddressInfo;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
-}
+export { freePort } from "../../scripts/harness/ports.js";
 
 /** One SSE event as AG-UI servers write it. */
 export const sse = (event: unknown): string => `data: ${JSON.stringify(event)}\n\n`;

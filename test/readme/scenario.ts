@@ -23,14 +23,9 @@ export interface Result {
   stderr: string;
 }
 
-/** A free TCP port on 127.0.0.1 (the kernel's pick, released at once). */
-export async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
+import { freePort } from "../../scripts/harness/ports.js";
+
+export { freePort };
 
 /** Whether something accepts connections on 127.0.0.1:port now. */
 function accepts(port: number): Promise<boolean> {

@@ -8,7 +8,6 @@ import { MemoryLog } from "../../src/resume/memory-log.js";
 import { Recorder } from "../../src/resume/recorder.js";
 import { openRedisLog } from "../../src/resume/redis-log.js";
 import { findRejoin, runStart } from "../../src/resume/rejoin.js";
-import { freePort } from "../proxy/upstream.js";
 
 /**
  * The opening block (protocol/README.md §16): every resumable answer starts with `id: <run>.0.<nonce>`
@@ -105,7 +104,7 @@ function storeTests(name: string, test: typeof it, open: () => Promise<RunLog>):
 
 storeTests("memory", it, () => Promise.resolve(new MemoryLog(CAPS)));
 storeTests("Redis", redis.test, async () => {
-  const server = await startRedis(await freePort());
+  const server = await startRedis();
   const { runLog } = await openRedisLog(server.url, CAPS, createLogger("silent"));
   closers.push(() => runLog.close());
   return runLog;

@@ -5,7 +5,6 @@ import type { RunEnd } from "../../src/resume/log.js";
 import { blocksOf, loggedBlocks } from "../../src/resume/logged.js";
 import { openRedisLog, type RedisLog } from "../../src/resume/redis-log.js";
 import { redis, startRedis } from "../../scripts/harness/redis.js";
-import { freePort } from "../proxy/upstream.js";
 
 /**
  * The Redis store keeps each part of a run as one stream entry (redis-log.ts), on a real
@@ -19,7 +18,7 @@ const texts = fc.constantFrom("", "hello", "naïve café", "☕ 🛰 emoji", "�
 let log: RedisLog | undefined;
 beforeAll(async () => {
   if (!redis.available) return;
-  const store = await startRedis(await freePort());
+  const store = await startRedis();
   log = (await openRedisLog(store.url, { retentionMs: 60_000, maxRunBytes: 1e9, maxTotalBytes: 1e10 }, createLogger("silent"))).runLog;
 });
 afterAll(async () => {

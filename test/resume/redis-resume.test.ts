@@ -4,7 +4,7 @@ import { runCollecting } from "../../scripts/harness/agui-client.js";
 import { redis, startRedis } from "../../scripts/harness/redis.js";
 import { ResumableHttpAgent } from "../../src/web/resume/index.js";
 import { startProxy } from "../proxy/proxy-process.js";
-import { freePort, TestUpstream } from "../proxy/upstream.js";
+import { TestUpstream } from "../proxy/upstream.js";
 import { pacedAgent } from "./paced-agent.js";
 import { Relay } from "./relay.js";
 
@@ -22,7 +22,7 @@ const portOf = (url: string): number => Number(new URL(url).port);
 
 describe("resume on Redis", () => {
   redis.test("two proxies share a Redis: the relay's rejoin reaches the other one, and the client ends as if never cut", async () => {
-    const store = await startRedis(await freePort());
+    const store = await startRedis();
     const initialState = { selectedLayer: "era5" };
 
     const plain = pacedAgent(99);
@@ -56,7 +56,7 @@ describe("resume on Redis", () => {
   });
 
   redis.test("a proxy killed mid-run: one started after it serves the rejoin from what the first wrote, then breaks the answer off", async () => {
-    const store = await startRedis(await freePort());
+    const store = await startRedis();
     const agent = pacedAgent(4);
     const upstream = await TestUpstream.start({ "/agent": agent.handler });
     closers.push(() => upstream.close());

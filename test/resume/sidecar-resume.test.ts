@@ -1,7 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { Peer } from "../../scripts/harness/peer.js";
 import { redis, startRedis } from "../../scripts/harness/redis.js";
-import { freePort } from "../proxy/upstream.js";
 
 /**
  * Resume through the stream methods of the real `dist/agui-state` (protocol/README.md §16), as a
@@ -119,7 +118,7 @@ describe("the sidecar's resume flags", () => {
 describe("resume through two sidecars sharing a real redis-server", () => {
   redis.test("a run written by one sidecar is rejoined, reloaded and refused through the other, exactly", async () => {
     // Ended by the harness's kill registry after the test.
-    const store = await startRedis(await freePort());
+    const store = await startRedis();
     const a = sidecar(["--store", store.url]);
     const b = sidecar(["--store", store.url]);
     const { streamId, run } = await a.ok("openStream", { state: { n: 0 }, resume: RESUME });
