@@ -47,7 +47,7 @@ type proc struct {
 
 	mu      sync.Mutex            // guards pending, cause, ended and err
 	pending map[int64]chan []byte // id -> where its reply line goes (nil: the process has exited)
-	cause   error                 // why the client ended the session, if it did (an unreadable reply)
+	cause   error                 // why the client ended the session, if it did (an unreadable reply, Close's wait run out)
 	ended   bool                  // stdout has ended: no reply will come
 	err     *ExitError            // set once the process has exited
 	done    chan struct{}         // closed after err is set
@@ -297,6 +297,13 @@ func (p *proc) stop(timeout time.Duration) error {
 	select {
 	case <-p.done:
 	default: // the timeout passed first
+		// The error says the kill was ours, and after how long, so that it
+		// reads apart from a kill from outside.
+		p.mu.Lock()
+		if p.err == nil && p.cause == nil {
+			p.cause = fmt.Errorf("still running %v after its input closed; killed", timeout)
+		}
+		p.mu.Unlock()
 		_ = p.cmd.Process.Kill()
 		_, _ = p.await(context.Background(), 0, nil)
 	}
