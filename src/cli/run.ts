@@ -123,5 +123,10 @@ function run(first: string | undefined, rest: string[], argv: string[], failed: 
   if (process.stdin.isTTY) {
     process.stderr.write(`agui-state ${pkg.version}: reading JSON-RPC 2.0 from stdin, one message per line. Try:\n  {"jsonrpc":"2.0","id":1,"method":"escapePointer","params":{"path":["toolState","raster-ops/dataset"]}}\n(Ctrl-D to end; agui-state --help for more)\n`);
   }
-  void serveCommand(options);
+  // A bug of ours in serving is said as one, with exit 70, and at once: the
+  // server may already be reading stdin, which would keep the process waiting.
+  void serveCommand(options).catch((e: unknown) => {
+    failed(e);
+    process.exit();
+  });
 }
