@@ -10,24 +10,5 @@ export interface LoggedEvents {
   ends: readonly number[];
 }
 
-/** Blocks, each a whole event with its id line first, as LoggedEvents. */
-export function loggedBlocks(blocks: readonly string[]): LoggedEvents {
-  const ends: number[] = [];
-  let at = 0;
-  for (const b of blocks) ends.push((at += b.length));
-  return { text: blocks.join(""), ends };
-}
-
-/** Each event's block. */
-export function blocksOf(e: LoggedEvents): string[] {
-  const out: string[] = [];
-  let from = 0;
-  for (const end of e.ends) {
-    out.push(e.text.slice(from, end));
-    from = end;
-  }
-  return out;
-}
-
 /** The id of a logged block: its first line is `id: <id>` (stamp.ts). */
 export const idOfBlock = (block: string): string => block.slice(4, block.indexOf("\n"));

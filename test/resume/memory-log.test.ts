@@ -2,7 +2,8 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { Follower, RunEnd } from "../../src/resume/log.js";
 import { MemoryLog } from "../../src/resume/memory-log.js";
-import { blocksOf, idOfBlock, loggedBlocks } from "../../src/resume/logged.js";
+import { idOfBlock } from "../../src/resume/logged.js";
+import { blocksOf, loggedBlocks } from "./logged-blocks.js";
 
 /**
  * The memory store keeps a run's events packed (memory-log.ts): whatever the parts they came in and

@@ -3,7 +3,7 @@ import { redis, startRedis } from "../../scripts/harness/redis.js";
 import { createLogger } from "../../src/log.js";
 import { parseId } from "../../src/resume/ids.js";
 import type { RunEnd, RunLog } from "../../src/resume/log.js";
-import { blocksOf } from "../../src/resume/logged.js";
+import { blocksOf } from "./logged-blocks.js";
 import { MemoryLog } from "../../src/resume/memory-log.js";
 import { Recorder } from "../../src/resume/recorder.js";
 import { openRedisLog } from "../../src/resume/redis-log.js";

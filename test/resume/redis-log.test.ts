@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect } from "vitest";
 import { createLogger } from "../../src/log.js";
 import type { RunEnd } from "../../src/resume/log.js";
-import { blocksOf, loggedBlocks } from "../../src/resume/logged.js";
+import { blocksOf, loggedBlocks } from "./logged-blocks.js";
 import { openRedisLog, type RedisLog } from "../../src/resume/redis-log.js";
 import { redis, startRedis } from "../../scripts/harness/redis.js";
 
