@@ -18,7 +18,8 @@ import { ScenarioShell } from "./scenario.js";
  * (test/readme/resolve-deps.clj) against Debian's Maven repository, offline.
  * The README's `app.clj` then runs on that classpath, plus the Ring jars a
  * Ring app has of its own, and answers the README's request with the README's
- * output. The Clojure CLI (tools.deps) is in no Debian or npm package and
+ * output (its sidecar is this checkout's dist/agui-state: the `clojure`
+ * scenario, clone-clojure.test.ts, builds one in its own clone as shown). The Clojure CLI (tools.deps) is in no Debian or npm package and
  * fetches over the network, so the block stays `show` and its resolution is
  * this test's.
  */
