@@ -86,8 +86,8 @@ describe("the README's shape (issue 31)", () => {
       "CI",
     ]);
     const run = blocks.filter((b) => b.file === "README.md" && (SCENARIOS as readonly string[]).includes(b.marker[0] ?? "")).map((b) => b.body).join("\n");
-    // The code of each row's last cell; the typed client's call (your own state writes) is the
-    // clients' READMEs' to test.
+    // The code of each row's last cell; the typed client's call (your own state writes) is run by
+    // clients/python/tests/test_sync.py, on a thread opened as the README's sidecar.py opens it.
     const lines = rows.map((r) => /`([^`]+)` \|$/.exec(r)?.[1] ?? "");
     expect(lines.every(Boolean)).toBe(true);
     for (const line of lines.filter((l) => !l.startsWith("s.diff_tool_state"))) {

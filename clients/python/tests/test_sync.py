@@ -310,6 +310,19 @@ def test_the_readme_activities_example_prints_what_the_readme_says(tmp_path: Pat
     assert r.stdout == block("output: activities")
 
 
+def test_the_top_readme_s_one_line_for_your_own_state_writes_runs(s: AguiState) -> None:
+    """The repository README's "pick your path" table gives the sidecar clients' path as one line of this
+    client: it runs as written, on a thread opened as the README's sidecar.py opens it, and sends the key
+    escaped, as that example prints."""
+    readme = (SOURCE.parents[1] / "README.md").read_text()
+    row = re.search(r"^\| your own state writes \|.*`([^`]+)` \|$", readme, re.M)
+    assert row, "README.md's path table has no row for your own state writes"
+    s.open_run("thread-1", state={"selectedLayer": "era5"}, tool_state={})
+    r = eval(row.group(1), {}, {"s": s})  # noqa: S307 - the README's own line, run as shown
+    assert r["events"] == [{"type": "STATE_DELTA", "delta": [
+        {"op": "add", "path": "/toolState/raster-ops~1dataset", "value": "era5"}]}]
+
+
 def test_many_threads_share_one_client(s: AguiState) -> None:
     n = 16
     start = threading.Barrier(n)
