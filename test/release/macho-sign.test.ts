@@ -101,7 +101,41 @@ describe("the ad-hoc signer against Go's linker", () => {
     expect(v).toMatchObject({ ok: true, identifier: "hello", flags: 0x20002, execSegFlags: 1 });
     expect(v.pages).toBe(Math.ceil((v.codeLimit ?? 0) / 4096));
   });
+
+  // Go's bare binaries end on a 16-byte boundary (their signature started there), so the byte-for-byte
+  // comparison never sees the padding; a --build-sea output may end anywhere. 1 to 15 bytes more in
+  // __LINKEDIT, each time: the signature must start at the next 16-byte boundary, zeros before it.
+  both("a binary whose __LINKEDIT ends off a 16-byte boundary is padded with zeros to one before the signature", () => {
+    const bare = path.join(tmp, "bare-pad");
+    expect(sign("remove", goBinary("arm64"), bare).status).toBe(0);
+    const base = readFileSync(bare);
+    expect(base.length % 16).toBe(0);
+    for (const extra of [1, 5, 8, 15]) {
+      const grown = Buffer.concat([base, Buffer.alloc(extra, 0xa5)]);
+      const linkedit = segmentCommand(grown, "__LINKEDIT");
+      grown.writeBigUInt64LE(grown.readBigUInt64LE(linkedit + 48) + BigInt(extra), linkedit + 48); // filesize
+      const input = path.join(tmp, `grown-${extra}`);
+      const out = path.join(tmp, `grown-${extra}-signed`);
+      writeFileSync(input, grown);
+      expect(sign("sign", "--identifier", "agui-state", input, out).status).toBe(0);
+      const v = verify(out);
+      expect(v, `${extra} bytes more`).toMatchObject({ ok: true, codeLimit: base.length + 16 });
+      const signed = readFileSync(out);
+      expect(signed.subarray(base.length, base.length + extra).equals(Buffer.alloc(extra, 0xa5)), "the file's own bytes kept").toBe(true);
+      expect(signed.subarray(base.length + extra, base.length + 16).equals(Buffer.alloc(16 - extra)), "zeros up to the boundary").toBe(true);
+    }
+  });
 });
+
+/** The file offset of the LC_SEGMENT_64 command named `name` (<mach-o/loader.h>: segname at +8, 16 bytes). */
+function segmentCommand(buf: Buffer, name: string): number {
+  let at = 32;
+  for (let i = 0; i < buf.readUInt32LE(16); i++) {
+    if (buf.readUInt32LE(at) === 0x19 && buf.toString("latin1", at + 8, at + 24).replace(/\0+$/, "") === name) return at;
+    at += buf.readUInt32LE(at + 4);
+  }
+  throw new Error(`no ${name} segment`);
+}
 
 describe("the verifier is not fooled", () => {
   both("one changed byte of code fails its page's hash; a wrong executable segment fails the CodeDirectory", () => {

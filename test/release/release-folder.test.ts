@@ -8,6 +8,7 @@ import type { Run } from "../../scripts/harness/process.js";
 import { itRunsAsInstalled, runInstalled, setUp, wheelPackageFiles, withoutNpm } from "./steps.js";
 import { describeSlimRuns, LINUX } from "./slim-runs.js";
 import { describeForeignTargets, foreignTargets, VENDORED } from "./targets.js";
+import { describeWheelChoice } from "./wheel-choice.js";
 
 /**
  * `node scripts/release.mjs` writes dist/release/ from scratch; then the
@@ -15,8 +16,8 @@ import { describeForeignTargets, foreignTargets, VENDORED } from "./targets.js";
  * PATH=/nonexistent, so there is no node to fall back on. The Python wheel is
  * checked here for its name and for carrying that same binary; installing it
  * and running both Python clients is test/clients/python-wheel.test.ts. The other targets'
- * binaries and wheels are tested by ./targets.ts, called from here so that one test run writes
- * dist/release/ once. The script runs
+ * binaries and wheels are tested by ./targets.ts, and the wheel pip picks on each kind of machine by
+ * ./wheel-choice.ts, both called from here so that one test run writes dist/release/ once. The script runs
  * with --reuse-build: vitest's global setup has just built dist/, and the
  * script rebuilds it only if it is stale (by a rename, as build.mjs always
  * does, so the other test files spawning dist/agui-state are not disturbed).
@@ -113,5 +114,7 @@ describe("the unpacked binary, with no node on PATH", () => {
 });
 
 describeForeignTargets({ dir: RELEASE, work, version: pkg.version, name: pkg.name });
+
+describeWheelChoice({ dir: RELEASE, work, version: pkg.version, name: pkg.name });
 
 for (const linux of LINUX) describeSlimRuns({ dir: RELEASE, work, version: pkg.version, name: pkg.name }, linux);
