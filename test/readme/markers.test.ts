@@ -94,4 +94,13 @@ describe("the README's shape (issue 31)", () => {
       expect(run, line).toContain(line);
     }
   });
+
+  it("names the Node the binaries embed and every release target, as scripts/node-runtime.json pins them (issue 33)", () => {
+    const runtime = JSON.parse(readFileSync(path.join(ROOT, "scripts/node-runtime.json"), "utf8")) as { version: string; packages: Record<string, unknown> };
+    const line = readme.split("\n").find((l) => l.startsWith("- [docs/install.md]")) ?? "";
+    expect(line).toContain(`Node ${runtime.version}`);
+    const named = [...line.matchAll(/\b((?:linux|win|darwin)-(?:x64|arm64))\b/g)].map((m) => m[1]);
+    expect(named.sort()).toEqual(Object.keys(runtime.packages).sort());
+    expect(line).toContain("not run on a Mac");
+  });
 });
