@@ -35,6 +35,13 @@ type MiddlewareOptions struct {
 	// sidecar, and one line per stream the middleware could not repair to its
 	// end (the rest went on unrepaired); nil means log.Default().
 	Logger *log.Logger
+	// Findings, when set, is called with each finding of the repair, in
+	// order (protocol/README.md §13): every op sent rewritten or left out,
+	// every event left out or passed on although the client refuses it, each
+	// with its outcome, as proxy logs them at debug level. It is called on the
+	// response's own path, between two writes: it must not block. Logger has
+	// them counted by outcome either way.
+	Findings func(r *http.Request, f StreamFinding)
 	// Sidecar says how to spawn the sidecar, when the middleware starts its
 	// own (NewMiddleware, or Middleware with a nil Client).
 	Sidecar Options

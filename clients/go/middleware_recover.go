@@ -58,6 +58,16 @@ func (s *streamWriter) took(part string, r *FixStreamResult) {
 	o := outcomes{r.Passed, r.Mended, r.Discarded, r.Kept}
 	s.counted = outcomes{s.counted.passed + o.passed, s.counted.mended + o.mended, s.counted.discarded + o.discarded, s.counted.kept + o.kept}
 	s.report(o)
+	s.each(r.Findings)
+}
+
+// each hands every finding to MiddlewareOptions.Findings, when set.
+func (s *streamWriter) each(findings []StreamFinding) {
+	if f := s.m.opts.Findings; f != nil {
+		for _, finding := range findings {
+			f(s.req, finding)
+		}
+	}
 }
 
 // openingRun is the first SSE event of text when it is a RUN_STARTED (whole, with its blank line),
@@ -79,6 +89,7 @@ func openingRun(text []byte) []byte {
 func (s *streamWriter) closed(r *CloseStreamResult) {
 	t := r.Summary
 	s.report(outcomes{t.Passed - s.counted.passed, t.Mended - s.counted.mended, t.Discarded - s.counted.discarded, t.Kept - s.counted.kept})
+	s.each(r.Findings)
 }
 
 func (s *streamWriter) report(o outcomes) {

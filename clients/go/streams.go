@@ -18,14 +18,34 @@ type OpenStreamParams struct {
 	Resume    *ResumeRun      `json:"resume,omitempty"`    // file the stream as a resumable run (SSE only; resume.go)
 }
 
+// StreamFinding is one finding of the repair (protocol/README.md §13, the
+// members of check --json's lines): an op or event the client would not apply
+// as sent, a snapshot that takes what it holds, or an op the repair sent
+// rewritten or left out, with what the repair did: Outcome is "passed",
+// "mended", "discarded" or "kept".
+type StreamFinding struct {
+	Event   int    `json:"event"`
+	Line    int    `json:"line"`
+	Kind    string `json:"kind,omitempty"` // "dropped", "ignored", "fatal", "wiped"; "" when the client would have applied it as sent
+	Type    string `json:"type"`
+	Index   *int   `json:"index,omitempty"`   // for a finding about one op: its position in the patch as sent
+	Pointer string `json:"pointer,omitempty"` // that op's path
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Hint    string `json:"hint,omitempty"`
+	Outcome string `json:"outcome"`
+	Stops   bool   `json:"stops,omitempty"` // the op the client stops at, of a delta it drops
+}
+
 // FixStreamResult is the repaired text of every event the part completed
-// ("" when it completed none), and their findings counted by outcome.
+// ("" when it completed none), their findings, and those counted by outcome.
 type FixStreamResult struct {
-	Text      string `json:"text"`
-	Passed    int    `json:"passed"`
-	Mended    int    `json:"mended"`
-	Discarded int    `json:"discarded"`
-	Kept      int    `json:"kept"`
+	Text      string          `json:"text"`
+	Findings  []StreamFinding `json:"findings"`
+	Passed    int             `json:"passed"`
+	Mended    int             `json:"mended"`
+	Discarded int             `json:"discarded"`
+	Kept      int             `json:"kept"`
 	// Cancel is only ever true for a stream DetachStream detached: the grace
 	// passed with nobody reading its run, so cancel the app and CloseStream.
 	Cancel bool `json:"cancel,omitempty"`
@@ -47,8 +67,9 @@ type StreamSummary struct {
 }
 
 type CloseStreamResult struct {
-	Text    string        `json:"text"` // the output that remained: send it before ending the response
-	Summary StreamSummary `json:"summary"`
+	Text     string          `json:"text"`     // the output that remained: send it before ending the response
+	Findings []StreamFinding `json:"findings"` // the findings of the events that output completes
+	Summary  StreamSummary   `json:"summary"`
 }
 
 // OpenStream opens a stream repair and returns its id. Ids are the process's

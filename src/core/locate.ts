@@ -13,6 +13,9 @@ export type Container = Json[] | JsonObject;
 
 export const where = (path: Path, upto: number): string => clip(formatPointer(path.slice(0, upto)));
 
+/** The value a step could not go into, by name: the root's pointer is "", which a message would show as nothing. */
+const notContainer = (path: Path, upto: number): string => `${upto === 0 ? "the root" : where(path, upto)} is not a container`;
+
 /** The FORBIDDEN_KEY error for a path that goes through a key no op may name (protocol/README.md §3), if it does. */
 export function forbidden(path: Path): OpError<"FORBIDDEN_KEY"> | undefined {
   // path[-1] would be a property lookup off the array's fast path: the first step has no previous one.
@@ -40,7 +43,7 @@ export function walkTo(root: Json, path: Path, upto: number): Result<Json, OpErr
       if (!hasMember(cur, token)) return err(opError("PATH_NOT_FOUND", `${where(path, i + 1)} does not exist`));
       cur = cur[token] as Json;
     } else {
-      return err(opError("PATH_NOT_FOUND", `${where(path, i + 1)} does not exist: ${where(path, i)} is not a container`));
+      return err(opError("PATH_NOT_FOUND", `${where(path, i + 1)} does not exist: ${notContainer(path, i)}`));
     }
   }
   return ok(cur);
@@ -81,7 +84,7 @@ export function locate(root: Json, path: Path, forAdd: boolean): Result<Slot, Op
     if (!exists && !forAdd) return err(opError("PATH_NOT_FOUND", `${where(path, path.length)} does not exist`));
     return ok({ parent, key: token, exists });
   }
-  return err(opError("PATH_NOT_FOUND", `${where(path, path.length)} does not exist: ${where(path, path.length - 1)} is not a container`));
+  return err(opError("PATH_NOT_FOUND", `${where(path, path.length)} does not exist: ${notContainer(path, path.length - 1)}`));
 }
 
 export function read(root: Json, slot: Slot): Json {

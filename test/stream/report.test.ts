@@ -198,6 +198,11 @@ describe("case 4: a snapshot that is not an object is named at its cause", () =>
     });
   }
 
+  it("the delta after a null snapshot fails at the root, and its message says so (the root's pointer is empty)", () => {
+    const found = check(sse(started, snapshot(null), delta({ op: "add", path: "/done", value: true }), finished), {});
+    expect(found.filter((f) => f.event === 3).map((f) => [f.code, f.message])).toEqual([["PATH_NOT_FOUND", "/done does not exist: the root is not a container; the client warns and keeps its state"]]);
+  });
+
   it("under --own too: the snapshot is left out, and no owned member is removed", () => {
     const { out, findings } = fix(sse(started, snapshot(null), finished), { toolState: { a: 1 } }, { own: [["toolState"]], snapshots: "pass", joinKeys: false });
     expect(findings.map((f) => [f.code, f.outcome])).toEqual([["ROOT_NOT_OBJECT", "discarded"]]);

@@ -248,14 +248,16 @@ class Methods(Generic[R]):
                                                join_keys=join_keys or None, framing=framing, resume=resume))
 
     def fix_stream(self, stream_id: str, text: str) -> R:
-        """fixStream: {text, passed, mended, discarded, kept}: the repaired text of every event `text` (the
-        next part of the stream, cut anywhere but never inside a character) completes, and their findings.
+        """fixStream: {text, findings, passed, mended, discarded, kept}: the repaired text of every event `text`
+        (the next part of the stream, cut anywhere but never inside a character) completes, their findings
+        (protocol/README.md §13, each with its outcome), and those counted by outcome.
         After detach_stream the text is "" and the reply carries `cancel`: true once the grace passed with
         nobody reading the run (then cancel the app and call close_stream)."""
         return self.call("fixStream", {"streamId": stream_id, "text": text})
 
     def close_stream(self, stream_id: str, *, broken: bool = False) -> R:
-        """closeStream: {text, summary}: the rest of the output, and the whole stream counted. The stream
+        """closeStream: {text, findings, summary}: the rest of the output, the findings of the events it
+        completes, and the whole stream counted. The stream
         is forgotten. `broken`: the app's response broke off rather than ended (a resumable run then ends
         as cancelled, and a rejoin of it is broken off too)."""
         return self.call("closeStream", _params(stream_id=stream_id, broken=broken or None))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import json
 import logging
 import re
 from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional, Set
@@ -199,6 +200,16 @@ class FixedBody(Detach):
         found = [f"{result.get(o, 0)} {o}" for o in _OUTCOMES if result.get(o, 0)]
         if found:
             log.info("%s: agui-state findings: %s", self.path, ", ".join(found))
+        self._each_finding(result)
+
+    def _each_finding(self, result: Dict[str, Any]) -> None:
+        """Each finding of a fixStream or closeStream reply, one DEBUG line apiece, as proxy's debug lines
+        are (protocol/README.md §13, §14): every op the repair sent rewritten or left out, with its
+        outcome. JSON with every non-ASCII character escaped: the pointers and messages are the app's."""
+        if log.isEnabledFor(logging.DEBUG):
+            for finding in result.get("findings") or ():
+                log.debug("%s: agui-state finding: %s", self.path,
+                          json.dumps(finding, ensure_ascii=True, separators=(",", ":")))
 
     def _fail(self, e: BaseException, during: str) -> None:
         if isinstance(e, SidecarExitedError):
@@ -389,6 +400,7 @@ class FixedBody(Detach):
                     last = last or self.tail
                 else:
                     last += closed["text"]
+                    self._each_finding(closed)
                     summary = closed["summary"]
                     changed = any(summary.get(o) for o in _OUTCOMES)
                     log.log(logging.INFO if changed else logging.DEBUG, "%s: event stream fixed: %s", self.path,

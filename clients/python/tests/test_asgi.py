@@ -403,6 +403,27 @@ async def test_every_finding_is_said_with_its_outcome(caplog: pytest.LogCaptureF
         assert f"'{outcome}': {n}" in summary[0], (summary, counts)
 
 
+async def test_each_finding_is_logged_at_debug_as_the_sidecar_gives_it(caplog: pytest.LogCaptureFixture) -> None:
+    # Issue 32: every op the repair sends rewritten or leaves out is reported with its outcome, each on its
+    # own: one DEBUG line per finding, the §13 finding as JSON, in order; the same list a stream of its own
+    # gives for the whole response fed at once.
+    events = [sse(e) for e in agent_events(RUN_INPUT)]
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        mw = AguiStateMiddleware(stream_app(events), own=["/toolState"], join_keys=True, sidecar=s)
+        with caplog.at_level(logging.DEBUG, logger="agui_state.asgi"):
+            await serve(mw, request(json.dumps(RUN_INPUT).encode()))
+        opened = await s.open_stream(state=STATE, own=["/toolState"], join_keys=True, framing="sse")
+        whole = await s.fix_stream(opened["streamId"], b"".join(events).decode("utf-8"))
+        closed = await s.close_stream(opened["streamId"])
+    expected = whole["findings"] + closed["findings"]
+    prefix = "/agent: agui-state finding: "
+    logged = [r.getMessage()[len(prefix):] for r in caplog.records
+              if r.name == "agui_state.asgi" and r.levelno == logging.DEBUG and r.getMessage().startswith(prefix)]
+    assert [json.loads(line) for line in logged] == expected
+    assert {f["outcome"] for f in expected} >= {"mended", "kept"}, expected
+    assert all(line.isascii() for line in logged)
+
+
 async def test_an_event_that_never_ends_is_passed_on_past_10_mib_not_held(caplog: pytest.LogCaptureFixture) -> None:
     # The app sends a delta to mend, then an event without its end, 64 KiB at a time, past the client's 10 MiB,
     # and waits. Meanwhile the client must have had the mended delta and more than 10 MiB of the long event:

@@ -349,17 +349,18 @@
 
 (defn fix-stream
   "{:stream-id :text}: the next part of the stream as the server wrote it (whole
-  characters). Returns {:text :passed :mended :discarded :kept}: the repaired text
-  of every event that part completes, and their findings by outcome; once the
+  characters). Returns {:text :findings :passed :mended :discarded :kept}: the
+  repaired text of every event that part completes, their findings (protocol/README.md
+  §13, string keys, each with its \"outcome\") and those counted by outcome; once the
   stream is detached (detach-stream), :text is \"\" and :cancel says whether to
   stop the app. An unknown, closed, evicted or idle stream throws :kind
   :unknown-stream."
   [client params] (call client "fixStream" params))
 
 (defn close-stream
-  "{:stream-id :broken}, or just the stream id. Returns {:text :summary}: the
-  rest of the output, and the whole stream's counts (string keys, as the protocol
-  names them). :broken true says the app's response broke off rather than ended:
+  "{:stream-id :broken}, or just the stream id. Returns {:text :findings :summary}:
+  the rest of the output, the findings of the events it completes, and the
+  whole stream's counts (string keys, as the protocol names them). :broken true says the app's response broke off rather than ended:
   a resumable run then ends as cancelled."
   [client params] (call client "closeStream" (if (map? params) params {:stream-id params})))
 

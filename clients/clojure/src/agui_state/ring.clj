@@ -211,6 +211,13 @@
                 of a stream by outcome (\"stream s3: 1 mended, 2 kept\"), so that
                 whatever the middleware changes is said; default prints it to
                 stderr
+    :finding    a function of one finding (a map with string keys, as
+                protocol/README.md §13 names them: \"event\" \"line\" \"kind\"
+                \"type\" \"index\" \"pointer\" \"code\" \"message\" \"hint\"
+                \"outcome\" \"stops\"), called with each finding of the repair in
+                order: every op it sent rewritten or left out, with its outcome,
+                as proxy logs them at debug level; default none. It is called
+                between two writes of the response: it must not block
   Put it inside any compression middleware, so that it sees the body before it
   is encoded: a response with a Content-Encoding passes untouched, with a warning."
   ([handler] (wrap-agui-state handler {}))

@@ -126,6 +126,26 @@
         (is (= (fix client-keys (utf8 (raw-sse "r4")) flags)
                (written (app (request "/x" (input client-keys "r4"))))))))))
 
+;; Issue 32: every op the repair sends rewritten or leaves out is reported with its
+;; outcome, each on its own: :finding gets every finding, in order, the very ones
+;; the sidecar gives for the same response fed at once on a stream of its own.
+(deftest each-finding-is-handed-to-finding
+  (with-open [cl (s/start-client)]
+    (let [found (atom [])
+          raw (raw-sse "f1")
+          app (r/wrap-agui-state (streaming raw 7)
+                                 (assoc opts :client cl :finding #(swap! found conj %) :log (fn [_])))
+          out (written (app (request "/x" (input client-keys "f1"))))
+          {:keys [stream-id]} (c/open-stream cl {:state client-keys :own ["/toolState"] :join-keys true
+                                                 :framing "sse"})
+          whole (c/fix-stream cl {:stream-id stream-id :text raw})
+          closed (c/close-stream cl stream-id)
+          expected (into (vec (:findings whole)) (:findings closed))]
+      (is (= (fix client-keys (utf8 raw) flags) out))
+      (is (some #(= "mended" (get % "outcome")) expected) (pr-str expected))
+      (is (every? #(contains? #{"passed" "mended" "discarded" "kept"} (get % "outcome")) expected))
+      (is (= expected @found)))))
+
 (deftest ndjson-and-the-async-arity
   (with-open [cl (s/start-client)]
     (let [text (apply str (map #(str % "\n") (agent/events "t1" "r1")))

@@ -105,7 +105,8 @@
   the sidecar: the unfinished one stays here, so that whatever the sidecar held
   when it failed can still be sent as the server wrote it. Every reply's
   findings go to `log` by outcome (§13's four words: what the repair changed is
-  said); restarts and failures to `warn`. Returns {:stream :abandon}; abandon
+  said), and each finding, in order, to `finding` when it is given; restarts
+  and failures to `warn`. Returns {:stream :abandon}; abandon
   closes the sidecar's stream when the response will not end normally.
 
   The sidecar may die in the middle (a kill -9, an out-of-memory kill): it is
@@ -136,7 +137,7 @@
   app's next write throws, as it did at once before resume. fixStream is called
   with \"\" between the app's writes, so that the cancel is learnt within the
   grace even from an app that is silent."
-  [^OutputStream out c opened params framing {:keys [warn log restarts replay-limit]}]
+  [^OutputStream out c opened params framing {:keys [warn log finding restarts replay-limit]}]
   (let [pending (ByteArrayOutputStream.)  ; written, not yet decoded
         ^CharsetDecoder decoder (-> StandardCharsets/UTF_8 .newDecoder
                                     (.onMalformedInput CodingErrorAction/REPLACE)
@@ -200,6 +201,7 @@
                 (to-client! (:text reply))
                 (when-let [line (outcome-line reply)]
                   (log (str "agui-state.ring: stream " @sid ": " line)))
+                (when finding (run! finding (:findings reply)))
                 (when (and (nil? @opening) text)
                   (vreset! opening (or (opening-event text framing) "")))
                 (when (and @replayable text)
