@@ -33,6 +33,15 @@ describe("the runtime the binaries embed", () => {
     expect(r.stderr).toBe(`runtime v${pin.version}\n`);
   });
 
+  it("dist/agui-state starts with the V8 flags node-runtime.json gives every binary (execArgv)", () => {
+    const probe = path.join(work, "print-exec-argv.cjs");
+    writeFileSync(probe, "process.stderr.write(JSON.stringify(process.execArgv.filter((a) => !a.startsWith('--require'))) + '\\n');\n");
+    const r = spawnSync(BINARY, ["--version"], { env: { ...withoutNpm(), NODE_OPTIONS: `--require ${probe}` }, encoding: "utf8" });
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(r.stderr)).toEqual(expect.arrayContaining(pin.execArgv));
+    expect(pin.execArgv).toContain("--max-semi-space-size=16");
+  });
+
   it("this machine's pinned tarball is the one node-runtime.json records (sha512, as the registry's dist.integrity)", () => {
     const host = `${process.platform === "win32" ? "win" : process.platform}-${process.arch}` as keyof typeof pin.packages;
     const { npm, integrity } = pin.packages[host];
