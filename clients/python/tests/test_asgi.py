@@ -383,12 +383,19 @@ async def test_a_sidecar_that_keeps_dying_is_restarted_twice_then_the_rest_goes_
         assert s.pid not in pids
 
 
-async def test_every_finding_is_said_with_its_outcome(caplog: pytest.LogCaptureFixture) -> None:
+async def serve_agent_run(s: AsyncAguiState, caplog: pytest.LogCaptureFixture, level: int) -> List[bytes]:
+    """The agent's run through the middleware on `s`, with agui_state.asgi logged from `level` on; the run's
+    events as the app sent them."""
     events = [sse(e) for e in agent_events(RUN_INPUT)]
+    mw = AguiStateMiddleware(stream_app(events), own=["/toolState"], join_keys=True, sidecar=s)
+    with caplog.at_level(level, logger="agui_state.asgi"):
+        await serve(mw, request(json.dumps(RUN_INPUT).encode()))
+    return events
+
+
+async def test_every_finding_is_said_with_its_outcome(caplog: pytest.LogCaptureFixture) -> None:
     async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
-        mw = AguiStateMiddleware(stream_app(events), own=["/toolState"], join_keys=True, sidecar=s)
-        with caplog.at_level(logging.INFO, logger="agui_state.asgi"):
-            await serve(mw, request(json.dumps(RUN_INPUT).encode()))
+        await serve_agent_run(s, caplog, logging.INFO)
     lines = [r.getMessage() for r in caplog.records if r.name == "agui_state.asgi" and r.levelno == logging.INFO]
     found = [line for line in lines if "agui-state findings:" in line]
     summary = [line for line in lines if "event stream fixed" in line]
@@ -407,11 +414,8 @@ async def test_each_finding_is_logged_at_debug_as_the_sidecar_gives_it(caplog: p
     # Issue 32: every op the repair sends rewritten or leaves out is reported with its outcome, each on its
     # own: one DEBUG line per finding, the §13 finding as JSON, in order; the same list a stream of its own
     # gives for the whole response fed at once.
-    events = [sse(e) for e in agent_events(RUN_INPUT)]
     async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
-        mw = AguiStateMiddleware(stream_app(events), own=["/toolState"], join_keys=True, sidecar=s)
-        with caplog.at_level(logging.DEBUG, logger="agui_state.asgi"):
-            await serve(mw, request(json.dumps(RUN_INPUT).encode()))
+        events = await serve_agent_run(s, caplog, logging.DEBUG)
         opened = await s.open_stream(state=STATE, own=["/toolState"], join_keys=True, framing="sse")
         whole = await s.fix_stream(opened["streamId"], b"".join(events).decode("utf-8"))
         closed = await s.close_stream(opened["streamId"])
