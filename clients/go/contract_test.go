@@ -173,3 +173,63 @@ func TestWireFollowsDiscover(t *testing.T) {
 		t.Errorf("no call above exercises %v: add one", missed)
 	}
 }
+
+// Every result type of this package that has a schema of the same name in the
+// contract decodes exactly that schema's members: a member the protocol adds
+// (as findings was added to fixStream's and closeStream's results) fails this
+// test until the type has it, rather than being dropped in silence.
+func TestResultTypesHaveTheirSchemasMembers(t *testing.T) {
+	c, ctx := startClient(t), testCtx(t)
+	doc, err := c.Discover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]json.RawMessage
+			}
+		}
+	}
+	if err := json.Unmarshal(doc, &d); err != nil {
+		t.Fatal(err)
+	}
+	types := []any{ApplyOpsResult{}, ActivitySnapshotResult{}, GetActivityResult{}, GetStateResult{}, NormalizeResult{},
+		OpenRunResult{}, StatsResult{}, FixStreamResult{}, CloseStreamResult{}, DetachStreamResult{}, StreamSummary{},
+		StreamFinding{}, RejoinStreamResult{}, ReadRejoinResult{}, ResumeRun{}, Limits{}, Skip{}}
+	for _, v := range types {
+		ty := reflect.TypeOf(v)
+		schema, ok := d.Components.Schemas[ty.Name()]
+		if !ok {
+			t.Errorf("%s: the contract has no schema of that name", ty.Name())
+			continue
+		}
+		var want []string
+		for name := range schema.Properties {
+			want = append(want, name)
+		}
+		got := jsonMembers(ty)
+		sort.Strings(want)
+		sort.Strings(got)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s decodes %v; its schema has %v", ty.Name(), got, want)
+		}
+	}
+}
+
+// jsonMembers is the JSON member names a struct type decodes, an embedded
+// struct's (Change) counted as its own, as encoding/json counts them.
+func jsonMembers(ty reflect.Type) []string {
+	var out []string
+	for i := 0; i < ty.NumField(); i++ {
+		f := ty.Field(i)
+		tag := strings.Split(f.Tag.Get("json"), ",")[0]
+		switch {
+		case f.Anonymous && tag == "" && f.Type.Kind() == reflect.Struct:
+			out = append(out, jsonMembers(f.Type)...)
+		case tag != "" && tag != "-":
+			out = append(out, tag)
+		}
+	}
+	return out
+}
