@@ -152,16 +152,6 @@ function removePeSignature(buf) {
 }
 
 /**
- * The V8 flags every binary starts with (node-runtime.json's `execArgv`, given to the SEA config;
- * NODE_OPTIONS still adds to them). Node 20's V8 grew the young generation to 16 MiB per semi-space at most; Node 26's grows it to
- * 32 MiB, so a busy process held 32 MiB more for the same work: `fix` on B10's 100 MB stream peaked at
- * 126 MiB, and on the stream twice over at 164 MiB, all of the difference in the young generation
- * (docs/benchmarks.md, B10). 16 MiB is Node 20's cap, under which every figure was measured before
- * the move to Node 26.
- */
-export const SEA_EXEC_ARGV = pin.execArgv;
-
-/**
  * Writes `output`: `executable` (a node binary of any target, or of this machine) with `main` (a path
  * relative to `root`, as the blob records it: a path of the machine that built it has no place there)
  * as its single-executable script, by `node --build-sea` run with `node`, the pinned Node of this
@@ -173,7 +163,12 @@ export const SEA_EXEC_ARGV = pin.execArgv;
  */
 export function buildSea({ node, root, main, executable, output, useCodeCache, env, workDir }) {
   const config = path.join(workDir, `sea-config-${path.basename(output)}.json`);
-  fs.writeFileSync(config, `${JSON.stringify({ main, output, executable, disableExperimentalSEAWarning: true, useCodeCache, execArgv: SEA_EXEC_ARGV }, null, 2)}\n`);
+  // node-runtime.json's execArgv: the V8 flags every binary starts with (NODE_OPTIONS still adds to
+  // them). Node 20's V8 grew each young-generation semi-space to 16 MiB at most, Node 26's to 32 MiB,
+  // so a busy process held 32 MiB more for the same work: `fix` on twice B10's 100 MB stream peaked at
+  // 164 MiB against 126 once, the difference all young generation. 16 MiB is Node 20's cap, under
+  // which every figure was measured before the move (docs/runtime.md, docs/benchmarks.md B10).
+  fs.writeFileSync(config, `${JSON.stringify({ main, output, executable, disableExperimentalSEAWarning: true, useCodeCache, execArgv: pin.execArgv }, null, 2)}\n`);
   // A --require/--import hook from the caller's NODE_OPTIONS (tsx, vitest) must not run in, or shape
   // the code cache of, the builder. It says "Generated single executable ..." on stdout: kept off.
   execFileSync(node, ["--build-sea", config], { cwd: root, stdio: "pipe", env: { ...env, NODE_OPTIONS: "" } });

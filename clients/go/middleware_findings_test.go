@@ -1,7 +1,6 @@
 package aguistate
 
 import (
-	"context"
 	"net/http"
 	"reflect"
 	"sync"
@@ -41,16 +40,7 @@ func TestMiddlewareHandsOverEveryFinding(t *testing.T) {
 	}
 	var o outcomes
 	for _, f := range want {
-		switch f.Outcome {
-		case "passed":
-			o.passed++
-		case "mended":
-			o.mended++
-		case "discarded":
-			o.discarded++
-		case "kept":
-			o.kept++
-		default:
+		if !o.add(f.Outcome, 1) {
 			t.Errorf("outcome %q is not one of the four", f.Outcome)
 		}
 		if f.Code == "" || f.Message == "" || f.Event < 1 || f.Line < 1 {
@@ -65,22 +55,10 @@ func TestMiddlewareHandsOverEveryFinding(t *testing.T) {
 	}
 }
 
-// sidecarFindings is every finding of a whole stream fed at once (with the
-// middleware's options, from {}), on a stream of its own.
+// sidecarFindings is every finding of a whole stream fed at once, on a stream
+// of its own (sidecarStream).
 func sidecarFindings(t *testing.T, c *Client, stream string) []StreamFinding {
 	t.Helper()
-	ctx := context.Background()
-	id, err := c.OpenStream(ctx, OpenStreamParams{Own: ownToolState.Own, JoinKeys: true, Framing: "sse"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fixed, err := c.FixStream(ctx, id, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed, err := c.CloseStream(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fixed, closed := sidecarStream(t, c, stream)
 	return append(append([]StreamFinding{}, fixed.Findings...), closed.Findings...)
 }

@@ -210,16 +210,7 @@ func loggedOutcomes(t *testing.T, log string) outcomes {
 			if err != nil {
 				t.Fatalf("%q", line)
 			}
-			switch word {
-			case "passed":
-				o.passed += k
-			case "mended":
-				o.mended += k
-			case "discarded":
-				o.discarded += k
-			case "kept":
-				o.kept += k
-			default:
+			if !o.add(word, k) {
 				t.Fatalf("%q", line)
 			}
 		}
@@ -227,21 +218,48 @@ func loggedOutcomes(t *testing.T, log string) outcomes {
 	return o
 }
 
+// add counts n findings of outcome word; false when word is not one of the four.
+func (o *outcomes) add(word string, n int) bool {
+	switch word {
+	case "passed":
+		o.passed += n
+	case "mended":
+		o.mended += n
+	case "discarded":
+		o.discarded += n
+	case "kept":
+		o.kept += n
+	default:
+		return false
+	}
+	return true
+}
+
 // sidecarOutcomes is the sidecar's own count of a whole stream's findings, fed
-// at once (with the middleware's options, from {}), on a stream of its own.
+// at once, on a stream of its own (sidecarStream).
 func sidecarOutcomes(t *testing.T, c *Client, stream string) outcomes {
+	t.Helper()
+	_, r := sidecarStream(t, c, stream)
+	return outcomes{r.Summary.Passed, r.Summary.Mended, r.Summary.Discarded, r.Summary.Kept}
+}
+
+// sidecarStream feeds a whole stream at once (with the middleware's options,
+// from {}) to a stream of its own, and returns FixStream's and CloseStream's
+// results.
+func sidecarStream(t *testing.T, c *Client, stream string) (*FixStreamResult, *CloseStreamResult) {
 	t.Helper()
 	ctx := context.Background()
 	id, err := c.OpenStream(ctx, OpenStreamParams{Own: ownToolState.Own, JoinKeys: true, Framing: "sse"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.FixStream(ctx, id, stream); err != nil {
-		t.Fatal(err)
-	}
-	r, err := c.CloseStream(ctx, id)
+	fixed, err := c.FixStream(ctx, id, stream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return outcomes{r.Summary.Passed, r.Summary.Mended, r.Summary.Discarded, r.Summary.Kept}
+	closed, err := c.CloseStream(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fixed, closed
 }
