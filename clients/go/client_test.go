@@ -45,6 +45,9 @@ func TestMain(m *testing.M) {
 //     every wrapper's result decodes from (as zero values).
 //   - "hang": read stdin to its end, then never exit (until killed).
 //   - "hold": hold every reply back until "release" (transport_test.go).
+//   - "classifier": answer classifyRequest "reload" for a path ending in
+//     /connect and "rejoin" for any other, and every other call with an
+//     internal error: a sidecar that fails every rejoin it was asked to serve.
 func fakeSidecar(mode string) {
 	switch mode {
 	case "garbage":
@@ -67,6 +70,10 @@ func fakeSidecar(mode string) {
 		if json.Unmarshal(in.Bytes(), &req) != nil {
 			os.Exit(3)
 		}
+		if mode == "classifier" {
+			classifier(req)
+			continue
+		}
 		if mode == "record" {
 			fmt.Fprintf(os.Stderr, "%s\n", in.Bytes())
 			fmt.Printf("{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{}}\n", req["id"])
@@ -80,6 +87,20 @@ func fakeSidecar(mode string) {
 		}
 		group = group[:0]
 	}
+}
+
+func classifier(req map[string]json.RawMessage) {
+	if string(req["method"]) != `"classifyRequest"` {
+		fmt.Printf("{\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":{\"code\":-32603,\"message\":\"internal error\"}}\n", req["id"])
+		return
+	}
+	var p struct{ Path string }
+	_ = json.Unmarshal(req["params"], &p)
+	kind := "rejoin"
+	if strings.HasSuffix(p.Path, "/connect") {
+		kind = "reload"
+	}
+	fmt.Printf("{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"kind\":%q}}\n", req["id"], kind)
 }
 
 func startFake(t *testing.T, mode string, opts Options) *Client {

@@ -32,7 +32,7 @@ var (
 	ErrVersionConflict = &Error{Code: -32004, Message: "version conflict"}
 	ErrUnknownActivity = &Error{Code: -32005, Message: "unknown activity"}  // ActivitySnapshot or DiffActivity creates it
 	ErrUnknownStream   = &Error{Code: -32006, Message: "unknown stream"}    // never opened, closed, evicted or idle: send the rest as it is
-	ErrResumeUnknown   = &Error{Code: -32007, Message: "nothing to resume"} // RejoinStream: answer the HTTP client with Status() (410 or 204)
+	ErrResumeUnknown   = &Error{Code: -32007, Message: "nothing to resume"} // RejoinStream: answer the HTTP client with Refusal() (410 or 204)
 	ErrUnknownRead     = &Error{Code: -32008, Message: "unknown read"}      // ReadRejoin: break the rejoin's response off
 	ErrMethodNotFound  = &Error{Code: -32601, Message: "method not found"}
 )
@@ -44,7 +44,7 @@ type errorData struct {
 	Reason string  `json:"reason"`
 	Field  *string `json:"field"`
 	Index  *int    `json:"index"`
-	Status int     `json:"status"`
+	Refusal
 }
 
 // data decodes Data; a missing or unreadable data reads as empty, so that the
@@ -100,8 +100,24 @@ func (e *Error) OpIndex() int {
 // answer the rejoin with, 410 for a dropped stream (Last-Event-ID) or 204 for
 // a reload (connect) (protocol/README.md §16). 0 for every other error.
 func (e *Error) Status() int {
+	r, _ := e.Refusal()
+	return r.Status
+}
+
+// Refusal is the HTTP answer a refused rejoin or reload gets (data of -32007,
+// ErrResumeUnknown, protocol/README.md §16): write exactly that status, those
+// headers and that body. ok is false for every other error.
+func (e *Error) Refusal() (r Refusal, ok bool) {
 	if e.Code != ErrResumeUnknown.Code {
-		return 0
+		return Refusal{}, false
 	}
-	return e.data().Status
+	return e.data().Refusal, true
+}
+
+// Refusal is an HTTP answer the sidecar decided: the same for an unknown run
+// and a refused one.
+type Refusal struct {
+	Status  int               `json:"status"`
+	Headers map[string]string `json:"headers"` // lower-case names
+	Body    string            `json:"body"`
 }

@@ -224,9 +224,9 @@ func newMiddleware(c *Client, opts MiddlewareOptions) *middleware {
 
 func (m *middleware) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if m.resumes() {
-			if path, lastID, ok := m.rejoinOf(r); ok {
-				m.rejoin(w, r, path, lastID) // never the handler (middleware_resume.go)
+		if m.resumes() && m.handles(r.URL.Path) {
+			if kind := m.classify(r); kind == "rejoin" || kind == "reload" {
+				m.rejoin(w, r, kind) // never the handler (middleware_resume.go)
 				return
 			}
 		}
@@ -258,8 +258,17 @@ type middleware struct {
 	noResume int32 // atomic; 1: the sidecar refused openStream's resume, and is not asked again (atomic.Bool is Go 1.19)
 }
 
-// resumes: streams are opened with resume, and rejoins recognised.
+// resumes: streams are opened with resume, and requests classified.
 func (m *middleware) resumes() bool { return !m.opts.NoResume && atomic.LoadInt32(&m.noResume) == 0 }
+
+// dropResume turns resume off for a sidecar that does not know it (older
+// than protocol/README.md §16's methods): streams are repaired without ids,
+// as before resume, and it is not asked again.
+func (m *middleware) dropResume(err error) {
+	if atomic.CompareAndSwapInt32(&m.noResume, 0, 1) {
+		m.log.Printf("agui-state: the sidecar cannot file streams as resumable runs (%v); they are repaired without resume", err)
+	}
+}
 
 // refusesResume: openStream's resume is a param the sidecar does not know.
 func refusesResume(err error) bool {
@@ -315,31 +324,41 @@ func (m *middleware) restart(ctx context.Context, dead *proc, why error) (*proc,
 	return m.c.current(), nil
 }
 
-// open opens a stream, restarting a sidecar that has exited and trying once
-// more; a baseline the sidecar refuses is dropped for {}, as the proxy does.
-// It returns the stream's process and id, and the baseline it was opened with.
-// It returns the stream's process, what openStream answered, and the params
-// it was opened with (a refused baseline or resume left out).
-func (m *middleware) open(ctx context.Context, p OpenStreamParams) (*proc, openedStream, OpenStreamParams, error) {
+// onSidecar makes call on the sidecar's process, and once more on a new one
+// when that process has exited (with Redis, a new sidecar serves what the old
+// one logged). It returns the client and the process of the last call, nil
+// when there is no sidecar to call, and that call's error.
+func (m *middleware) onSidecar(ctx context.Context, call func(c *Client, on *proc) error) (*Client, *proc, error) {
 	c, on, err := m.client(ctx)
 	if err != nil {
-		return nil, openedStream{}, p, err
+		return nil, nil, err
 	}
-	o, err := c.openStreamOn(ctx, on, p)
+	err = call(c, on)
 	var exited *ExitError
 	if errors.As(err, &exited) {
 		if on, err = m.restart(ctx, on, err); err != nil {
-			return nil, openedStream{}, p, err
+			return nil, nil, err
 		}
+		err = call(c, on)
+	}
+	return c, on, err
+}
+
+// open opens a stream (onSidecar); a baseline the sidecar refuses is dropped
+// for {}, as the proxy does. It returns the stream's process, what openStream
+// answered, and the params it was opened with (a refused baseline or resume
+// left out).
+func (m *middleware) open(ctx context.Context, p OpenStreamParams) (*proc, openedStream, OpenStreamParams, error) {
+	var o openedStream
+	c, on, err := m.onSidecar(ctx, func(c *Client, on *proc) (err error) {
 		o, err = c.openStreamOn(ctx, on, p)
+		return err
+	})
+	if c == nil {
+		return nil, o, p, err
 	}
 	if p.Resume != nil && refusesResume(err) {
-		// A sidecar without resume (older than protocol §16's stream
-		// methods): streams are repaired without ids, as before resume, and
-		// it is not asked again.
-		if atomic.CompareAndSwapInt32(&m.noResume, 0, 1) {
-			m.log.Printf("agui-state: the sidecar cannot file streams as resumable runs (%v); they are repaired without resume", err)
-		}
+		m.dropResume(err)
 		p.Resume = nil
 		o, err = c.openStreamOn(ctx, on, p)
 	}
@@ -355,7 +374,7 @@ func (m *middleware) open(ctx context.Context, p OpenStreamParams) (*proc, opene
 type runInput struct {
 	state    json.RawMessage // the client's state, an object; nil: {}
 	note     string          // why there is no state, when one was meant
-	threadID string          // "" when the body has none: the run cannot be resumed
+	threadID string          // "" when the body has none: the run is filed without one
 	messages json.RawMessage // an array, or nil
 }
 

@@ -11,36 +11,29 @@ import (
 	"time"
 )
 
-// Resume in the middleware (protocol/README.md §16, issue 34): the sidecar
-// keeps the runs (one implementation, shared by the proxy and every
-// middleware); the middleware stamps ids through it, keeps a handler going
-// when its client leaves, recognises a rejoin and streams what the sidecar
-// hands back.
+// Resume in the middleware (protocol/README.md §16): the sidecar keeps the
+// runs (one implementation, shared by the proxy and every middleware) and
+// decides every rule of resume; the middleware is its I/O. It passes the raw
+// request and response, keeps a handler going when its client leaves, and
+// writes what the sidecar hands back.
 //
-// - A stream is opened with `resume` (the request's threadId, path and
-//   credentials): every event the sidecar gives back carries an `id:` line and
-//   is logged.
-// - Detach: the handler runs under a context that the client's disconnect
-//   does not cancel (appContext). When the client leaves mid-run, the stream
-//   is detached: the handler's writes still go through fixStream, their output
-//   to the log only, until the handler returns, or the sidecar says the grace
-//   passed with nobody reading (cancel): then the handler's context is
-//   cancelled and its writes fail.
-// - Rejoin: a POST with Last-Event-ID, or a POST to <path>/connect (a
-//   reload), is answered from the log with rejoinStream and readRejoin; the
-//   handler is never called for it.
-
-// rejoinWait is readRejoin's waitMs: how long one call waits for an event. A
-// client that leaves is seen at once regardless (the call's context).
-const rejoinWait = 10_000
+//   - A stream is opened with `resume` (the request's threadId, messages,
+//     path and headers, the response's headers): every event the sidecar
+//     gives back carries an `id:` line and is logged, and the head gets the
+//     headers the sidecar adds (the announcement).
+//   - Detach: the handler runs under a context that the client's disconnect
+//     does not cancel (appContext). When the client leaves mid-run, the stream
+//     is detached: the handler's writes still go through fixStream, their output
+//     to the log only, until the handler returns, or the sidecar says the grace
+//     passed with nobody reading (cancel): then the handler's context is
+//     cancelled and its writes fail.
+//   - Rejoin: a request the sidecar classifies as a rejoin or a reload is
+//     answered from the log with rejoinStream and readRejoin, or with the
+//     refusal the sidecar decided; the handler is never called for it.
 
 // errRunCancelled is what the handler's writes return once its client left
 // and nobody rejoined the run within the grace (its context is cancelled too).
 var errRunCancelled = errors.New("agui-state: the client left and the run was cancelled")
-
-// gone410 is the body of a refused rejoin, the proxy's (src/proxy/resume.ts):
-// a refusal and an unknown run get the same answer.
-const gone410 = `{"error":{"code":"resume_unknown","message":"no run to resume from this Last-Event-ID: it is unknown, expired, or not yours; start a new run"}}`
 
 // appContext is the handler's context when resume is on: the request's
 // values, but cancelled only by stop (a cancelled run, or the handler's
@@ -172,94 +165,98 @@ func (s *streamWriter) cancelRun(why string) {
 	}
 }
 
-// resumeRun is openStream's `resume` for this request and response.
+// resumeRun is openStream's `resume` for this request and response; nil for
+// a request with no path to file it under (`OPTIONS *`).
 func (s *streamWriter) resumeRun() *ResumeRun {
 	if !strings.HasPrefix(s.req.URL.Path, "/") {
 		return nil
 	}
-	headers := map[string]string{}
-	for k, v := range s.w.Header() {
-		switch k = strings.ToLower(k); k {
-		case "set-cookie", "content-length", "content-encoding", "connection", "keep-alive", "transfer-encoding":
-		default:
-			headers[k] = strings.Join(v, ", ")
-		}
-	}
 	return &ResumeRun{
-		ThreadID:      s.input.threadID,
-		Path:          s.req.URL.Path,
-		Authorization: s.req.Header.Get("Authorization"),
-		Cookie:        strings.Join(s.req.Header.Values("Cookie"), "; "),
-		Messages:      s.input.messages,
-		Headers:       headers,
+		ThreadID: s.input.threadID, Messages: s.input.messages, Path: s.req.URL.Path,
+		RequestHeaders: HeaderPairs(s.req.Header), ResponseHeaders: HeaderPairs(s.w.Header()),
 	}
 }
 
-// rejoinOf tells a rejoin from a run: a POST with Last-Event-ID to a path
-// the middleware repairs (a dropped stream), or a POST to <path>/connect for
-// such a path (a reloaded page). Only POST: AG-UI runs are posted, and an
-// EventSource endpoint of the app's own (a GET that reconnects with
-// Last-Event-ID) is left to the app.
-func (m *middleware) rejoinOf(r *http.Request) (path, lastID string, ok bool) {
-	if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/") {
-		return "", "", false
+// handles: the request is the sidecar's to classify. Paths name agent paths,
+// each with its reload endpoint, <path>/connect (protocol/README.md §16).
+func (m *middleware) handles(path string) bool {
+	agent := strings.TrimSuffix(path, "/connect")
+	if agent == "" {
+		agent = "/"
 	}
-	if id := r.Header.Get("Last-Event-ID"); id != "" && m.wants(r.URL.Path) {
-		return r.URL.Path, id, true
+	return m.wants(path) || m.wants(agent)
+}
+
+// classify asks the sidecar what r is: "forward" (to the handler), "rejoin"
+// or "reload". A sidecar that cannot be reached, even restarted, sends the
+// request to the handler (fail open).
+func (m *middleware) classify(r *http.Request) string {
+	ctx, cancel := withCallTimeout(r.Context())
+	defer cancel()
+	p := ClassifyRequestParams{Method: r.Method, Path: r.URL.Path, Headers: HeaderPairs(r.Header)}
+	var res *ClassifyRequestResult
+	_, _, err := m.onSidecar(ctx, func(c *Client, on *proc) (err error) {
+		res, err = c.classifyRequestOn(ctx, on, p)
+		return err
+	})
+	switch {
+	case err == nil:
+		return res.Kind
+	case errors.Is(err, ErrMethodNotFound): // a sidecar older than classifyRequest
+		m.dropResume(err)
+	case r.Context().Err() == nil:
+		m.log.Printf("agui-state: %s: the request could not be classified (%v); it goes to the handler", r.URL.Path, err)
 	}
-	if p := strings.TrimSuffix(r.URL.Path, "/connect"); p != r.URL.Path {
-		if p == "" {
-			p = "/"
-		}
-		if m.wants(p) {
-			return p, "", true
-		}
-	}
-	return "", "", false
+	return "forward"
 }
 
 // rejoin answers a rejoin or a reload from the sidecar's run log, never
-// calling the handler. Nothing to rejoin is 410 (204 for a reload), as from
-// the proxy; so is a sidecar that cannot be reached (fail open: the client
-// starts a new run). A run that ended as its handler ended it ends the
-// response; any other end breaks it off (http.ErrAbortHandler), so that the
-// client never takes a cut run for a whole one.
-func (m *middleware) rejoin(w http.ResponseWriter, r *http.Request, path, lastID string) {
-	refused := http.StatusGone
-	if lastID == "" {
-		refused = http.StatusNoContent
+// calling the handler: the status and headers rejoinStream gives, then the
+// text of each readRejoin, each page taken by the client before the next is
+// asked for; or exactly the refusal the sidecar decided. When the sidecar
+// cannot be reached, even restarted, the answer is 410 (204 for a reload)
+// with no body, and one line in the log: the client starts a new run. A run that ended as its handler
+// ended it ends the response; any other end breaks it off
+// (http.ErrAbortHandler), so that the client never takes a cut run for a
+// whole one.
+func (m *middleware) rejoin(w http.ResponseWriter, r *http.Request, kind string) {
+	ctx, path := r.Context(), r.URL.Path
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBaselineBytes))
+	var c *Client
+	var on *proc
+	var res *RejoinStreamResult
+	if err == nil {
+		cctx, cancel := withCallTimeout(ctx)
+		p := RejoinStreamParams{Request: RejoinRequest{Method: r.Method, Path: path, Headers: HeaderPairs(r.Header), Body: string(body)}}
+		c, on, err = m.onSidecar(cctx, func(c *Client, on *proc) (err error) {
+			res, err = c.rejoinStreamOn(cctx, on, p)
+			return err
+		})
+		cancel()
 	}
-	in := baseline(r)
-	if in.threadID == "" {
-		refuse(w, refused)
-		return
-	}
-	ctx := r.Context()
-	p := RejoinStreamParams{
-		ThreadID: in.threadID, Path: path, LastEventID: lastID,
-		Authorization: r.Header.Get("Authorization"), Cookie: strings.Join(r.Header.Values("Cookie"), "; "),
-	}
-	c, on, res, err := m.openRejoin(ctx, p)
 	if err != nil {
 		var e *Error
-		status := refused
-		if errors.As(err, &e) && e.Status() != 0 {
-			status = e.Status()
-		} else if ctx.Err() == nil {
-			m.log.Printf("agui-state: %s: the rejoin could not be served (%v); answered %d", path, err, refused)
+		if errors.As(err, &e) {
+			if a, ok := e.Refusal(); ok {
+				answer(w, a.Status, a.Headers, a.Body)
+				return
+			}
 		}
-		refuse(w, status)
+		status := http.StatusGone
+		if kind == "reload" {
+			status = http.StatusNoContent
+		}
+		if ctx.Err() == nil {
+			m.log.Printf("agui-state: %s: the %s could not be served (%v); answered %d", path, kind, err, status)
+		}
+		w.WriteHeader(status)
 		return
 	}
-	for k, v := range res.Headers {
-		w.Header().Set(k, v)
-	}
-	w.WriteHeader(res.Status)
+	answer(w, res.Status, res.Headers, "")
 	flush(w)
-	wait := rejoinWait
 	for {
-		cctx, cancel := context.WithTimeout(ctx, callTimeout+rejoinWait*time.Millisecond)
-		rr, err := c.readRejoinOn(cctx, on, ReadRejoinParams{ReadID: res.ReadID, WaitMs: &wait})
+		cctx, cancel := withCallTimeout(ctx)
+		rr, err := c.readRejoinOn(cctx, on, ReadRejoinParams{ReadID: res.ReadID})
 		cancel()
 		if err != nil {
 			m.closeRejoin(c, on, res.ReadID)
@@ -297,26 +294,6 @@ func (m *middleware) endedEarly(path, why string) {
 	m.log.Printf("agui-state: %s: the rejoin's answer ended early: %s", path, why)
 }
 
-// openRejoin is rejoinStream on the sidecar, restarting one that has exited
-// (with Redis, a new sidecar serves what the old one logged).
-func (m *middleware) openRejoin(ctx context.Context, p RejoinStreamParams) (*Client, *proc, *RejoinStreamResult, error) {
-	ctx, cancel := withCallTimeout(ctx)
-	defer cancel()
-	c, on, err := m.client(ctx)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	res, err := c.rejoinStreamOn(ctx, on, p)
-	var exited *ExitError
-	if errors.As(err, &exited) {
-		if on, err = m.restart(ctx, on, err); err != nil {
-			return nil, nil, nil, err
-		}
-		res, err = c.rejoinStreamOn(ctx, on, p)
-	}
-	return c, on, res, err
-}
-
 // closeRejoin forgets a read whose client left, so that it no longer keeps
 // the run going past its grace.
 func (m *middleware) closeRejoin(c *Client, on *proc, readID string) {
@@ -325,14 +302,13 @@ func (m *middleware) closeRejoin(c *Client, on *proc, readID string) {
 	_ = c.closeRejoinOn(ctx, on, readID)
 }
 
-func refuse(w http.ResponseWriter, status int) {
-	if status == http.StatusNoContent {
-		w.WriteHeader(status)
-		return
+// answer writes the head (and body) the sidecar decided, as they are.
+func answer(w http.ResponseWriter, status int, headers map[string]string, body string) {
+	for k, v := range headers {
+		w.Header().Set(k, v)
 	}
-	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = io.WriteString(w, gone410)
+	_, _ = io.WriteString(w, body)
 }
 
 func flush(w http.ResponseWriter) {

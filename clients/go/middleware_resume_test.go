@@ -197,22 +197,24 @@ func forge(id string) string {
 	return id[:len(id)-1] + "A"
 }
 
-// A reload (POST <path>/connect) gets the thread's run from its start, with
-// the request's state and messages as snapshots after RUN_STARTED; a thread
-// with no run gets 204, and the handler is called for neither.
+// A reload (POST <path>/connect) with the run's credential gets the thread's
+// run from its start, with the request's state and messages as snapshots
+// after RUN_STARTED; a thread with no run gets 204, and the handler is called
+// for neither. (The table of middleware_edge_test.go holds who may reload.)
 func TestMiddlewareServesAReload(t *testing.T) {
 	c, ctx := startClient(t), testCtx(t)
 	h := newStopped(sse(sloppy), "")
 	close(h.goOn)
 	s, _ := serve(t, c, ownToolState, h.ServeHTTP)
-	run := readAll(t, postWith(t, ctx, s.URL+"/agent", runBody, nil).Body)
+	alice := map[string]string{"Authorization": "Bearer alice"}
+	run := readAll(t, postWith(t, ctx, s.URL+"/agent", runBody, alice).Body)
 	<-h.after
 	if !opening.MatchString(run) {
 		t.Fatalf("the run does not start with its opening block: %q", run)
 	}
 	run = opening.ReplaceAllString(run, "") // a reload starts at RUN_STARTED: no opening block (§16)
 
-	reload := postWith(t, ctx, s.URL+"/agent/connect", `{"threadId":"t1","runId":"r2"}`, nil)
+	reload := postWith(t, ctx, s.URL+"/agent/connect", `{"threadId":"t1","runId":"r2"}`, alice)
 	got := readAll(t, reload.Body)
 	if reload.StatusCode != http.StatusOK || !strings.Contains(got, `"type":"STATE_SNAPSHOT","snapshot":{"selectedLayer":"era5"}`) || !strings.Contains(got, `"type":"MESSAGES_SNAPSHOT"`) {
 		t.Fatalf("reload: %d %q", reload.StatusCode, got)
@@ -220,7 +222,7 @@ func TestMiddlewareServesAReload(t *testing.T) {
 	if !strings.HasSuffix(got, run[strings.Index(run, "\n\n")+2:]) { // after RUN_STARTED, the prelude, then the run's own events with their ids
 		t.Errorf("reload %q does not end with the run's events %q", got, run)
 	}
-	none := postWith(t, ctx, s.URL+"/agent/connect", `{"threadId":"t2"}`, nil)
+	none := postWith(t, ctx, s.URL+"/agent/connect", `{"threadId":"t2"}`, alice)
 	if body := readAll(t, none.Body); none.StatusCode != http.StatusNoContent || body != "" {
 		t.Errorf("a thread with no run: %d %q, want 204", none.StatusCode, body)
 	}
@@ -229,37 +231,39 @@ func TestMiddlewareServesAReload(t *testing.T) {
 	}
 }
 
-// A rejoin with other credentials, for another thread, or with an id the log
-// does not hold gets 410 with one body for all, and never reaches the handler.
+// A rejoin with another credential or none, for another thread, with an id
+// the log does not hold or a body that is not JSON gets the sidecar's refusal,
+// one answer for all, and never reaches the handler; the requester's rejoin
+// gets the rest, with a cookie the operator did not name changed.
 func TestMiddlewareRefusesARejoinThatIsNotTheRequesters(t *testing.T) {
 	c, ctx := startClient(t), testCtx(t)
 	h := newStopped(sse(sloppy), "")
 	close(h.goOn)
 	s, _ := serve(t, c, ownToolState, h.ServeHTTP)
-	run := readAll(t, postWith(t, ctx, s.URL+"/agent", runBody, map[string]string{"Authorization": "Bearer alice", "Cookie": "s=1"}).Body)
+	run := readAll(t, postWith(t, ctx, s.URL+"/agent", runBody, map[string]string{"Authorization": "Bearer alice", "Cookie": "AWSALB=1"}).Body)
 	id := regexp.MustCompile(`(?m)^id: (.+)$`).FindStringSubmatch(run)[1]
-	bodies := map[string]bool{}
+	answers := map[string]bool{}
 	for _, tc := range []struct {
 		body   string
 		header map[string]string
 	}{
-		{runBody, map[string]string{"Authorization": "Bearer mallory", "Cookie": "s=1", "Last-Event-ID": id}},
-		{runBody, map[string]string{"Authorization": "Bearer alice", "Last-Event-ID": id}},
-		{strings.Replace(runBody, `"t1"`, `"t2"`, 1), map[string]string{"Authorization": "Bearer alice", "Cookie": "s=1", "Last-Event-ID": id}},
-		{runBody, map[string]string{"Authorization": "Bearer alice", "Cookie": "s=1", "Last-Event-ID": id[:len(id)-4] + "AAAA"}},
-		{`not json`, map[string]string{"Authorization": "Bearer alice", "Cookie": "s=1", "Last-Event-ID": id}},
+		{runBody, map[string]string{"Authorization": "Bearer mallory", "Last-Event-ID": id}},
+		{runBody, map[string]string{"Cookie": "AWSALB=1", "Last-Event-ID": id}},
+		{strings.Replace(runBody, `"t1"`, `"t2"`, 1), map[string]string{"Authorization": "Bearer alice", "Last-Event-ID": id}},
+		{runBody, map[string]string{"Authorization": "Bearer alice", "Last-Event-ID": id[:len(id)-4] + "AAAA"}},
+		{`not json`, map[string]string{"Authorization": "Bearer alice", "Last-Event-ID": id}},
 	} {
 		resp := postWith(t, ctx, s.URL+"/agent", tc.body, tc.header)
 		body := readAll(t, resp.Body)
 		if resp.StatusCode != http.StatusGone {
 			t.Errorf("%v: %d %q, want 410", tc.header, resp.StatusCode, body)
 		}
-		bodies[body] = true
+		answers[resp.Header.Get("Content-Type")+" "+body] = true
 	}
-	if len(bodies) != 1 || !bodies[gone410] {
-		t.Errorf("the refusals differ, or are not the proxy's: %v", bodies)
+	if len(answers) != 1 {
+		t.Errorf("the refusals differ: %v", answers)
 	}
-	ok := postWith(t, ctx, s.URL+"/agent", runBody, map[string]string{"Authorization": "Bearer alice", "Cookie": "s=1", "Last-Event-ID": id})
+	ok := postWith(t, ctx, s.URL+"/agent", runBody, map[string]string{"Authorization": "Bearer alice", "Cookie": "AWSALB=2", "Last-Event-ID": id})
 	if rest := readAll(t, ok.Body); ok.StatusCode != http.StatusOK || !strings.HasSuffix(run, rest) || rest == "" {
 		t.Errorf("the requester's rejoin: %d %q", ok.StatusCode, rest)
 	}
@@ -336,7 +340,8 @@ func TestMiddlewareNoResume(t *testing.T) {
 }
 
 // A sidecar that cannot be started: the run still streams (unrepaired, fail
-// open), and a rejoin gets 410 rather than reaching the handler.
+// open), and so does a request with Last-Event-ID, which nothing can classify:
+// both reach the handler, and the log says why.
 func TestMiddlewareRejoinWithoutASidecar(t *testing.T) {
 	ctx := testCtx(t)
 	h := newStopped(sse(sloppy), "")
@@ -348,14 +353,41 @@ func TestMiddlewareRejoinWithoutASidecar(t *testing.T) {
 		t.Errorf("the run without its sidecar: %q", out)
 	}
 	resp := postWith(t, ctx, s.URL+"/agent", runBody, map[string]string{"Last-Event-ID": "a.1.b"})
-	if body := readAll(t, resp.Body); resp.StatusCode != http.StatusGone || body != gone410 {
+	if body := readAll(t, resp.Body); resp.StatusCode != http.StatusOK || body != sse(sloppy) {
 		t.Errorf("rejoin: %d %q", resp.StatusCode, body)
 	}
-	if n := atomic.LoadInt32(&h.calls); n != 1 {
+	if n := atomic.LoadInt32(&h.calls); n != 2 {
+		t.Errorf("the handler ran %d times, want 2", n)
+	}
+	if !strings.Contains(logs.String(), "agui-state: /agent: the request could not be classified (") {
+		t.Errorf("log: %s", logs)
+	}
+}
+
+// A sidecar that classifies a request as a rejoin or a reload but cannot
+// serve it: 410 for the rejoin, 204 for the reload, both with no body and a
+// line in the log each, and the handler is called for neither.
+func TestMiddlewareRejoinTheSidecarCannotServe(t *testing.T) {
+	ctx := testCtx(t)
+	h := newStopped(sse(sloppy), "")
+	close(h.goOn)
+	s, logs := serve(t, startFake(t, "classifier", Options{}), MiddlewareOptions{}, h.ServeHTTP)
+	for _, tc := range []struct {
+		path   string
+		status int
+	}{{"/agent", http.StatusGone}, {"/agent/connect", http.StatusNoContent}} {
+		resp := postWith(t, ctx, s.URL+tc.path, runBody, map[string]string{"Last-Event-ID": "a.1.b"})
+		if body := readAll(t, resp.Body); resp.StatusCode != tc.status || body != "" {
+			t.Errorf("%s: %d %q, want %d and no body", tc.path, resp.StatusCode, body, tc.status)
+		}
+	}
+	if n := atomic.LoadInt32(&h.calls); n != 0 {
 		t.Errorf("the handler ran %d times", n)
 	}
-	if !strings.Contains(logs.String(), "the rejoin could not be served") {
-		t.Errorf("log: %s", logs)
+	for _, line := range []string{"agui-state: /agent: the rejoin could not be served (", "agui-state: /agent/connect: the reload could not be served ("} {
+		if !strings.Contains(logs.String(), line) {
+			t.Errorf("log: %s", logs)
+		}
 	}
 }
 

@@ -143,7 +143,7 @@ func (s *streamWriter) open(f string) string {
 	}
 	o := s.m.opts
 	params := OpenStreamParams{State: s.state, Own: o.Own, Snapshots: o.Snapshots, JoinKeys: o.JoinKeys, Framing: f}
-	if s.stop != nil && f == "sse" && s.input.threadID != "" {
+	if s.stop != nil && f == "sse" {
 		params.Resume = s.resumeRun()
 	}
 	p, opened, params, err := s.m.open(ctx, params)
@@ -167,6 +167,9 @@ func (s *streamWriter) open(f string) string {
 	}
 	if s.run == "" {
 		return ""
+	}
+	for k, v := range opened.Headers { // the announcement (protocol/README.md §16)
+		s.w.Header().Set(k, v)
 	}
 	return opened.Opening
 }

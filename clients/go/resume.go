@@ -3,23 +3,76 @@ package aguistate
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"sort"
 )
 
 // Typed wrappers for resume through the stream methods (protocol/README.md
 // §16): a stream opened with OpenStreamParams.Resume is filed as a run, every
 // event of its text gets an `id:` line, and a client that drops can rejoin it
 // from the sidecar's run log (memory, or Redis shared by several servers).
-// Middleware (middleware_resume.go) is built on them.
+// Every rule of resume is the sidecar's: which request is a rejoin or a
+// reload (ClassifyRequest), the credential a request carries, the headers a
+// rejoin is answered with, and the answer to a refused one. The caller passes
+// the raw request and response headers. Middleware (middleware_resume.go) is
+// built on them.
 
-// ResumeRun is openStream's `resume`: what the run is filed under, and who
-// may rejoin it.
+// HeaderPairs is h as the [name, value] pairs the resume methods take, every
+// value of a repeated header a pair of its own; the sidecar reads names in
+// any case. The pairs are in the order of their names, for want of the order
+// they came in, which http.Header does not keep.
+func HeaderPairs(h http.Header) [][2]string {
+	names := make([]string, 0, len(h))
+	for name := range h {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	pairs := [][2]string{} // never nil: [] on the wire, not null
+	for _, name := range names {
+		for _, v := range h[name] {
+			pairs = append(pairs, [2]string{name, v})
+		}
+	}
+	return pairs
+}
+
+// ResumeRun is openStream's `resume`: what the run is filed under. The
+// sidecar derives from the headers who may rejoin it and the headers a rejoin
+// is answered with.
 type ResumeRun struct {
-	ThreadID      string            `json:"threadId"`                // the request's RunAgentInput.threadId
-	Path          string            `json:"path"`                    // the agent's path, without the query
-	Authorization string            `json:"authorization,omitempty"` // the request's Authorization header
-	Cookie        string            `json:"cookie,omitempty"`        // the request's Cookie headers, joined by "; "
-	Messages      json.RawMessage   `json:"messages,omitempty"`      // RunAgentInput.messages, for a reload's MESSAGES_SNAPSHOT; nil: []
-	Headers       map[string]string `json:"headers,omitempty"`       // the response's headers (lower-case names) a rejoin is answered with
+	ThreadID        string          `json:"threadId,omitempty"` // the request's RunAgentInput.threadId; "": the run is rejoinable by its ids, never reloadable
+	Messages        json.RawMessage `json:"messages,omitempty"` // RunAgentInput.messages, for a reload's MESSAGES_SNAPSHOT; nil: []
+	Path            string          `json:"path"`               // the agent's path, without the query
+	RequestHeaders  [][2]string     `json:"requestHeaders"`     // the request's headers as received (HeaderPairs)
+	ResponseHeaders [][2]string     `json:"responseHeaders"`    // the response's headers as the handler set them (HeaderPairs)
+}
+
+// ClassifyRequestParams is a request as it reached the server.
+type ClassifyRequestParams struct {
+	Method  string      `json:"method"`
+	Path    string      `json:"path"`    // without the query
+	Headers [][2]string `json:"headers"` // HeaderPairs of the request's
+}
+
+// ClassifyRequestResult says what to do with a request: Kind "forward" (to
+// the app, as any other), "rejoin" (a dropped stream) or "reload" (a
+// reloaded page): answer those two with RejoinStream, never the app.
+type ClassifyRequestResult struct {
+	Kind string `json:"kind"`
+}
+
+// ClassifyRequest asks the sidecar what a request is (protocol/README.md
+// §16); a middleware calls it before the app, for every request it handles.
+func (c *Client) ClassifyRequest(ctx context.Context, p ClassifyRequestParams) (*ClassifyRequestResult, error) {
+	return c.classifyRequestOn(ctx, c.current(), p)
+}
+
+func (c *Client) classifyRequestOn(ctx context.Context, on *proc, p ClassifyRequestParams) (*ClassifyRequestResult, error) {
+	var r ClassifyRequestResult
+	if err := c.callOn(ctx, on, "classifyRequest", p, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 // DetachStreamResult says how often to call FixStream, at least (with text
@@ -47,16 +100,22 @@ func (c *Client) detachStreamOn(ctx context.Context, on *proc, streamID string) 
 	return &r, nil
 }
 
-// RejoinStreamParams names the run to rejoin. With LastEventID (the
-// request's Last-Event-ID header) it is a dropped stream: the events after
-// that id. Without it, a reloaded page (POST <path>/connect): the thread's
-// latest run at Path, from its start.
+// RejoinStreamParams is the request to answer from the run log, as it
+// reached the server: the sidecar reads from it whether it is a dropped
+// stream (Last-Event-ID: the events after that id) or a reloaded page (POST
+// <path>/connect: the thread's latest run, from its start), the threadId of
+// its body and its credential.
 type RejoinStreamParams struct {
-	ThreadID      string `json:"threadId"`
-	Path          string `json:"path"`
-	Authorization string `json:"authorization,omitempty"`
-	Cookie        string `json:"cookie,omitempty"`
-	LastEventID   string `json:"lastEventId,omitempty"`
+	Request RejoinRequest `json:"request"`
+}
+
+// RejoinRequest is a rejoin or reload request: Body is its body as text,
+// read up to the limit the caller keeps for a RunAgentInput.
+type RejoinRequest struct {
+	Method  string      `json:"method"`
+	Path    string      `json:"path"`    // without the query
+	Headers [][2]string `json:"headers"` // HeaderPairs of the request's
+	Body    string      `json:"body"`
 }
 
 // RejoinStreamResult is the read to call ReadRejoin with, and the status and
@@ -68,9 +127,10 @@ type RejoinStreamResult struct {
 }
 
 // RejoinStream opens a read of a run. Nothing to rejoin (an unknown, expired
-// or forged id, another thread, path or credentials, no run) fails with
-// ErrResumeUnknown, one answer for all, whose Status() is the HTTP status to
-// answer with: 410, or 204 for a reload.
+// or forged id, another thread, path or credential, no run, a broken run
+// already read to its end) fails with ErrResumeUnknown, one answer for all,
+// whose Refusal() is the HTTP answer to give exactly: 410, or 204 for a
+// reload.
 func (c *Client) RejoinStream(ctx context.Context, p RejoinStreamParams) (*RejoinStreamResult, error) {
 	return c.rejoinStreamOn(ctx, c.current(), p)
 }
@@ -86,14 +146,16 @@ func (c *Client) rejoinStreamOn(ctx context.Context, on *proc, p RejoinStreamPar
 }
 
 // ReadRejoinParams: WaitMs is how long the sidecar waits for an event before
-// it answers with none; nil is its default (1 s), at most 30000.
+// it answers with none; nil is its default, which a middleware keeps.
 type ReadRejoinParams struct {
 	ReadID string `json:"readId"`
 	WaitMs *int   `json:"waitMs,omitempty"`
 }
 
 // ReadRejoinResult is the next events of the run, as SSE with their ids, to
-// write to the client as they are. Done: the run ended and the read is
+// write to the client as they are: at most a page of them, so that a client
+// that reads slowly is asked for the next one only once it has taken this
+// one. Done: the run ended and the read is
 // closed; End says how: "finished" (end the client's response), anything else
 // ("cancelled", "evicted", "unresumable": break it off, so that the client
 // does not take a cut run for a whole one).

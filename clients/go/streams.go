@@ -83,11 +83,14 @@ func (c *Client) OpenStream(ctx context.Context, p OpenStreamParams) (string, er
 
 // openedStream is openStream's result: Run is set when the stream was filed
 // as a resumable run (Resume given, and a sidecar with a run log), and with it
-// Opening, the block to write to the client first (protocol/README.md §16).
+// Opening, the block to write to the client first, and Headers, the headers
+// to add to the response's head: the announcement that it can be resumed
+// (protocol/README.md §16).
 type openedStream struct {
-	StreamID string `json:"streamId"`
-	Run      string `json:"run"`
-	Opening  string `json:"opening"`
+	StreamID string            `json:"streamId"`
+	Run      string            `json:"run"`
+	Opening  string            `json:"opening"`
+	Headers  map[string]string `json:"headers"`
 }
 
 func (c *Client) openStreamOn(ctx context.Context, on *proc, p OpenStreamParams) (openedStream, error) {
