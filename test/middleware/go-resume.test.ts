@@ -67,6 +67,10 @@ async function relayTo(cuts: Cut[], ...servers: Server[]): Promise<Relay> {
 }
 
 const hits = async (server: Server): Promise<number> => Number(await (await fetch(`${server.url}/hits`)).text());
+/** Requests to /agent that reached the server, the ones the middleware answered itself included. */
+const requests = async (server: Server): Promise<number> => Number(await (await fetch(`${server.url}/requests`)).text());
+/** The credential of the runs a page reloads: an anonymous run is not reloadable (protocol/README.md §16). */
+const ALICE = { authorization: "Bearer alice" };
 async function paused(server: Server, name: string): Promise<void> {
   expect(await (await fetch(`${server.url}/paused?name=${name}`)).text()).toBe("paused");
 }
@@ -78,7 +82,7 @@ const input = (threadId: string, runId: string, state: object = {}): string => J
 
 /** What a client that was never cut ends with: the plain HttpAgent, straight to the server. */
 async function uninterrupted(server: Server, threadId: string, runId: string) {
-  const client = new HttpAgent({ url: `${server.url}/agent`, threadId, initialState: structuredClone(CLIENT_KEYS) });
+  const client = new HttpAgent({ url: `${server.url}/agent`, threadId, initialState: structuredClone(CLIENT_KEYS), headers: ALICE });
   expect(await runCollecting(client, runId)).toEqual([]);
   return { state: client.state, messages: client.messages };
 }
@@ -169,18 +173,34 @@ describe("a dropped stream continues where it stopped (Go middleware, memory sto
     const relay = await relayTo([{ boundary: 2, extra: 0 }], server);
     void relay.cut().then(() => detached(server)).then(() => resume(server, "d"));
     // The first page's request is cut and does not resume: the page was closed.
-    await expect(readAll(`${relay.url}/agent?pause=d`, input("t4", "r1", CLIENT_KEYS))).rejects.toThrow();
-    // The reloaded page knows only its thread.
-    const reloaded = new ResumableHttpAgent({ url: `${server.url}/agent`, threadId: "t4", initialState: {} });
+    await expect(readAll(`${relay.url}/agent?pause=d`, input("t4", "r1", CLIENT_KEYS), ALICE)).rejects.toThrow();
+    // The reloaded page knows only its thread, and its user's credential.
+    const reloaded = new ResumableHttpAgent({ url: `${server.url}/agent`, threadId: "t4", initialState: {}, headers: ALICE });
     await reloaded.connectAgent();
     expect(await hits(server)).toBe(2);
     expect(reloaded.state).toEqual(expected.state);
     expect(reloaded.messages).toEqual(expected.messages);
     // A thread with no run: 204, and the handler is not called.
-    const none = await fetch(`${server.url}/agent/connect`, { method: "POST", headers: { "content-type": "application/json" }, body: input("nobody", "r1") });
+    const none = await fetch(`${server.url}/agent/connect`, { method: "POST", headers: { "content-type": "application/json", ...ALICE }, body: input("nobody", "r1") });
     expect(none.status).toBe(204);
     expect(await none.text()).toBe("");
     expect(await hits(server)).toBe(2);
+  }, 120_000);
+});
+
+describe("a run whose app failed (Go middleware)", () => {
+  test("issue 38: the handler panics mid-run; the client errs at once: the run and one rejoin, answered 410, reach the server, and no more", async () => {
+    const server = await startServer();
+    const tries: string[] = [];
+    const client = new ResumableHttpAgent({ url: `${server.url}/agent?raise=3`, threadId: "t6", initialState: structuredClone(CLIENT_KEYS), resume: { backoffMs: 1, onRetry: ({ lastEventId }) => void tries.push(lastEventId) } });
+    await expect(runCollecting(client, "r1")).rejects.toThrow();
+    expect(await requests(server)).toBe(2);
+    expect(await hits(server)).toBe(1);
+    expect(tries).toHaveLength(1);
+    // The one rejoin was answered from the log with its refusal, from the id of the last event the client had.
+    const answer = await fetch(`${server.url}/agent`, { method: "POST", headers: { "content-type": "application/json", "last-event-id": tries[0] as string }, body: input("t6", "r1", CLIENT_KEYS) });
+    expect(answer.status).toBe(410);
+    expect(await hits(server)).toBe(1);
   }, 120_000);
 });
 
@@ -230,7 +250,7 @@ describe("resume across Go servers (Redis)", () => {
     const expected = await uninterrupted(a, "u5", "r1");
     const relay = await relayTo([{ boundary: 2, extra: 5 }], a, b);
     void relay.cut().then(() => detached(a)).then(() => resume(a, "f"));
-    const client = new ResumableHttpAgent({ url: `${relay.url}/agent?pause=f`, threadId: "t5", initialState: structuredClone(CLIENT_KEYS), resume: { backoffMs: 1 } });
+    const client = new ResumableHttpAgent({ url: `${relay.url}/agent?pause=f`, threadId: "t5", initialState: structuredClone(CLIENT_KEYS), headers: ALICE, resume: { backoffMs: 1 } });
     expect(await runCollecting(client, "r1")).toEqual([]);
     expect(relay.connections).toBe(2);
     expect(await hits(a)).toBe(2); // the uninterrupted run, and this one
@@ -239,7 +259,7 @@ describe("resume across Go servers (Redis)", () => {
     expect(client.messages).toEqual(expected.messages);
 
     // A reload on b, of a run a executed.
-    const reloaded = new ResumableHttpAgent({ url: `${b.url}/agent`, threadId: "t5", initialState: {} });
+    const reloaded = new ResumableHttpAgent({ url: `${b.url}/agent`, threadId: "t5", initialState: {}, headers: ALICE });
     await reloaded.connectAgent();
     expect(reloaded.state).toEqual(expected.state);
     expect(reloaded.messages).toEqual(expected.messages);

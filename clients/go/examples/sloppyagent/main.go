@@ -22,9 +22,11 @@
 // sidecar's run log (redis://... to share runs between servers), and
 // -detach-grace how long a run goes on after its client left (-no-resume
 // turns resume off), -log-bytes the run log's cap. GET /hits
-// answers how many times the agent handler was called, and GET
-// /cancelled?name=NAME answers once the paused handler NAME saw its context
-// cancelled.
+// answers how many times the agent handler was called, GET /requests how many
+// requests to /agent (and below it) reached the server, the ones the
+// middleware answered itself included, and GET /cancelled?name=NAME answers
+// once the paused handler NAME saw its context cancelled. With ?raise=N the
+// handler panics once it has written N events: an app that fails mid-run.
 //
 //	AGUI_STATE_BIN=dist/agui-state go run ./examples/sloppyagent [-store redis://127.0.0.1:6379] [-detach-grace 30s]
 //
@@ -40,6 +42,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -67,7 +70,7 @@ func main() {
 	defer repair.Close()
 
 	var pauses pauses
-	var hits int64 // atomic
+	var hits, requests int64 // atomic
 	mux := http.NewServeMux()
 	mux.HandleFunc("/agent", func(w http.ResponseWriter, r *http.Request) {
 		atomic.AddInt64(&hits, 1)
@@ -76,6 +79,9 @@ func main() {
 	mux.HandleFunc("/raw", agent(&pauses))
 	mux.HandleFunc("/hits", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, atomic.LoadInt64(&hits))
+	})
+	mux.HandleFunc("/requests", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, atomic.LoadInt64(&requests))
 	})
 	mux.HandleFunc("/cancelled", func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -103,7 +109,13 @@ func main() {
 		log.Fatal(err)
 	}
 	fmt.Printf("http://%s\n", ln.Addr())
-	log.Fatal(http.Serve(ln, repair.Handler(mux)))
+	repaired := repair.Handler(mux)
+	log.Fatal(http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/agent" || strings.HasPrefix(r.URL.Path, "/agent/") {
+			atomic.AddInt64(&requests, 1)
+		}
+		repaired.ServeHTTP(w, r)
+	})))
 }
 
 // sidecar is the options of the sidecar the middleware starts: its own, but
@@ -175,6 +187,9 @@ func agent(pauses *pauses) http.HandlerFunc {
 				frame = frame[n:]
 			}
 			flusher.Flush()
+			if raise := r.URL.Query().Get("raise"); raise == strconv.Itoa(i+1) {
+				panic("the agent failed")
+			}
 			if !wait(pauses, r, i+1, at) {
 				return
 			}
