@@ -10,9 +10,9 @@ export const rejoiner =
 
 /**
  * The refusals every server owes a rejoin (protocol/README.md §16), for a run started with `creds`
- * in thread "t9" (the body's), whose event `last` was sent: another credential, none (a cookie the
- * operator did not name is none), another thread, a forged id and a malformed one all get 410 with
- * one and the same body.
+ * in thread "t9" (the body's), whose event `last` was sent: another Authorization, none (the cookie
+ * alone: the default credential is Authorization, and cookies count only when the operator names
+ * them), another thread, a forged id and a malformed one all get 410 with one and the same body.
  */
 export async function expectRefusals(ask: Asker, last: string, body: string, creds: { authorization: string; cookie: string }): Promise<void> {
   const refused = [
