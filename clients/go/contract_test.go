@@ -107,7 +107,8 @@ func TestWireFollowsDiscover(t *testing.T) {
 		func() error { _, err := f.ParsePointer(ctx, "/a"); return err },
 		func() error {
 			_, err := f.OpenStream(ctx, OpenStreamParams{State: json.RawMessage(`{"k":1}`), Own: []string{"/k"}, Snapshots: "delta", JoinKeys: true, Framing: "sse",
-				Resume: &ResumeRun{ThreadID: "t", Messages: json.RawMessage(`[]`), Path: "/agent", RequestHeaders: [][2]string{{"Authorization", "Bearer a"}}, ResponseHeaders: [][2]string{{"Content-Type", "text/event-stream"}}}})
+				Resume: &ResumeRun{ThreadID: "t", Messages: json.RawMessage(`[]`), Path: "/agent", RequestHeaders: [][2]string{{"Authorization", "Bearer a"}}, ResponseHeaders: [][2]string{{"Content-Type", "text/event-stream"}},
+					Authorization: "Bearer a", Cookie: "s=1", Headers: map[string]string{"content-type": "text/event-stream"}}})
 			return err
 		},
 		func() error { _, err := f.FixStream(ctx, "s1", "data: {}\n\n"); return err },
@@ -115,7 +116,8 @@ func TestWireFollowsDiscover(t *testing.T) {
 		func() error { _, err := f.CloseStream(ctx, "s1"); return err },
 		func() error { _, err := f.CloseBrokenStream(ctx, "s1"); return err },
 		func() error {
-			_, err := f.RejoinStream(ctx, RejoinStreamParams{Request: RejoinRequest{Method: "POST", Path: "/agent", Headers: [][2]string{{"Last-Event-ID", "x"}}, Body: `{"threadId":"t"}`}})
+			_, err := f.RejoinStream(ctx, RejoinStreamParams{Request: &HTTPRequest{Method: "POST", Path: "/agent", Headers: [][2]string{{"Last-Event-ID", "x"}}, Body: `{"threadId":"t"}`},
+				ThreadID: "t", Path: "/agent", Authorization: "Bearer a", Cookie: "s=1", LastEventID: "x"}) // the earlier form too, to the recording stand-in
 			return err
 		},
 		func() error {
@@ -200,8 +202,15 @@ func TestResultTypesHaveTheirSchemasMembers(t *testing.T) {
 	}
 	types := []any{ApplyOpsResult{}, ActivitySnapshotResult{}, GetActivityResult{}, GetStateResult{}, NormalizeResult{},
 		OpenRunResult{}, StatsResult{}, FixStreamResult{}, CloseStreamResult{}, DetachStreamResult{}, StreamSummary{},
-		StreamFinding{}, RejoinStreamResult{}, ReadRejoinResult{}, ResumeRun{}, ClassifyRequestResult{}, RejoinRequest{}, Limits{}, Skip{}}
-	named := map[string]any{"OpenStreamResult": openedStream{}} // unexported: OpenStream returns its id alone
+		StreamFinding{}, RejoinStreamResult{}, ReadRejoinResult{}, ResumeRun{}, ClassifyRequestResult{}, Limits{}, Skip{}}
+	named := map[string]any{
+		"OpenStreamResult": openedStream{}, // unexported: OpenStream returns its id alone
+		"HttpRequest":      HTTPRequest{},  // Go's initialism
+		"ResumeUnknownData": struct {
+			Code string `json:"code"`
+			Refusal
+		}{},
+	}
 	for _, v := range types {
 		named[reflect.TypeOf(v).Name()] = v
 	}

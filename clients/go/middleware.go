@@ -270,14 +270,21 @@ func (m *middleware) dropResume(err error) {
 	}
 }
 
-// refusesResume: openStream's resume is a param the sidecar does not know.
-func refusesResume(err error) bool {
+// resumeRefused is the member of openStream's resume the sidecar refused
+// ("/resume" itself, or "/resume/<member>"), "" when it refused none. unknown:
+// the sidecar does not know it (older than protocol/README.md §16, or than
+// that member), rather than refusing this request's value of it (a header
+// past the protocol's limits).
+func resumeRefused(err error) (field string, unknown bool) {
 	var e *Error
 	if !errors.As(err, &e) || !errors.Is(err, ErrInvalidParams) {
-		return false
+		return "", false
 	}
-	field, _ := e.Field()
-	return field == "/resume" || strings.HasPrefix(field, "/resume/")
+	field, _ = e.Field()
+	if field != "/resume" && !strings.HasPrefix(field, "/resume/") {
+		return "", false
+	}
+	return field, e.Reason() == "UNKNOWN_PARAM"
 }
 
 func (m *middleware) wants(path string) bool {
@@ -357,9 +364,21 @@ func (m *middleware) open(ctx context.Context, p OpenStreamParams) (*proc, opene
 	if c == nil {
 		return nil, o, p, err
 	}
-	if p.Resume != nil && refusesResume(err) {
-		m.dropResume(err)
-		p.Resume = nil
+	if field, unknown := resumeRefused(err); p.Resume != nil && field != "" {
+		switch {
+		case unknown:
+			m.dropResume(err)
+			p.Resume = nil
+		case field == "/resume/threadId" && p.Resume.ThreadID != "":
+			// Past the protocol's cap: it names no thread, and the run is
+			// filed under none (rejoinable by id, never reloaded; §16).
+			r := *p.Resume
+			r.ThreadID = ""
+			p.Resume = &r
+		default:
+			m.log.Printf("agui-state: the request's resume was refused (%v); the stream is repaired without resume", err)
+			p.Resume = nil
+		}
 		o, err = c.openStreamOn(ctx, on, p)
 	}
 	if p.State != nil && (errors.Is(err, ErrInvalidParams) || errors.Is(err, ErrLimitExceeded)) {

@@ -172,7 +172,7 @@ func (s *streamWriter) resumeRun() *ResumeRun {
 		return nil
 	}
 	return &ResumeRun{
-		ThreadID: s.input.threadID, Messages: s.input.messages, Path: s.req.URL.Path,
+		ThreadID: s.input.threadID, Messages: s.input.messages, Path: s.req.URL.RequestURI(),
 		RequestHeaders: HeaderPairs(s.req.Header), ResponseHeaders: HeaderPairs(s.w.Header()),
 	}
 }
@@ -180,6 +180,9 @@ func (s *streamWriter) resumeRun() *ResumeRun {
 // handles: the request is the sidecar's to classify. Paths name agent paths,
 // each with its reload endpoint, <path>/connect (protocol/README.md §16).
 func (m *middleware) handles(path string) bool {
+	if !strings.HasPrefix(path, "/") { // `OPTIONS *`
+		return false
+	}
 	agent := strings.TrimSuffix(path, "/connect")
 	if agent == "" {
 		agent = "/"
@@ -193,7 +196,7 @@ func (m *middleware) handles(path string) bool {
 func (m *middleware) classify(r *http.Request) string {
 	ctx, cancel := withCallTimeout(r.Context())
 	defer cancel()
-	p := ClassifyRequestParams{Method: r.Method, Path: r.URL.Path, Headers: HeaderPairs(r.Header)}
+	p := ClassifyRequestParams{Method: r.Method, Path: r.URL.RequestURI(), Headers: HeaderPairs(r.Header)}
 	var res *ClassifyRequestResult
 	_, _, err := m.onSidecar(ctx, func(c *Client, on *proc) (err error) {
 		res, err = c.classifyRequestOn(ctx, on, p)
@@ -227,7 +230,7 @@ func (m *middleware) rejoin(w http.ResponseWriter, r *http.Request, kind string)
 	var res *RejoinStreamResult
 	if err == nil {
 		cctx, cancel := withCallTimeout(ctx)
-		p := RejoinStreamParams{Request: RejoinRequest{Method: r.Method, Path: path, Headers: HeaderPairs(r.Header), Body: string(body)}}
+		p := RejoinStreamParams{Request: &HTTPRequest{Method: r.Method, Path: r.URL.RequestURI(), Headers: HeaderPairs(r.Header), Body: string(body)}}
 		c, on, err = m.onSidecar(cctx, func(c *Client, on *proc) (err error) {
 			res, err = c.rejoinStreamOn(cctx, on, p)
 			return err

@@ -19,6 +19,9 @@ import (
 // sidecar keeping the runs: ids on every event, a handler that outlives its
 // client, rejoins and reloads served from the log without the handler.
 
+// ownResumable is ownToolState with resume on, as by default.
+var ownResumable = MiddlewareOptions{Own: ownToolState.Own, JoinKeys: ownToolState.JoinKeys}
+
 var idLine = regexp.MustCompile(`(?m)^id: [^\n]*\n`)
 
 // opening is a resumable answer's first block (protocol/README.md §16): the
@@ -107,7 +110,7 @@ func TestMiddlewareResumesADroppedStream(t *testing.T) {
 	stream := sse(sloppy)
 	cut := strings.Index(stream, `{"type":"STATE_DELTA","delta":[{"op":"add","path":"/todos`) // after the fourth event
 	h := newStopped(stream[:cut], stream[cut:])
-	s, logs := serve(t, c, ownToolState, h.ServeHTTP)
+	s, logs := serve(t, c, ownResumable, h.ServeHTTP)
 
 	reqCtx, leave := context.WithCancel(ctx)
 	resp := postWith(t, reqCtx, s.URL+"/agent", runBody, map[string]string{"Authorization": "Bearer alice"})
@@ -154,7 +157,7 @@ func TestMiddlewareRejoinsFromTheOpeningBlock(t *testing.T) {
 	c, ctx := startClient(t), testCtx(t)
 	stream := sse(sloppy)
 	h := newStopped("", stream) // its head, then nothing until goOn
-	s, _ := serve(t, c, ownToolState, h.ServeHTTP)
+	s, _ := serve(t, c, ownResumable, h.ServeHTTP)
 
 	reqCtx, leave := context.WithCancel(ctx)
 	resp := postWith(t, reqCtx, s.URL+"/agent", runBody, map[string]string{"Authorization": "Bearer alice"})
@@ -205,7 +208,7 @@ func TestMiddlewareServesAReload(t *testing.T) {
 	c, ctx := startClient(t), testCtx(t)
 	h := newStopped(sse(sloppy), "")
 	close(h.goOn)
-	s, _ := serve(t, c, ownToolState, h.ServeHTTP)
+	s, _ := serve(t, c, ownResumable, h.ServeHTTP)
 	alice := map[string]string{"Authorization": "Bearer alice"}
 	run := readAll(t, postWith(t, ctx, s.URL+"/agent", runBody, alice).Body)
 	<-h.after
@@ -239,7 +242,7 @@ func TestMiddlewareRefusesARejoinThatIsNotTheRequesters(t *testing.T) {
 	c, ctx := startClient(t), testCtx(t)
 	h := newStopped(sse(sloppy), "")
 	close(h.goOn)
-	s, _ := serve(t, c, ownToolState, h.ServeHTTP)
+	s, _ := serve(t, c, ownResumable, h.ServeHTTP)
 	run := readAll(t, postWith(t, ctx, s.URL+"/agent", runBody, map[string]string{"Authorization": "Bearer alice", "Cookie": "AWSALB=1"}).Body)
 	id := regexp.MustCompile(`(?m)^id: (.+)$`).FindStringSubmatch(run)[1]
 	answers := map[string]bool{}
@@ -280,7 +283,7 @@ func TestMiddlewareCancelsADetachedRunAfterTheGrace(t *testing.T) {
 	c, ctx := startClient(t, "--detach-grace", "0.05"), testCtx(t)
 	stream := sse(sloppy)
 	h := newStopped(stream[:strings.Index(stream, `{"type":"STATE_DELTA","delta":[{"op":"add","path":"/todos`)], "data: {}\n\n")
-	s, logs := serve(t, c, ownToolState, h.ServeHTTP)
+	s, logs := serve(t, c, ownResumable, h.ServeHTTP)
 	reqCtx, leave := context.WithCancel(ctx)
 	resp := postWith(t, reqCtx, s.URL+"/agent", runBody, nil)
 	head := readEvents(t, bufio.NewReader(resp.Body), 1)
@@ -326,7 +329,7 @@ func TestMiddlewareNoResume(t *testing.T) {
 	c, ctx := startClient(t), testCtx(t)
 	h := newStopped(sse(sloppy), "")
 	close(h.goOn)
-	opts := ownToolState
+	opts := ownResumable
 	opts.NoResume = true
 	s, _ := serve(t, c, opts, h.ServeHTTP)
 	out := readAll(t, postWith(t, ctx, s.URL+"/agent", runBody, map[string]string{"Last-Event-ID": "x"}).Body)
@@ -395,7 +398,7 @@ func TestMiddlewareRejoinTheSidecarCannotServe(t *testing.T) {
 func TestMiddlewareHandlerContextKeepsValues(t *testing.T) {
 	c, ctx := startClient(t), testCtx(t)
 	var srv any
-	s, _ := serve(t, c, ownToolState, func(w http.ResponseWriter, r *http.Request) {
+	s, _ := serve(t, c, ownResumable, func(w http.ResponseWriter, r *http.Request) {
 		srv = r.Context().Value(http.ServerContextKey)
 	})
 	readAll(t, postWith(t, ctx, s.URL, runBody, nil).Body)

@@ -40,17 +40,23 @@ func HeaderPairs(h http.Header) [][2]string {
 // sidecar derives from the headers who may rejoin it and the headers a rejoin
 // is answered with.
 type ResumeRun struct {
-	ThreadID        string          `json:"threadId,omitempty"` // the request's RunAgentInput.threadId; "": the run is rejoinable by its ids, never reloadable
-	Messages        json.RawMessage `json:"messages,omitempty"` // RunAgentInput.messages, for a reload's MESSAGES_SNAPSHOT; nil: []
-	Path            string          `json:"path"`               // the agent's path, without the query
-	RequestHeaders  [][2]string     `json:"requestHeaders"`     // the request's headers as received (HeaderPairs)
-	ResponseHeaders [][2]string     `json:"responseHeaders"`    // the response's headers as the handler set them (HeaderPairs)
+	ThreadID        string          `json:"threadId,omitempty"`        // the request's RunAgentInput.threadId; "": the run is rejoinable by its ids, never reloadable
+	Messages        json.RawMessage `json:"messages,omitempty"`        // RunAgentInput.messages, for a reload's MESSAGES_SNAPSHOT; nil: []
+	Path            string          `json:"path"`                      // the request's path; a query is taken off
+	RequestHeaders  [][2]string     `json:"requestHeaders,omitempty"`  // the request's headers as received (HeaderPairs)
+	ResponseHeaders [][2]string     `json:"responseHeaders,omitempty"` // the response's headers as the handler set them (HeaderPairs)
+
+	// Deprecated: the earlier form of RequestHeaders and ResponseHeaders,
+	// which the sidecar still takes (not with them).
+	Authorization string            `json:"authorization,omitempty"`
+	Cookie        string            `json:"cookie,omitempty"`
+	Headers       map[string]string `json:"headers,omitempty"`
 }
 
 // ClassifyRequestParams is a request as it reached the server.
 type ClassifyRequestParams struct {
 	Method  string      `json:"method"`
-	Path    string      `json:"path"`    // without the query
+	Path    string      `json:"path"`    // the request target, query allowed
 	Headers [][2]string `json:"headers"` // HeaderPairs of the request's
 }
 
@@ -106,16 +112,25 @@ func (c *Client) detachStreamOn(ctx context.Context, on *proc, streamID string) 
 // <path>/connect: the thread's latest run, from its start), the threadId of
 // its body and its credential.
 type RejoinStreamParams struct {
-	Request RejoinRequest `json:"request"`
+	Request *HTTPRequest `json:"request,omitempty"`
+
+	// Deprecated: the earlier form of Request, which the sidecar still
+	// takes (not with it), read by the same rules.
+	ThreadID      string `json:"threadId,omitempty"`
+	Path          string `json:"path,omitempty"`
+	Authorization string `json:"authorization,omitempty"`
+	Cookie        string `json:"cookie,omitempty"`
+	LastEventID   string `json:"lastEventId,omitempty"`
 }
 
-// RejoinRequest is a rejoin or reload request: Body is its body as text,
-// read up to the limit the caller keeps for a RunAgentInput.
-type RejoinRequest struct {
+// HTTPRequest is a request as the server received it (the protocol's
+// HttpRequest). Body is its body as text, read up to the limit the caller
+// keeps for a RunAgentInput; "": none.
+type HTTPRequest struct {
 	Method  string      `json:"method"`
-	Path    string      `json:"path"`    // without the query
+	Path    string      `json:"path"`    // the request target, query allowed
 	Headers [][2]string `json:"headers"` // HeaderPairs of the request's
-	Body    string      `json:"body"`
+	Body    string      `json:"body,omitempty"`
 }
 
 // RejoinStreamResult is the read to call ReadRejoin with, and the status and
