@@ -83,6 +83,8 @@ afterEach(async () => {
 const portOf = (url: string): number => Number(new URL(url).port);
 const post = (url: string): Promise<Response> => fetch(url, { method: "POST" });
 const calls = async (jvm: Jvm): Promise<number> => Number(await (await fetch(`${jvm.url}/calls`)).text());
+/** How many requests for `path` reached the JVM's server, the ones the middleware answered itself included. */
+const requests = async (jvm: Jvm, path: string): Promise<number> => Number(await (await fetch(`${jvm.url}/requests?path=${path}`)).text());
 const input = (threadId: string, state: Record<string, unknown> = {}): string => JSON.stringify({ threadId, runId: "r1", state, messages: [], tools: [], context: [], forwardedProps: {} });
 
 /** A run's whole answer, read with the plain fetch: how a page without the resume module reads it. */
@@ -168,6 +170,16 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
     expect((await calls(a)) - before).toBe(1);
     expect(client.state).toEqual(expected.state);
     expect(client.messages).toEqual(expected.messages);
+  });
+
+  test("a run whose app raised fails on the client at once: two requests reach the server, the run and one rejoin answered 410 (issue 38 §5)", async () => {
+    const before = await requests(a, "/agent-raise");
+    const client = new ResumableHttpAgent({ url: `${a.url}/agent-raise`, threadId: "raised", initialState: {}, resume: { backoffMs: 1 } });
+    // The app wrote 3 events and threw: the run ended broken, and the client holds its last event, so
+    // its one rejoin is refused like an unknown id (§16) and the client stops, instead of rejoining a
+    // dead run until its log expires.
+    await expect(runCollecting(client, "r1")).rejects.toThrow();
+    expect((await requests(a, "/agent-raise")) - before).toBe(2);
   });
 
   test("without the resume module, the same cut breaks the response off (the negative control)", async () => {
