@@ -383,7 +383,8 @@
   headers the [name value] pairs as received. Returns {:kind}: \"rejoin\" or
   \"reload\" (answer it with rejoin-stream, never the app) or \"forward\" (the
   app's)."
-  [client params] (call client "classifyRequest" params))
+  [client params]
+  (call client "classifyRequest" (check-colls "classify-request" params {"headers" ["[name value] pairs"]})))
 
 (defn rejoin-stream
   "{:request {\"method\" \"path\" \"headers\" \"body\"}}: a request that rejoins a run

@@ -130,7 +130,10 @@
     (cond-> {:path (:uri request)
              :request-headers (header-pairs (:headers request))
              :response-headers (header-pairs (:headers response))}
-      (string? thread-id) (assoc :thread-id thread-id)
+      ;; openStream's ThreadId is 1 to 256 code points: any other names no thread
+      ;; (§16), and is left out rather than failing the call.
+      (and (string? thread-id) (<= 1 (.codePointCount ^String thread-id 0 (count thread-id)) 256))
+      (assoc :thread-id thread-id)
       (vector? messages) (assoc :messages messages))))
 
 ;;; The repairing stream (agui-state.ring.stream)
@@ -257,11 +260,8 @@
          handled (some->> paths (mapcat (fn [p] [p (if (= p "/") "/connect" (str p "/connect"))])) set)
          handled? (fn [request] (or (nil? handled) (contains? handled (:uri request))))
          say (select-keys opts [:warn :log])
-         sidecar-client (fn [] (try (or (:client opts) (default-client))
-                                    (catch Exception e
-                                      ((:warn opts) (str "agui-state.ring: the sidecar did not start: "
-                                                         (.getMessage e)))
-                                      nil)))
+         ;; Starting the shared sidecar may throw (a missing binary): each caller fails open.
+         sidecar-client (fn [] (or (:client opts) (default-client)))
          prepare (fn [request]
                    ;; The body is read once, here, and the handler gets the same bytes.
                    (let [body (when (instance? InputStream (:body request))
@@ -275,9 +275,8 @@
          ;; the request to the handler, with one line.
          rejoin-kind (fn [request]
                        (when (and resume? (handled? request))
-                         (let [c (sidecar-client)
-                               kind (try (when c
-                                           (:kind (second (sidecar/call! c #(client/classify-request % (head request))))))
+                         (let [kind (try (:kind (second (sidecar/call! (sidecar-client)
+                                                                       #(client/classify-request % (head request)))))
                                          (catch Exception e
                                            ((:warn opts) (str "agui-state.ring: " (:uri request) ": classifyRequest failed ("
                                                               (.getMessage e) "); the request goes to the app"))
@@ -287,7 +286,7 @@
                          (let [[_ body] (prepare request)]
                            (rejoin/respond kind (head request)
                                            (if body (String. ^bytes body StandardCharsets/UTF_8) "")
-                                           (sidecar-client) say)))
+                                           sidecar-client say)))
          repair (fn [request body response]
                   (let [type (header response "Content-Type")
                         framing (framing type)

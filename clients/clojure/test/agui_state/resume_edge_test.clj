@@ -75,7 +75,7 @@
   "One case on a fresh sidecar and server: its start (if any) read to the end,
   then its request, checked against its expect."
   [{:strs [start request expect]}]
-  (with-open [cl (s/start-client)]
+  (with-open [^java.io.Closeable cl (s/start-client)]
     (let [calls (atom 0)
           said (atom [])
           ^Server server (jetty/run-jetty (r/wrap-agui-state (app calls) {:client cl :warn #(swap! said conj %)
