@@ -265,8 +265,10 @@ describe("wrap-agui-state on a shared redis-server: two JVMs, the rejoin served 
     if (!redisToolchain.available) return;
     const store = await startRedis();
     // Started one after the other: two JVMs starting at once on a small machine take longer than in turn.
-    b = await startJvm({ RING_AGENT_STORE: store.url });
-    c = await startJvm({ RING_AGENT_STORE: store.url });
+    // One resume secret for both (§16): the credential of a run started on one is checked on the other.
+    const secret = { RING_AGENT_STORE: store.url, AGUI_STATE_SECRET: "the-two-jvms-share-this-resume-secret" };
+    b = await startJvm(secret);
+    c = await startJvm(secret);
   }, 2 * START_MS + 10_000);
 
   // One test: the harness ends the redis-server after the test that started it (scripts/harness/teardown.ts).
