@@ -155,11 +155,10 @@
                  (seq own) (assoc :own (vec own))
                  snapshots (assoc :snapshots snapshots)
                  join-keys (assoc :join-keys true)
-                 resume (assoc :resume resume))
-        c (volatile! nil)]
+                 resume (assoc :resume resume))]
     ;; Starting the sidecar is inside the try: a missing binary fails open too.
-    (try (vreset! c (or client (default-client)))
-         {:client @c :opened (sidecar/open! @c params) :params params}
+    (try (let [c (or client (default-client))]
+           {:client c :opened (sidecar/open! c params) :params params})
          (catch Exception e
            (warn (str "agui-state.ring: openStream failed: " (.getMessage e)
                       "; this response goes out unrepaired"))
@@ -259,7 +258,6 @@
          ;; request is a reload is the sidecar's to say (§16); these are only the paths.
          handled (some->> paths (mapcat (fn [p] [p (if (= p "/") "/connect" (str p "/connect"))])) set)
          handled? (fn [request] (or (nil? handled) (contains? handled (:uri request))))
-         say (select-keys opts [:warn :log])
          ;; Starting the shared sidecar may throw (a missing binary): each caller fails open.
          sidecar-client (fn [] (or (:client opts) (default-client)))
          prepare (fn [request]
@@ -286,7 +284,7 @@
                          (let [[_ body] (prepare request)]
                            (rejoin/respond kind (head request)
                                            (if body (String. ^bytes body StandardCharsets/UTF_8) "")
-                                           sidecar-client say)))
+                                           sidecar-client (select-keys opts [:warn :log]))))
          repair (fn [request body response]
                   (let [type (header response "Content-Type")
                         framing (framing type)
