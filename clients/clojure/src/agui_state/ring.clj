@@ -130,10 +130,8 @@
     (cond-> {:path (:uri request)
              :request-headers (header-pairs (:headers request))
              :response-headers (header-pairs (:headers response))}
-      ;; openStream's ThreadId is 1 to 256 code points: any other names no thread
-      ;; (§16), and is left out rather than failing the call.
-      (and (string? thread-id) (<= 1 (.codePointCount ^String thread-id 0 (count thread-id)) 256))
-      (assoc :thread-id thread-id)
+      ;; Any string, as it came: which one names a thread is the sidecar's to say (§16).
+      (string? thread-id) (assoc :thread-id thread-id)
       (vector? messages) (assoc :messages messages))))
 
 ;;; The repairing stream (agui-state.ring.stream)
