@@ -32,8 +32,8 @@ export async function openRunLog(flags: ResumeFlags, log: Log): Promise<ResumeOp
   }
   const { openRedisLog } = await import("./redis-log.js");
   try {
-    const { runLog, key } = await openRedisLog(flags.store.url, caps, log);
-    return { log: runLog, key, graceMs: flags.graceMs };
+    const { runLog } = await openRedisLog(flags.store.url, caps, log);
+    return { log: runLog, key: nodeCrypto().randomBytes(32), graceMs: flags.graceMs };
   } catch (e) {
     process.stderr.write(`agui-state: cannot use the store ${flags.store.url}: ${(e as Error).message}\n`);
     return null;
