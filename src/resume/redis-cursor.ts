@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
 import type { Log } from "../log.js";
 import type { Cursor, Page, RunEnd } from "./log.js";
-import { PageCut, runKey, type Entry, type Position } from "./redis-entries.js";
+import { follows, PageCut, runKey, type Entry, type Position } from "./redis-entries.js";
 import type { Tail } from "./redis-tail.js";
 
 /** What a cursor's store gives it: the connection its reads go on, the shared tail, and its leaving. */
@@ -36,6 +36,8 @@ export class RedisCursor implements Cursor {
   private started = false;
   private ended: RunEnd | undefined;
   private isClosed = false;
+  /** Whether it joined the shared tail (at its first wait): it leaves it at its close. */
+  private joined = false;
   private woken: ((why: Woken) => void) | undefined;
   /** Mean characters an entry, to size XRANGE's COUNT to a page. */
   private meanEntry = 1024;
@@ -69,6 +71,8 @@ export class RedisCursor implements Cursor {
           const last = await this.fetch(maxBytes);
           return this.give(this.isClosed ? CANCELLED : (last ?? CANCELLED));
         }
+        // What the shared read brought, if it goes on from the cursor; else the stream is read again.
+        if (!follows(why, this.at.seq)) continue;
         const cut = new PageCut(this.at, maxBytes);
         cut.add(why);
         const woke = cut.page();
@@ -85,6 +89,7 @@ export class RedisCursor implements Cursor {
     if (this.isClosed) return;
     this.isClosed = true;
     this.woken?.("closed");
+    if (this.joined) this.host.tail.leave(this.key);
     this.host.closed(this);
   }
 
@@ -146,6 +151,8 @@ export class RedisCursor implements Cursor {
         resolve(why);
       };
       this.woken = wake;
+      if (!this.joined) this.host.tail.join(this.key, this.at.seq);
+      this.joined = true;
       cancel = this.host.tail.wait(this.key, this.at.seq, wake);
     });
   }

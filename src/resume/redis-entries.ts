@@ -28,6 +28,19 @@ export function partOf(fields: string[]): LoggedEvents {
   return { text: field(fields, "b") ?? "", ends: e === undefined || e === "" ? [] : e.split(",").map(Number) };
 }
 
+/**
+ * Whether entries go on right after event `seq` (their first event past it is `seq + 1`, or the end
+ * follows it): entries a blocking read brought from further on are no page for a cursor behind them.
+ */
+export function follows(entries: readonly Entry[], seq: number): boolean {
+  for (const [id, fields] of entries) {
+    const first = firstOf(id);
+    const last = field(fields, "end") !== undefined ? first : first + partOf(fields).ends.length - 1;
+    if (last > seq) return first <= seq + 1;
+  }
+  return false;
+}
+
 /** Where a cursor is: after the `seq`-th event; `partial` is the first event of the entry its last page stopped inside. */
 export interface Position {
   seq: number;

@@ -1,8 +1,9 @@
 import fc from "fast-check";
-import { afterEach, beforeEach, describe, expect } from "vitest";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createLogger } from "../../src/log.js";
 import type { RunStart } from "../../src/resume/log.js";
 import { openRedisLog, type RedisLog } from "../../src/resume/redis-log.js";
+import { follows, PageCut, type Entry } from "../../src/resume/redis-entries.js";
 import { redis, startRedis, type RunningRedis } from "../../scripts/harness/redis.js";
 import { loggedBlocks } from "./logged-blocks.js";
 import { blockOf, readPages } from "./cursor-pages.js";
@@ -127,6 +128,59 @@ describe("RedisLog", () => {
     expect(await read).toEqual({ end: "cancelled" });
     expect(await waiting.read(65536)).toEqual({ end: "cancelled" });
     l.end(other, "finished");
+  });
+
+  redis.test("20 cursors following 20 runs as they are written (sharing one blocking read) each get every event once, in order, then the end", async () => {
+    const l = log as RedisLog;
+    const runs = Array.from({ length: 20 }, () => newRun());
+    for (const run of runs) await l.begin(run, START);
+    const follows = runs.map(async (run) => {
+      const cursor = await l.open(run, 0);
+      const read = await readPages(cursor, () => 300, Infinity, true);
+      cursor.close();
+      return read;
+    });
+    const all = new Map<string, string[]>(runs.map((run) => [run, []]));
+    for (let round = 1; round <= 40; round++) {
+      for (const [i, run] of runs.entries()) {
+        // Parts of one to three events, written while the cursors read and wait.
+        const part = Array.from({ length: 1 + ((round + i) % 3) }, () => {
+          const blocks = all.get(run) as string[];
+          blocks.push(blockOf(run, blocks.length + 1, `${round}`));
+          return blocks[blocks.length - 1] as string;
+        });
+        l.append(run, loggedBlocks(part));
+      }
+      await new Promise((r) => setTimeout(r, round % 4));
+    }
+    for (const run of runs) l.end(run, "finished");
+    const reads = await Promise.all(follows);
+    for (const [i, run] of runs.entries()) {
+      expect(reads[i]?.blocks).toEqual(all.get(run));
+      expect(reads[i]?.end).toBe("finished");
+    }
+  });
+
+  it("entries a shared blocking read brought are a page only for a cursor they go on from (follows), and a page takes whole events from the position on", () => {
+    const part = (first: number, n: number): Entry => {
+      const blocks = Array.from({ length: n }, (_, k) => blockOf("r", first + k, "x"));
+      const e = loggedBlocks(blocks);
+      return [`0-${first}`, ["b", e.text, "e", e.ends.join(",")]];
+    };
+    const entries = [part(11, 2), part(13, 1), ["0-14", ["end", "finished"]] as Entry];
+    expect(follows(entries, 10)).toBe(true);
+    expect(follows(entries, 11)).toBe(true);
+    expect(follows(entries, 13)).toBe(true);
+    // A cursor at event 5 that waited behind the read: 6 to 10 are not in these entries.
+    expect(follows(entries, 5)).toBe(false);
+    const at = { seq: 11, partial: undefined };
+    const cut = new PageCut(at, 1e6);
+    cut.add(entries);
+    expect(cut.page()?.events?.text).toBe(blockOf("r", 12, "x") + blockOf("r", 13, "x"));
+    expect(at).toEqual({ seq: 13, partial: undefined });
+    const end = new PageCut(at, 1e6);
+    end.add(entries);
+    expect(end.page()).toEqual({ end: "finished" });
   });
 
   redis.test("readers counts open cursors in every process sharing the database; a closed one no longer counts", async () => {
