@@ -1,8 +1,9 @@
-import { createHmac } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
 import { afterEach, beforeEach, describe, expect } from "vitest";
 import { createLogger } from "../../src/log.js";
 import type { Page, RunStart } from "../../src/resume/log.js";
+import { credentialOf, DEFAULT_POLICY } from "../../src/resume/credentials.js";
 import { openRunLog } from "../../src/resume/open.js";
 import { openRedisLog, RedisLog } from "../../src/resume/redis-log.js";
 import { redis, startRedis, type RunningRedis } from "../../scripts/harness/redis.js";
@@ -160,12 +161,13 @@ describe("RedisLog keys and connections", () => {
     expect(await clients()).toBe(before + 1);
   });
 
-  redis.test("no key holds the key credentials are hashed under: no agui-state:key, and no value holds it in any encoding", async () => {
-    const opened = await openRunLog({ store: { kind: "redis", url: server.url }, graceMs: 1000, ...CAPS }, silent);
+  redis.test("no key holds the secret or the key credentials are hashed under: no agui-state:key, and no value holds either in any encoding", async () => {
+    const secret = randomBytes(32);
+    const opened = await openRunLog({ store: { kind: "redis", url: server.url }, graceMs: 1000, ...CAPS, maxRuns: 100, policy: DEFAULT_POLICY, secret }, silent);
     expect(opened).not.toBeNull();
     const { log: runLog, key } = opened as NonNullable<typeof opened>;
     try {
-      const credential = createHmac("sha256", key).update("cred\0Bearer a").digest("base64url");
+      const credential = credentialOf(key, DEFAULT_POLICY, { authorization: "Bearer a" });
       await runLog.begin("run1", { ...START, credential });
       runLog.append("run1", loggedBlocks([blockOf("run1", 1, "a")]));
       runLog.end("run1", "finished");
@@ -182,7 +184,7 @@ describe("RedisLog keys and connections", () => {
         else throw new Error(`a key of type ${type}: ${k}`);
       }
       expect(values.join("\n")).toContain(credential);
-      for (const encoding of ["base64", "base64url", "hex", "latin1"] as const) for (const v of values) expect(v.includes(key.toString(encoding))).toBe(false);
+      for (const held of [secret, key]) for (const encoding of ["base64", "base64url", "hex", "latin1"] as const) for (const v of values) expect(v.includes(held.toString(encoding))).toBe(false);
     } finally {
       await runLog.close();
     }
