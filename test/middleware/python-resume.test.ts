@@ -224,6 +224,24 @@ describe("only the requester rejoins (Python middleware)", () => {
   }, 120_000);
 });
 
+describe("a run whose app raised (Python middleware under uvicorn)", () => {
+  test("fails on the client at once: the run and one rejoin reach the server, the rejoin answered 410, then the client errs", async () => {
+    const server = await startServer();
+    // The agent writes three events, then raises: uvicorn closes the connection with the answer unended.
+    const statuses: number[] = [];
+    const counting = async (url: string, init: RequestInit): Promise<Response> => {
+      const res = await fetch(url, init);
+      statuses.push(res.status);
+      return res;
+    };
+    const client = new ResumableHttpAgent({ url: `${server.url}/agent?raise=3`, threadId: "t10", initialState: {}, resume: { backoffMs: 1, fetch: counting } });
+    await expect(runCollecting(client, "r1")).rejects.toThrow();
+    expect(Number(await (await fetch(`${server.url}/requests`)).json()), "the run and one rejoin, not dozens").toBe(2);
+    expect(statuses).toEqual([200, 410]);
+    expect(await hits(server)).toBe(1);
+  }, 120_000);
+});
+
 describe("a rejoin cut short (Python middleware under uvicorn)", () => {
   test("a rejoin whose run is evicted mid-answer breaks off, one whose client leaves ends: one line of the middleware's each, no traceback, and uvicorn goes on serving", async () => {
     const server = await startServer("--log-bytes", "1K", "--verbose");

@@ -68,6 +68,8 @@ class FixedBody(Detach):
         # head (send_opening), before the app's first event. Only the first stream's: one opened again on a
         # new sidecar starts a new run, whose opening the client never needs (it has the first).
         self.opening_block: Optional[str] = None
+        # openStream's `headers` (§16): what the response's head gets (the announcement). The first stream's.
+        self.headers: Dict[str, str] = {}
         self.left = self.detached = False
         self.poll = 0.0
         self.released = asyncio.Event()  # the run is over for the app: ended, cancelled or abandoned
@@ -150,7 +152,7 @@ class FixedBody(Detach):
                     opened = await self.client.open_stream(state=self.state, framing=self.framing, **self.policy)
                 self.id, self.run = opened["streamId"], opened.get("run")
                 if died is None:
-                    self.opening_block = opened.get("opening")
+                    self.opening_block, self.headers = opened.get("opening"), opened.get("headers") or {}
                 if died is not None:
                     replayed = await self._replay()
                     log.warning("%s: the stream resumes on the new agui-state sidecar, %s", self.path, replayed)
