@@ -91,6 +91,7 @@ class FixedBody(Detach):
         self.ending = self.closed = False  # closed: ended, or abandoned
         self.wake, self.room = asyncio.Event(), asyncio.Event()
         self.room.set()
+        self.idle = asyncio.Event()  # the pump waits for text, with nothing queued: what the app wrote went out
         self.error: Optional[BaseException] = None
         self.pump: "asyncio.Task[None]" = asyncio.get_running_loop().create_task(self._pump())
 
@@ -273,7 +274,21 @@ class FixedBody(Detach):
         if text:
             self.queue.append(text)
             self.queued += len(text)
+            self.idle.clear()
             self.wake.set()
+
+    async def settle(self) -> None:
+        """The app raised mid-response: every whole event it wrote goes out first, into the run log and to the
+        client, before the stream is abandoned (broken off). So the client holds what the log holds, and its
+        rejoin is refused at once (410: nothing after its id in a broken run) rather than answered with the
+        rest and cut again (issue 38 item 5); and it gets what it would have got without the middleware."""
+        if self.closed or self.pump.done():
+            return
+        idle = asyncio.ensure_future(self.idle.wait())
+        try:
+            await asyncio.wait({self.pump, idle}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            idle.cancel()
 
     def _boundary(self, text: str) -> int:
         """Where the last whole event in `text` ends, or -1."""
@@ -372,6 +387,7 @@ class FixedBody(Detach):
                     return  # the run was cancelled
                 if not self.queue:
                     self.wake.clear()
+                    self.idle.set()
                     if not self.detached:
                         await self.wake.wait()
                     elif not await self._wait_or_poll():

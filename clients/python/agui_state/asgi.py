@@ -211,6 +211,8 @@ class _Exchange:
             raise
         if self.cancelled and (task.cancelled() or isinstance(task.exception(), RunCancelled)):
             return  # our cancel: the client is gone, and the response with it
+        if self.stream is not None and not task.cancelled() and task.exception() is not None:
+            await self.stream.settle()  # the app raised: what it wrote goes out before the run breaks off
         task.result()  # the app's own outcome, error or cancel, goes up as it would without the middleware
 
     def _cancel_app(self) -> None:
