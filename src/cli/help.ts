@@ -74,7 +74,9 @@ middleware's dropped or reloaded client rejoins (rejoinStream, readRejoin).
 The flags are proxy's (agui-state proxy --help):
   --store memory|none|redis://HOST:PORT[/DB]   default memory; env AGUI_STATE_STORE
   --detach-grace SECONDS (30)   --retention SECONDS (300)
-  --run-log-bytes B (16M)       --log-bytes B (256M)
+  --run-log-bytes B (16M)       --log-bytes B (256M)       --max-runs N (10000)
+  --credential header:NAME|cookie:NAME (header:authorization)   --connect-anonymous
+  --secret-file PATH            env AGUI_STATE_CREDENTIALS, AGUI_STATE_SECRET(_FILE)
 
 Methods (protocol/README.md §6, §10 for activities, §14 for streams; rpc.discover returns
 the OpenRPC document):

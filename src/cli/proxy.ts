@@ -16,13 +16,15 @@ client holds (starting from the request's RunAgentInput.state, or {}), so it
 applies on the client; empty deltas and ACTIVITY_DELTAs for unknown activities
 are dropped; every other event passes byte for byte. Any other answer
 (JSON, application/vnd.ag-ui.event+proto, ...) passes untouched. Each
-connection has its own mirror: the proxy keeps no state between requests.
+answer has its own mirror; the only state kept between requests is the run
+log that resume answers rejoins from (below; --store none keeps none).
 
 When ready it prints one line to stdout, "listening on http://HOST:PORT"
 (with --inspect, after "inspector on http://HOST:PORT/");
 logs are JSON lines on stderr. An unreachable or failing upstream gives 502
-with a JSON body naming the cause; a client that disconnects aborts the
-upstream request. SIGTERM or SIGINT stops accepting, lets open streams finish
+with a JSON body naming the cause. A client that disconnects mid-run leaves
+its upstream request running for --detach-grace, for a rejoin (below); with
+--store none, or an answer that is not an event stream, it aborts it. SIGTERM or SIGINT stops accepting, lets open streams finish
 (up to --grace seconds), then exits 0.
 
 Flags:
@@ -74,16 +76,20 @@ every event, each with its outcome. A STATE_SNAPSHOT that is not an object is
 left out (the client keeps the object it holds).
 
 Resume (protocol/README.md §16). Every event of a repaired event stream gets
-an SSE id (the upstream's own id lines are replaced), and the stream is kept
-as a run in a log. A client that disconnects mid-run does not cancel the
-upstream request for --detach-grace; it rejoins by sending the same request
-again with Last-Event-ID (the agui-state-sidecar/resume module's fetch does),
-and gets exactly the events after that id, then the live tail, from the log:
-the upstream is not called again. POST <agent path>/connect with the thread's
+an SSE id (the upstream's own id lines are replaced), the answer says
+"ag-ui-resumable: true", and the stream is kept as a run in a log. A client
+that disconnects mid-run does not cancel the upstream request for
+--detach-grace; it rejoins by POSTing the same request again with
+Last-Event-ID (the agui-state-sidecar/resume module's fetch does), and gets
+exactly the events after that id, then the live tail, from the log: the
+upstream is not called again. POST <agent path>/connect with the thread's
 RunAgentInput replays its latest run from RUN_STARTED, for a reloaded page.
-Only a request with the credentials (Authorization, cookies) of the one that
-started the run may rejoin it; any other, or an unknown or expired id, gets
-410 (a reload with nothing to reload, 204).
+Who may: a rejoin needs the id (unguessable) and, for a run started with a
+credential, the same credential; a reload needs the thread's id and a run
+started with a credential, presented again (anonymous runs: never, unless
+--connect-anonymous). Anything else, an unknown or expired id, or a run that
+ended broken with nothing after the id, gets 410 (a reload, 204): a refusal
+and an unknown run look the same.
   --store STORE        memory (default): this process serves rejoins;
                        redis://HOST:PORT[/DB]: Redis Streams, so any replica
                        sharing it serves them, and a restarted proxy too;
@@ -96,7 +102,25 @@ started the run may rejoin it; any other, or an unknown or expired id, gets
   --run-log-bytes B    default 16M: one run's log; past it, not resumable
   --log-bytes B        default 256M: all runs' logs in memory; past it the
                        least recently used run is evicted (with Redis: Redis's
-                       own maxmemory)
+                       own maxmemory). Both caps count every byte kept for a
+                       run: its events, the request state and messages a
+                       reload replays, and the pages rejoins are reading
+  --max-runs N         default 10000: runs kept; past it the least recently
+                       used goes
+  --credential SPEC    repeatable: what makes a request's credential,
+                       header:NAME or cookie:NAME; default header:authorization.
+                       Name the session cookie of an app that signs in by
+                       cookie (cookie:session); a cookie not named (a load
+                       balancer's AWSALB, a CDN's __cf_bm) never breaks a rejoin
+                       env AGUI_STATE_CREDENTIALS (comma-separated)
+  --connect-anonymous  let /connect reload a run started with no credential
+                       (by anybody who knows its thread id)
+                       env AGUI_STATE_CONNECT_ANONYMOUS=1
+  --secret-file PATH   a secret of at least 32 bytes the credential key is
+                       made from; give every replica sharing a Redis the same.
+                       Without it each process draws its own key (with Redis,
+                       said on stderr at start). Never kept in the store.
+                       env AGUI_STATE_SECRET_FILE, or AGUI_STATE_SECRET (the text)
 
 A request for /agent/run on the proxy goes to URL's path joined with /agent/run.
 Host becomes the upstream's; X-Forwarded-For, -Host and -Proto are added. A

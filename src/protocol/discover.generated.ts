@@ -9,7 +9,7 @@ export const DISCOVER_JSON = String.raw`{
   "openrpc": "1.3.2",
   "info": {
     "title": "agui-state",
-    "version": "1.0.0",
+    "version": "1.1.0",
     "description": "A JSON-RPC 2.0 sidecar over stdio that keeps a per-thread mirror of AG-UI shared state and returns STATE_SNAPSHOT / STATE_DELTA events that always apply on the client. This document is the machine-readable form of protocol/README.md (protocol version 1); where the two differ, one of them is wrong and gets fixed. Conventions: params are by name (a params array is -32602, data.reason POSITIONAL_PARAMS; omitted params count as {}); every method's params object is closed; results are closed objects; every error carries \u0060data\u0060 with a string \u0060code\u0060: the error's name, except for PATCH_FAILED (-32002), whose data.code is the failing op's skip code (see x-error-data); pointers in results are escaped RFC 6901 strings; ops are emitted with members in the order op, from, path, value. Extensions: x-limits (default limits), x-skip-codes (the closed set of skip codes), x-error-data (the data schema of each error in components.errors, by name), method param x-element-schema (the intended shape of each element of an array param that the server decodes element by element), example pairing x-error (an error response's code and data, instead of result) and x-file (the example file it was made from). The examples are written once, as the files of protocol/examples/; this file carries none, and the document that rpc.discover returns has each file as an example pairing of its method."
   },
   "methods": [
@@ -3592,7 +3592,7 @@ export const DISCOVER_JSON = String.raw`{
         },
         {
           "name": "04-resume",
-          "description": "With resume, the stream is filed as a run in the run log (protocol/README.md §16): the result carries its handle, 96 random bits that differ on every call, and the opening block the middleware writes first: the id \u0060<run>.0.<nonce>\u0060 alone, which a client cut before the first event rejoins from.",
+          "description": "With resume, the stream is filed as a run in the run log (protocol/README.md §16): the middleware passes the request's and the response's headers as it has them, and the sidecar derives the credential and what a rejoin gets again. The result carries the run's handle (random on every call), the opening block the middleware writes first (the id \u0060<run>.0.<nonce>\u0060 alone, which a client cut before the first event rejoins from) and the headers it adds to its response's head: the announcement.",
           "params": [
             {
               "name": "framing",
@@ -3603,7 +3603,26 @@ export const DISCOVER_JSON = String.raw`{
               "value": {
                 "threadId": "t-resume",
                 "path": "/agent",
-                "authorization": "Bearer abc"
+                "requestHeaders": [
+                  [
+                    "Authorization",
+                    "Bearer abc"
+                  ],
+                  [
+                    "Cookie",
+                    "AWSALB=x1"
+                  ]
+                ],
+                "responseHeaders": [
+                  [
+                    "Content-Type",
+                    "text/event-stream"
+                  ],
+                  [
+                    "Set-Cookie",
+                    "s=1"
+                  ]
+                ]
               }
             }
           ],
@@ -3612,7 +3631,10 @@ export const DISCOVER_JSON = String.raw`{
             "value": {
               "streamId": "s1",
               "run": "AAAAAAAAAAAA",
-              "opening": "id: AAAAAAAAAAAA.0.AAAAAAAAAAA\n\n"
+              "opening": "id: AAAAAAAAAAAA.0.AAAAAAAAAAA\n\n",
+              "headers": {
+                "ag-ui-resumable": "true"
+              }
             }
           },
           "x-file": "examples/openStream/04-resume.json"
@@ -4082,23 +4104,203 @@ export const DISCOVER_JSON = String.raw`{
       ]
     },
     {
-      "name": "rejoinStream",
-      "summary": "Rejoin a run from the log: a dropped stream (Last-Event-ID) or a reloaded page (connect).",
-      "description": "protocol/README.md §16. With \u0060lastEventId\u0060 (the request's Last-Event-ID header): a dropped stream; the read gives exactly the events after that id, with no prelude, then the live tail. Without it: a reload (POST <agent path>/connect); the read gives the thread's latest run at \u0060path\u0060 from its first event (RUN_STARTED), followed by a STATE_SNAPSHOT and a MESSAGES_SNAPSHOT of what the run started from, then the rest and the tail. \u0060threadId\u0060 is the request body's RunAgentInput.threadId; \u0060path\u0060 the agent's path without the query (for a reload, without \u0060/connect\u0060); \u0060authorization\u0060 and \u0060cookie\u0060 the request's headers. The run must have been opened with the same thread, path and credentials. Anything else (an unknown, expired or forged id, another thread, path or credentials, a thread with no run) fails with -32007 RESUME_UNKNOWN, one answer for all, whose data.status is the HTTP answer to give: 410 for a rejoin, 204 for a reload. The app is never called for a rejoin, and a refused one never reaches it either. Returns the read's id and the run's status and headers to answer with; read it with readRejoin. Open reads are held to maxStreams (the least recently used closed first) and streamIdleMs, as streams are. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
+      "name": "classifyRequest",
+      "summary": "What a request is to resume: the app's, a rejoin or a reload.",
+      "description": "protocol/README.md §16. The middleware calls it for each request on a path it handles, with resume on, before the app: \u0060forward\u0060 goes to the app; \u0060rejoin\u0060 and \u0060reload\u0060 go to rejoinStream and never reach the app. A rejoin is a POST with a non-empty Last-Event-ID; a reload a POST to a path ending in /connect; anything else (a GET that reconnects an EventSource of the app's own, an empty Last-Event-ID) is the app's. Decided here once, so that the proxy and the three middleware cannot drift (test/fixtures/resume-edge/cases.json). With --store none every request is \u0060forward\u0060. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
       "params": [
         {
-          "name": "threadId",
+          "name": "method",
           "required": true,
           "schema": {
-            "$ref": "#/components/schemas/ThreadId"
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 32
           }
         },
         {
           "name": "path",
+          "description": "The request target, query allowed.",
           "required": true,
           "schema": {
-            "$ref": "#/components/schemas/AgentPath"
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 8192,
+            "pattern": "^/"
           }
+        },
+        {
+          "name": "headers",
+          "required": true,
+          "schema": {
+            "$ref": "#/components/schemas/HeaderPairs"
+          }
+        }
+      ],
+      "result": {
+        "name": "classifyRequestResult",
+        "schema": {
+          "$ref": "#/components/schemas/ClassifyRequestResult"
+        }
+      },
+      "errors": [
+        {
+          "$ref": "#/components/errors/InvalidParams"
+        },
+        {
+          "$ref": "#/components/errors/InternalError"
+        }
+      ],
+      "paramStructure": "by-name",
+      "examples": [
+        {
+          "name": "01-rejoin",
+          "description": "A POST carrying Last-Event-ID: a dropped stream coming back. The app is not called; rejoinStream answers it.",
+          "params": [
+            {
+              "name": "method",
+              "value": "POST"
+            },
+            {
+              "name": "path",
+              "value": "/agent?x=1"
+            },
+            {
+              "name": "headers",
+              "value": [
+                [
+                  "Last-Event-ID",
+                  "AAAAAAAAAAAA.3.AAAAAAAAAAA"
+                ],
+                [
+                  "Content-Type",
+                  "application/json"
+                ]
+              ]
+            }
+          ],
+          "result": {
+            "name": "classifyRequestResult",
+            "value": {
+              "kind": "rejoin"
+            }
+          },
+          "x-file": "examples/classifyRequest/01-rejoin.json"
+        },
+        {
+          "name": "02-reload",
+          "description": "A POST to <agent path>/connect: a reloaded page.",
+          "params": [
+            {
+              "name": "method",
+              "value": "POST"
+            },
+            {
+              "name": "path",
+              "value": "/agent/connect"
+            },
+            {
+              "name": "headers",
+              "value": []
+            }
+          ],
+          "result": {
+            "name": "classifyRequestResult",
+            "value": {
+              "kind": "reload"
+            }
+          },
+          "x-file": "examples/classifyRequest/02-reload.json"
+        },
+        {
+          "name": "03-forward",
+          "description": "A GET with Last-Event-ID (an EventSource endpoint of the app's own reconnecting): the app's, as is an empty Last-Event-ID.",
+          "params": [
+            {
+              "name": "method",
+              "value": "GET"
+            },
+            {
+              "name": "path",
+              "value": "/events"
+            },
+            {
+              "name": "headers",
+              "value": [
+                [
+                  "last-event-id",
+                  "7"
+                ]
+              ]
+            }
+          ],
+          "result": {
+            "name": "classifyRequestResult",
+            "value": {
+              "kind": "forward"
+            }
+          },
+          "x-file": "examples/classifyRequest/03-forward.json"
+        },
+        {
+          "name": "04-forward-run",
+          "description": "A run: the app's.",
+          "params": [
+            {
+              "name": "method",
+              "value": "POST"
+            },
+            {
+              "name": "path",
+              "value": "/agent"
+            },
+            {
+              "name": "headers",
+              "value": [
+                [
+                  "Content-Type",
+                  "application/json"
+                ]
+              ]
+            }
+          ],
+          "result": {
+            "name": "classifyRequestResult",
+            "value": {
+              "kind": "forward"
+            }
+          },
+          "x-file": "examples/classifyRequest/04-forward-run.json"
+        }
+      ]
+    },
+    {
+      "name": "rejoinStream",
+      "summary": "Rejoin a run from the log: a dropped stream (Last-Event-ID) or a reloaded page (connect).",
+      "description": "protocol/README.md §16. \u0060request\u0060 is the request as the middleware received it (method, path with query, header pairs, body): the sidecar decides whether it is a rejoin (a POST with Last-Event-ID: the read gives exactly the events after that id, with no prelude, then the live tail) or a reload (a POST to <agent path>/connect: the thread's latest run at that path from RUN_STARTED, followed by a STATE_SNAPSHOT and a MESSAGES_SNAPSHOT of what the run started from, then the rest and the tail), reads the body's threadId, and derives the credential by the operator's policy. Who may read a run (§16): a rejoin presents the id in full, the run's thread and agent path and, unless the run was started with no credential, its credential; a reload needs the run's thread and a run started with a credential, presented again (or --connect-anonymous). Anything else, and a rejoin of a run that ended broken with nothing after the id, fails with -32007 RESUME_UNKNOWN, one answer for all, whose data carries the HTTP answer to give (status, headers, body). A \u0060request\u0060 that is neither a rejoin nor a reload fails with -32602 INVALID_VALUE, field \u0060/request\u0060. The earlier form (\u0060threadId\u0060, \u0060path\u0060, \u0060authorization\u0060, \u0060cookie\u0060, \u0060lastEventId\u0060, without \u0060request\u0060) is still taken, read by the same rules. Returns the read's id and the run's status and headers to answer with (the announcement included); read it with readRejoin. Open reads are held to maxStreams (the least recently used closed first) and streamIdleMs, as streams are. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
+      "params": [
+        {
+          "name": "request",
+          "description": "The request as received.",
+          "required": false,
+          "schema": {
+            "$ref": "#/components/schemas/HttpRequest"
+          }
+        },
+        {
+          "name": "threadId",
+          "required": false,
+          "schema": {
+            "$ref": "#/components/schemas/ThreadId"
+          },
+          "description": "Earlier form (without \u0060request\u0060): the body's RunAgentInput.threadId."
+        },
+        {
+          "name": "path",
+          "required": false,
+          "schema": {
+            "$ref": "#/components/schemas/AgentPath"
+          },
+          "description": "Earlier form (without \u0060request\u0060): the agent's path without the query (for a reload, without /connect)."
         },
         {
           "name": "authorization",
@@ -4148,7 +4350,7 @@ export const DISCOVER_JSON = String.raw`{
       "examples": [
         {
           "name": "01-unknown-id",
-          "description": "A Last-Event-ID the log does not hold (unknown, expired, forged, or another's): one answer for all, and the status to give the client, 410.",
+          "description": "A Last-Event-ID the log does not hold (unknown, expired, forged, or another's): one answer for all, and the status to give the client, 410. (The earlier form of the params, still taken.)",
           "params": [
             {
               "name": "threadId",
@@ -4167,14 +4369,18 @@ export const DISCOVER_JSON = String.raw`{
             "code": -32007,
             "data": {
               "code": "RESUME_UNKNOWN",
-              "status": 410
+              "status": 410,
+              "headers": {
+                "content-type": "application/json"
+              },
+              "body": "{\"error\":{\"code\":\"resume_unknown\",\"message\":\"no run to resume from this Last-Event-ID: it is unknown, expired, or not yours; start a new run\"}}"
             }
           },
           "x-file": "examples/rejoinStream/01-unknown-id.json"
         },
         {
           "name": "02-no-run",
-          "description": "A reload (no lastEventId) for a thread with no run: the status to give the client is 204, nothing to apply.",
+          "description": "A reload (no lastEventId) for a thread with no run: the status to give the client is 204, nothing to apply. (The earlier form of the params, still taken.)",
           "params": [
             {
               "name": "threadId",
@@ -4189,26 +4395,34 @@ export const DISCOVER_JSON = String.raw`{
             "code": -32007,
             "data": {
               "code": "RESUME_UNKNOWN",
-              "status": 204
+              "status": 204,
+              "headers": {},
+              "body": ""
             }
           },
           "x-file": "examples/rejoinStream/02-no-run.json"
         },
         {
           "name": "03-connect",
-          "description": "A reload of a thread with a live run: a read of its events from RUN_STARTED, with the status and headers to answer with. Setup: openStream {\"state\":{\"count\":1},\"resume\":{\"threadId\":\"t-connect\",\"path\":\"/agent\",\"cookie\":\"session=1\"}}; fixStream {\"streamId\":\"s1\",\"text\":\"data: {\\\"type\\\":\\\"RUN_STARTED\\\",\\\"threadId\\\":\\\"t-connect\\\",\\\"runId\\\":\\\"r\\\"}\\n\\n\"}.",
+          "description": "A reload (a POST to <agent path>/connect) of a thread with a live run, with the credential the run started with: a read of its events from RUN_STARTED, with the status and headers to answer with (the run's own, and the announcement). Setup: openStream {\"state\":{\"count\":1},\"resume\":{\"threadId\":\"t-connect\",\"path\":\"/agent\",\"requestHeaders\":[[\"Authorization\",\"Bearer alice\"]],\"responseHeaders\":[[\"Content-Type\",\"text/event-stream\"],[\"X-App\",\"yes\"]]}}; fixStream {\"streamId\":\"s1\",\"text\":\"data: {\\\"type\\\":\\\"RUN_STARTED\\\",\\\"threadId\\\":\\\"t-connect\\\",\\\"runId\\\":\\\"r\\\"}\\n\\n\"}.",
           "params": [
             {
-              "name": "threadId",
-              "value": "t-connect"
-            },
-            {
-              "name": "path",
-              "value": "/agent"
-            },
-            {
-              "name": "cookie",
-              "value": "session=1"
+              "name": "request",
+              "value": {
+                "method": "POST",
+                "path": "/agent/connect",
+                "headers": [
+                  [
+                    "Authorization",
+                    "Bearer alice"
+                  ],
+                  [
+                    "Content-Type",
+                    "application/json"
+                  ]
+                ],
+                "body": "{\"threadId\":\"t-connect\",\"runId\":\"r2\"}"
+              }
             }
           ],
           "result": {
@@ -4217,7 +4431,9 @@ export const DISCOVER_JSON = String.raw`{
               "readId": "r1",
               "status": 200,
               "headers": {
-                "content-type": "text/event-stream"
+                "content-type": "text/event-stream",
+                "x-app": "yes",
+                "ag-ui-resumable": "true"
               }
             }
           },
@@ -4225,36 +4441,65 @@ export const DISCOVER_JSON = String.raw`{
         },
         {
           "name": "04-other-credentials",
-          "description": "The same thread and path with other credentials: refused, with the very answer an unknown thread gets. Setup: openStream {\"state\":{\"count\":1},\"resume\":{\"threadId\":\"t-connect\",\"path\":\"/agent\",\"cookie\":\"session=1\"}}; fixStream {\"streamId\":\"s1\",\"text\":\"data: {\\\"type\\\":\\\"RUN_STARTED\\\",\\\"threadId\\\":\\\"t-connect\\\",\\\"runId\\\":\\\"r\\\"}\\n\\n\"}.",
+          "description": "The same thread and path with another credential: refused, with the very answer an unknown thread gets, and the HTTP answer to give as it is (204, nothing). Setup: openStream {\"state\":{\"count\":1},\"resume\":{\"threadId\":\"t-connect\",\"path\":\"/agent\",\"requestHeaders\":[[\"Authorization\",\"Bearer alice\"]],\"responseHeaders\":[[\"Content-Type\",\"text/event-stream\"],[\"X-App\",\"yes\"]]}}; fixStream {\"streamId\":\"s1\",\"text\":\"data: {\\\"type\\\":\\\"RUN_STARTED\\\",\\\"threadId\\\":\\\"t-connect\\\",\\\"runId\\\":\\\"r\\\"}\\n\\n\"}.",
           "params": [
             {
-              "name": "threadId",
-              "value": "t-connect"
-            },
-            {
-              "name": "path",
-              "value": "/agent"
-            },
-            {
-              "name": "cookie",
-              "value": "session=2"
+              "name": "request",
+              "value": {
+                "method": "POST",
+                "path": "/agent/connect",
+                "headers": [
+                  [
+                    "Authorization",
+                    "Bearer mallory"
+                  ]
+                ],
+                "body": "{\"threadId\":\"t-connect\"}"
+              }
             }
           ],
           "x-error": {
             "code": -32007,
             "data": {
               "code": "RESUME_UNKNOWN",
-              "status": 204
+              "status": 204,
+              "headers": {},
+              "body": ""
             }
           },
           "x-file": "examples/rejoinStream/04-other-credentials.json"
+        },
+        {
+          "name": "05-anonymous-connect",
+          "description": "A reload of a run started with no credential: refused (204) unless the operator gave --connect-anonymous; anybody may know a thread's id (issue 38). A rejoin by the run's Last-Event-ID needs no credential: the id itself is the capability. Setup: openStream {\"resume\":{\"threadId\":\"t-anon\",\"path\":\"/agent\",\"requestHeaders\":[]}}; fixStream {\"streamId\":\"s1\",\"text\":\"data: {\\\"type\\\":\\\"RUN_STARTED\\\",\\\"threadId\\\":\\\"t-anon\\\",\\\"runId\\\":\\\"r\\\"}\\n\\n\"}.",
+          "params": [
+            {
+              "name": "request",
+              "value": {
+                "method": "POST",
+                "path": "/agent/connect",
+                "headers": [],
+                "body": "{\"threadId\":\"t-anon\"}"
+              }
+            }
+          ],
+          "x-error": {
+            "code": -32007,
+            "data": {
+              "code": "RESUME_UNKNOWN",
+              "status": 204,
+              "headers": {},
+              "body": ""
+            }
+          },
+          "x-file": "examples/rejoinStream/05-anonymous-connect.json"
         }
       ]
     },
     {
       "name": "readRejoin",
       "summary": "The next events of a rejoin: the replay first, then the live tail.",
-      "description": "protocol/README.md §16. Answers as soon as there is at least one event, or the run ended, or \u0060waitMs\u0060 passed (default 1000, at most 30000; 0 answers at once): \u0060text\u0060 is the events since the last readRejoin, as SSE with their ids, to write to the client as it is (\"\" when none came). \u0060done\u0060 is true once the run ended and \u0060text\u0060 holds its last events; \u0060end\u0060 then says how: \u0060finished\u0060, end the client's response; anything else, break it off. A done read is closed. Replies to other requests may overtake a waiting readRejoin (JSON-RPC 2.0 matches replies by id). A second readRejoin for a read that is waiting answers the first at once, with what there is. An unknown read fails with -32008. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
+      "description": "protocol/README.md §16. Answers as soon as there is at least one event, or the run ended, or \u0060waitMs\u0060 passed (default 1000, at most 30000; 0 answers at once): \u0060text\u0060 is the events since the last readRejoin, at most one page (about 256 KiB, and at least one whole event): a read holds no more than that in the sidecar however slowly its client takes it, and the next page is read from the log only when asked for (back-pressure), as SSE with their ids, to write to the client as it is (\"\" when none came). \u0060done\u0060 is true once the run ended and \u0060text\u0060 holds its last events; \u0060end\u0060 then says how: \u0060finished\u0060, end the client's response; anything else, break it off. A done read is closed. Replies to other requests may overtake a waiting readRejoin (JSON-RPC 2.0 matches replies by id). A second readRejoin for a read that is waiting answers the first at once, with what there is. An unknown read fails with -32008. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
       "params": [
         {
           "name": "readId",
@@ -5610,6 +5855,13 @@ export const DISCOVER_JSON = String.raw`{
             "description": "With \u0060resume\u0060: the answer's opening block, \u0060id: <run>.0.<nonce>\u0060 and a blank line (protocol/README.md §16). The middleware writes it to its client first, right after the response's head and before any text of fixStream, and flushes it, so that a client cut before the first event holds an id to rejoin from. It carries no data: clients dispatch no event for it. A stream opened again after a sidecar restart gets one too, which is not written (the client has the first).",
             "type": "string",
             "pattern": "^id: [A-Za-z0-9_-]+\\.0\\.[A-Za-z0-9_-]+\n\n$"
+          },
+          "headers": {
+            "description": "With \u0060resume\u0060: headers to add to the response's head before it is sent: the announcement \u0060ag-ui-resumable: true\u0060 (and, on a response with Access-Control-Allow-Origin, its name in Access-Control-Expose-Headers), protocol/README.md §16.",
+            "type": "object",
+            "additionalProperties": {
+              "type": "string"
+            }
           }
         },
         "required": [
@@ -5900,22 +6152,34 @@ export const DISCOVER_JSON = String.raw`{
         ]
       },
       "ResumeRun": {
-        "description": "openStream's \u0060resume\u0060: file the stream as a resumable run (protocol/README.md §16).",
+        "description": "openStream's \u0060resume\u0060: file the stream as a resumable run (protocol/README.md §16). The middleware passes the request's and the response's headers as they are (\u0060requestHeaders\u0060, \u0060responseHeaders\u0060); the sidecar derives the credential and the headers a rejoin gets. \u0060authorization\u0060, \u0060cookie\u0060 and \u0060headers\u0060 are the earlier form of the same, still taken (not with the new members).",
         "type": "object",
         "properties": {
           "threadId": {
-            "description": "The request's RunAgentInput.threadId.",
+            "description": "The request's RunAgentInput.threadId. Left out: the run is filed under no thread, so it can be rejoined by its ids but never reloaded.",
             "$ref": "#/components/schemas/ThreadId"
           },
           "path": {
-            "$ref": "#/components/schemas/AgentPath"
+            "description": "The request's path (a query is taken off).",
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 8192,
+            "pattern": "^/"
+          },
+          "requestHeaders": {
+            "description": "The request's headers, as received: the credential is derived from them by the operator's policy (--credential).",
+            "$ref": "#/components/schemas/HeaderPairs"
+          },
+          "responseHeaders": {
+            "description": "The response's headers, as the app sent them: a rejoin is answered with them again, less those of one response (set-cookie, content-length, content-encoding, hop-by-hop).",
+            "$ref": "#/components/schemas/HeaderPairs"
           },
           "authorization": {
-            "description": "The request's Authorization header, if any.",
+            "description": "Earlier form: the request's Authorization header (not with requestHeaders).",
             "$ref": "#/components/schemas/Credential"
           },
           "cookie": {
-            "description": "The request's Cookie header, if any.",
+            "description": "Earlier form: the request's Cookie header (not with requestHeaders).",
             "$ref": "#/components/schemas/Credential"
           },
           "messages": {
@@ -5923,7 +6187,7 @@ export const DISCOVER_JSON = String.raw`{
             "type": "array"
           },
           "headers": {
-            "description": "The response's headers a rejoin is answered with again (names in lower case; set-cookie, content-length and content-encoding are dropped). Default {\"content-type\": \"text/event-stream\"}.",
+            "description": "Earlier form: the response's headers by lower-case name (not with responseHeaders). Default {\"content-type\": \"text/event-stream\"}.",
             "type": "object",
             "additionalProperties": {
               "type": "string"
@@ -5931,7 +6195,6 @@ export const DISCOVER_JSON = String.raw`{
           }
         },
         "required": [
-          "threadId",
           "path"
         ],
         "additionalProperties": false
@@ -5963,7 +6226,7 @@ export const DISCOVER_JSON = String.raw`{
             "maximum": 599
           },
           "headers": {
-            "description": "The headers to answer it with: the run's own, as openStream's \u0060resume.headers\u0060 gave them.",
+            "description": "The headers to answer it with: the run's own, less those of one response, with the announcement \u0060ag-ui-resumable: true\u0060.",
             "type": "object",
             "additionalProperties": {
               "type": "string"
@@ -6013,7 +6276,7 @@ export const DISCOVER_JSON = String.raw`{
         "additionalProperties": false
       },
       "ResumeUnknownData": {
-        "description": "-32007. Nothing to rejoin (protocol/README.md §16): the id is unknown, expired, forged, of another thread or path, or the credentials differ; for a reload, the thread has no run (kept) at the path that this request may read. One answer for every case, so a refusal tells nothing. \u0060status\u0060 is the HTTP answer to give the client: 410 for a rejoin (Last-Event-ID), 204 for a reload (connect).",
+        "description": "-32007. Nothing to rejoin (protocol/README.md §16): the id is unknown, expired, forged, of another thread or path, the credential differs, or the run ended broken with nothing after the id; for a reload, the thread has no run (kept) at the path that this request may read. One answer for every case, so a refusal tells nothing. \u0060status\u0060, \u0060headers\u0060 and \u0060body\u0060 are the HTTP answer to give the client, as they are: 410 with a JSON body for a rejoin, 204 empty for a reload.",
         "type": "object",
         "properties": {
           "code": {
@@ -6024,11 +6287,22 @@ export const DISCOVER_JSON = String.raw`{
               410,
               204
             ]
+          },
+          "headers": {
+            "type": "object",
+            "additionalProperties": {
+              "type": "string"
+            }
+          },
+          "body": {
+            "type": "string"
           }
         },
         "required": [
           "code",
-          "status"
+          "status",
+          "headers",
+          "body"
         ],
         "additionalProperties": false
       },
@@ -6055,6 +6329,78 @@ export const DISCOVER_JSON = String.raw`{
           "code",
           "readId",
           "reason"
+        ],
+        "additionalProperties": false
+      },
+      "HeaderPairs": {
+        "description": "HTTP headers as a server received or sent them: [name, value] pairs, names in any case, repeats allowed, in order (protocol/README.md §16). The sidecar reads them by the resume edge's one set of rules: names in lower case, repeats joined with \", \" (a Cookie's with \"; \").",
+        "type": "array",
+        "maxItems": 512,
+        "items": {
+          "type": "array",
+          "items": [
+            {
+              "type": "string",
+              "minLength": 1,
+              "maxLength": 256
+            },
+            {
+              "type": "string",
+              "maxLength": 65536
+            }
+          ],
+          "minItems": 2,
+          "maxItems": 2
+        }
+      },
+      "HttpRequest": {
+        "description": "A request as the middleware received it, for the resume edge to decide on (protocol/README.md §16).",
+        "type": "object",
+        "properties": {
+          "method": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 32
+          },
+          "path": {
+            "description": "The request target: the path, with its query if any.",
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 8192,
+            "pattern": "^/"
+          },
+          "headers": {
+            "$ref": "#/components/schemas/HeaderPairs"
+          },
+          "body": {
+            "description": "The request's body as text (a RunAgentInput): rejoinStream reads its threadId. Left out: none.",
+            "type": "string"
+          }
+        },
+        "required": [
+          "method",
+          "path",
+          "headers"
+        ],
+        "additionalProperties": false
+      },
+      "RequestKind": {
+        "description": "What a request is to the resume edge (protocol/README.md §16): \u0060rejoin\u0060, a POST with a non-empty Last-Event-ID (a dropped stream); \u0060reload\u0060, a POST to <agent path>/connect (a reloaded page); \u0060forward\u0060, anything else: the app's to answer.",
+        "enum": [
+          "forward",
+          "rejoin",
+          "reload"
+        ]
+      },
+      "ClassifyRequestResult": {
+        "type": "object",
+        "properties": {
+          "kind": {
+            "$ref": "#/components/schemas/RequestKind"
+          }
+        },
+        "required": [
+          "kind"
         ],
         "additionalProperties": false
       }

@@ -61,10 +61,10 @@ export const unknownStream = (streamId: string, reason: UnknownStreamData["reaso
  * protocol/README.md §16: nothing to rejoin. One answer for an unknown, expired, forged or refused
  * id and for a thread with no run, so a refusal tells nothing; `status` is what to answer over HTTP.
  */
-export const resumeUnknown = (status: ResumeUnknownData["status"]): CallError => ({
+export const resumeUnknown = (answer: Pick<ResumeUnknownData, "status" | "headers" | "body">): CallError => ({
   kind: "ResumeUnknown",
-  message: status === 410 ? "no run to resume from this Last-Event-ID: it is unknown, expired, or not yours; answer 410" : "no run of this thread to connect to; answer 204",
-  data: { code: "RESUME_UNKNOWN", status },
+  message: answer.status === 410 ? "no run to resume from this Last-Event-ID: it is unknown, expired, or not yours; answer 410" : "no run of this thread to connect to; answer 204",
+  data: { code: "RESUME_UNKNOWN", status: answer.status, headers: answer.headers, body: answer.body },
 });
 
 /** protocol/README.md §16: no open read has this id; the rejoin's response cannot be completed. */

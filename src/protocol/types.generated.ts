@@ -101,9 +101,11 @@ export type ActivityEvents = ActivityEvent[];
  */
 export type StreamFraming = "sse" | "ndjson";
 /**
- * An agent's path, as the request named it without its query (`/agent`): a run is filed under it, and a rejoin or reload names the same (protocol/README.md §16).
+ * HTTP headers as a server received or sent them: [name, value] pairs, names in any case, repeats allowed, in order (protocol/README.md §16). The sidecar reads them by the resume edge's one set of rules: names in lower case, repeats joined with ", " (a Cookie's with "; ").
+ *
+ * @maxItems 512
  */
-export type AgentPath = string;
+export type HeaderPairs = [string, string][];
 /**
  * A request header's value as the client sent it (`Authorization`, or `Cookie` with every cookie header joined by "; "). The sidecar keeps only an HMAC-SHA-256 of the two under its key, never the text (protocol/README.md §16).
  */
@@ -116,6 +118,14 @@ export type StreamId = string;
  * A run's handle in the run log: 12 characters, base64url of 72 random bits (protocol/README.md §16). For logs and tracing: nothing is called with it.
  */
 export type RunHandle = string;
+/**
+ * What a request is to the resume edge (protocol/README.md §16): `rejoin`, a POST with a non-empty Last-Event-ID (a dropped stream); `reload`, a POST to <agent path>/connect (a reloaded page); `forward`, anything else: the app's to answer.
+ */
+export type RequestKind = "forward" | "rejoin" | "reload";
+/**
+ * An agent's path, as the request named it without its query (`/agent`): a run is filed under it, and a rejoin or reload names the same (protocol/README.md §16).
+ */
+export type AgentPath = string;
 /**
  * A rejoin's read, as rejoinStream returned it (`r1`, `r2`, ... in order; never reused by the process).
  */
@@ -236,6 +246,10 @@ export interface Methods {
   detachStream: {
     params: DetachStreamParams;
     result: DetachStreamResult;
+  };
+  classifyRequest: {
+    params: ClassifyRequestParams;
+    result: ClassifyRequestResult;
   };
   rejoinStream: {
     params: RejoinStreamParams;
@@ -532,11 +546,16 @@ export interface OpenStreamParams {
   resume?: ResumeRun;
 }
 /**
- * openStream's `resume`: file the stream as a resumable run (protocol/README.md §16).
+ * openStream's `resume`: file the stream as a resumable run (protocol/README.md §16). The middleware passes the request's and the response's headers as they are (`requestHeaders`, `responseHeaders`); the sidecar derives the credential and the headers a rejoin gets. `authorization`, `cookie` and `headers` are the earlier form of the same, still taken (not with the new members).
  */
 export interface ResumeRun {
-  threadId: ThreadId;
-  path: AgentPath;
+  threadId?: ThreadId;
+  /**
+   * The request's path (a query is taken off).
+   */
+  path: string;
+  requestHeaders?: HeaderPairs;
+  responseHeaders?: HeaderPairs;
   authorization?: Credential;
   cookie?: Credential;
   /**
@@ -544,7 +563,7 @@ export interface ResumeRun {
    */
   messages?: unknown[];
   /**
-   * The response's headers a rejoin is answered with again (names in lower case; set-cookie, content-length and content-encoding are dropped). Default {"content-type": "text/event-stream"}.
+   * Earlier form: the response's headers by lower-case name (not with responseHeaders). Default {"content-type": "text/event-stream"}.
    */
   headers?: {
     [k: string]: string;
@@ -557,6 +576,12 @@ export interface OpenStreamResult {
    * With `resume`: the answer's opening block, `id: <run>.0.<nonce>` and a blank line (protocol/README.md §16). The middleware writes it to its client first, right after the response's head and before any text of fixStream, and flushes it, so that a client cut before the first event holds an id to rejoin from. It carries no data: clients dispatch no event for it. A stream opened again after a sidecar restart gets one too, which is not written (the client has the first).
    */
   opening?: string;
+  /**
+   * With `resume`: headers to add to the response's head before it is sent: the announcement `ag-ui-resumable: true` (and, on a response with Access-Control-Allow-Origin, its name in Access-Control-Expose-Headers), protocol/README.md §16.
+   */
+  headers?: {
+    [k: string]: string;
+  };
 }
 export interface FixStreamParams {
   streamId: StreamId;
@@ -723,15 +748,42 @@ export interface DetachStreamResult {
    */
   graceMs: number;
 }
+export interface ClassifyRequestParams {
+  method: string;
+  /**
+   * The request target, query allowed.
+   */
+  path: string;
+  headers: HeaderPairs;
+}
+export interface ClassifyRequestResult {
+  kind: RequestKind;
+}
 export interface RejoinStreamParams {
-  threadId: ThreadId;
-  path: AgentPath;
+  request?: HttpRequest;
+  threadId?: ThreadId;
+  path?: AgentPath;
   authorization?: Credential;
   cookie?: Credential;
   /**
    * The request's Last-Event-ID header: a rejoin. Left out: a reload (connect).
    */
   lastEventId?: string;
+}
+/**
+ * A request as the middleware received it, for the resume edge to decide on (protocol/README.md §16).
+ */
+export interface HttpRequest {
+  method: string;
+  /**
+   * The request target: the path, with its query if any.
+   */
+  path: string;
+  headers: HeaderPairs;
+  /**
+   * The request's body as text (a RunAgentInput): rejoinStream reads its threadId. Left out: none.
+   */
+  body?: string;
 }
 export interface RejoinStreamResult {
   readId: ReadId;
@@ -740,7 +792,7 @@ export interface RejoinStreamResult {
    */
   status: number;
   /**
-   * The headers to answer it with: the run's own, as openStream's `resume.headers` gave them.
+   * The headers to answer it with: the run's own, less those of one response, with the announcement `ag-ui-resumable: true`.
    */
   headers: {
     [k: string]: string;
@@ -947,11 +999,15 @@ export interface UnknownStreamData {
   reason: "never opened" | "closed" | "evicted" | "idle" | "loading";
 }
 /**
- * -32007. Nothing to rejoin (protocol/README.md §16): the id is unknown, expired, forged, of another thread or path, or the credentials differ; for a reload, the thread has no run (kept) at the path that this request may read. One answer for every case, so a refusal tells nothing. `status` is the HTTP answer to give the client: 410 for a rejoin (Last-Event-ID), 204 for a reload (connect).
+ * -32007. Nothing to rejoin (protocol/README.md §16): the id is unknown, expired, forged, of another thread or path, the credential differs, or the run ended broken with nothing after the id; for a reload, the thread has no run (kept) at the path that this request may read. One answer for every case, so a refusal tells nothing. `status`, `headers` and `body` are the HTTP answer to give the client, as they are: 410 with a JSON body for a rejoin, 204 empty for a reload.
  */
 export interface ResumeUnknownData {
   code: "RESUME_UNKNOWN";
   status: 410 | 204;
+  headers: {
+    [k: string]: string;
+  };
+  body: string;
 }
 /**
  * -32008. The read id names no open read: never opened by this process, closed (by closeRejoin, or after the read that returned done), evicted by maxStreams, or closed after streamIdleMs without a call (protocol/README.md §16). Break the client's response off: it cannot be completed.
@@ -983,7 +1039,8 @@ export const METHOD_PARAMS = {
   "fixStream": { required: ["streamId", "text"], optional: [] },
   "closeStream": { required: ["streamId"], optional: ["broken"] },
   "detachStream": { required: ["streamId"], optional: [] },
-  "rejoinStream": { required: ["threadId", "path"], optional: ["authorization", "cookie", "lastEventId"] },
+  "classifyRequest": { required: ["method", "path", "headers"], optional: [] },
+  "rejoinStream": { required: [], optional: ["request", "threadId", "path", "authorization", "cookie", "lastEventId"] },
   "readRejoin": { required: ["readId"], optional: ["waitMs"] },
   "closeRejoin": { required: ["readId"], optional: [] },
   "stats": { required: [], optional: [] },

@@ -28,6 +28,7 @@ export declare const openStream: ParamsGuard<Methods["openStream"]["params"]>;
 export declare const fixStream: ParamsGuard<Methods["fixStream"]["params"]>;
 export declare const closeStream: ParamsGuard<Methods["closeStream"]["params"]>;
 export declare const detachStream: ParamsGuard<Methods["detachStream"]["params"]>;
+export declare const classifyRequest: ParamsGuard<Methods["classifyRequest"]["params"]>;
 export declare const rejoinStream: ParamsGuard<Methods["rejoinStream"]["params"]>;
 export declare const readRejoin: ParamsGuard<Methods["readRejoin"]["params"]>;
 export declare const closeRejoin: ParamsGuard<Methods["closeRejoin"]["params"]>;

@@ -1845,9 +1845,9 @@ return errors === 0;
 export const openStream = validate28;
 const schema67 = {"$id":"urn:agui-state:params:openStream","type":"object","properties":{"state":{"$ref":"urn:agui-state:openrpc#/components/schemas/Json","description":"The client's baseline, RunAgentInput.state: a JSON object. Left out, it is not known: {} stands in for it, and the first snapshot sent whole is SNAPSHOT_REPLACES_UNKNOWN (§13)."},"own":{"type":"array","items":{"$ref":"urn:agui-state:openrpc#/components/schemas/Pointer"}},"snapshots":{"enum":["pass","delta"]},"joinKeys":{"type":"boolean"},"framing":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamFraming"},"resume":{"$ref":"urn:agui-state:openrpc#/components/schemas/ResumeRun"}},"required":[],"additionalProperties":false};
 const schema70 = {"description":"How the event stream is framed (protocol/README.md §13, The stream).","enum":["sse","ndjson"]};
-const schema71 = {"description":"openStream's `resume`: file the stream as a resumable run (protocol/README.md §16).","type":"object","properties":{"threadId":{"description":"The request's RunAgentInput.threadId.","$ref":"#/components/schemas/ThreadId"},"path":{"$ref":"#/components/schemas/AgentPath"},"authorization":{"description":"The request's Authorization header, if any.","$ref":"#/components/schemas/Credential"},"cookie":{"description":"The request's Cookie header, if any.","$ref":"#/components/schemas/Credential"},"messages":{"description":"The request's RunAgentInput.messages, replayed to a reload as a MESSAGES_SNAPSHOT after RUN_STARTED (with a STATE_SNAPSHOT of `state`). Default [].","type":"array"},"headers":{"description":"The response's headers a rejoin is answered with again (names in lower case; set-cookie, content-length and content-encoding are dropped). Default {\"content-type\": \"text/event-stream\"}.","type":"object","additionalProperties":{"type":"string"}}},"required":["threadId","path"],"additionalProperties":false};
-const schema73 = {"description":"An agent's path, as the request named it without its query (`/agent`): a run is filed under it, and a rejoin or reload names the same (protocol/README.md §16).","type":"string","minLength":1,"maxLength":2048,"pattern":"^/"};
-const schema74 = {"description":"A request header's value as the client sent it (`Authorization`, or `Cookie` with every cookie header joined by \"; \"). The sidecar keeps only an HMAC-SHA-256 of the two under its key, never the text (protocol/README.md §16).","type":"string","maxLength":65536};
+const schema71 = {"description":"openStream's `resume`: file the stream as a resumable run (protocol/README.md §16). The middleware passes the request's and the response's headers as they are (`requestHeaders`, `responseHeaders`); the sidecar derives the credential and the headers a rejoin gets. `authorization`, `cookie` and `headers` are the earlier form of the same, still taken (not with the new members).","type":"object","properties":{"threadId":{"description":"The request's RunAgentInput.threadId. Left out: the run is filed under no thread, so it can be rejoined by its ids but never reloaded.","$ref":"#/components/schemas/ThreadId"},"path":{"description":"The request's path (a query is taken off).","type":"string","minLength":1,"maxLength":8192,"pattern":"^/"},"requestHeaders":{"description":"The request's headers, as received: the credential is derived from them by the operator's policy (--credential).","$ref":"#/components/schemas/HeaderPairs"},"responseHeaders":{"description":"The response's headers, as the app sent them: a rejoin is answered with them again, less those of one response (set-cookie, content-length, content-encoding, hop-by-hop).","$ref":"#/components/schemas/HeaderPairs"},"authorization":{"description":"Earlier form: the request's Authorization header (not with requestHeaders).","$ref":"#/components/schemas/Credential"},"cookie":{"description":"Earlier form: the request's Cookie header (not with requestHeaders).","$ref":"#/components/schemas/Credential"},"messages":{"description":"The request's RunAgentInput.messages, replayed to a reload as a MESSAGES_SNAPSHOT after RUN_STARTED (with a STATE_SNAPSHOT of `state`). Default [].","type":"array"},"headers":{"description":"Earlier form: the response's headers by lower-case name (not with responseHeaders). Default {\"content-type\": \"text/event-stream\"}.","type":"object","additionalProperties":{"type":"string"}}},"required":["path"],"additionalProperties":false};
+const schema73 = {"description":"HTTP headers as a server received or sent them: [name, value] pairs, names in any case, repeats allowed, in order (protocol/README.md §16). The sidecar reads them by the resume edge's one set of rules: names in lower case, repeats joined with \", \" (a Cookie's with \"; \").","type":"array","maxItems":512,"items":{"type":"array","items":[{"type":"string","minLength":1,"maxLength":256},{"type":"string","maxLength":65536}],"minItems":2,"maxItems":2}};
+const schema75 = {"description":"A request header's value as the client sent it (`Authorization`, or `Cookie` with every cookie header joined by \"; \"). The sidecar keeps only an HMAC-SHA-256 of the two under its key, never the text (protocol/README.md §16).","type":"string","maxLength":65536};
 const pattern0 = new RegExp("^/", "u");
 
 function validate29(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
@@ -1856,14 +1856,14 @@ let errors = 0;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.threadId === undefined) && (missing0 = "threadId")) || ((data.path === undefined) && (missing0 = "path"))){
+if((data.path === undefined) && (missing0 = "path")){
 validate29.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((((((key0 === "threadId") || (key0 === "path")) || (key0 === "authorization")) || (key0 === "cookie")) || (key0 === "messages")) || (key0 === "headers"))){
+if(!((((((((key0 === "threadId") || (key0 === "path")) || (key0 === "requestHeaders")) || (key0 === "responseHeaders")) || (key0 === "authorization")) || (key0 === "cookie")) || (key0 === "messages")) || (key0 === "headers"))){
 validate29.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -1901,28 +1901,27 @@ if(valid0){
 if(data.path !== undefined){
 let data1 = data.path;
 const _errs5 = errors;
-const _errs6 = errors;
-if(errors === _errs6){
+if(errors === _errs5){
 if(typeof data1 === "string"){
-if(func2(data1) > 2048){
-validate29.errors = [{instancePath:instancePath+"/path",schemaPath:"#/components/schemas/AgentPath/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"}];
+if(func2(data1) > 8192){
+validate29.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/maxLength",keyword:"maxLength",params:{limit: 8192},message:"must NOT have more than 8192 characters"}];
 return false;
 }
 else {
 if(func2(data1) < 1){
-validate29.errors = [{instancePath:instancePath+"/path",schemaPath:"#/components/schemas/AgentPath/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate29.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 else {
 if(!pattern0.test(data1)){
-validate29.errors = [{instancePath:instancePath+"/path",schemaPath:"#/components/schemas/AgentPath/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""}];
+validate29.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""}];
 return false;
 }
 }
 }
 }
 else {
-validate29.errors = [{instancePath:instancePath+"/path",schemaPath:"#/components/schemas/AgentPath/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate29.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -1932,13 +1931,207 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.authorization !== undefined){
-let data2 = data.authorization;
+if(data.requestHeaders !== undefined){
+let data2 = data.requestHeaders;
+const _errs7 = errors;
 const _errs8 = errors;
-const _errs9 = errors;
-if(errors === _errs9){
-if(typeof data2 === "string"){
-if(func2(data2) > 65536){
+if(errors === _errs8){
+if(Array.isArray(data2)){
+if(data2.length > 512){
+validate29.errors = [{instancePath:instancePath+"/requestHeaders",schemaPath:"#/components/schemas/HeaderPairs/maxItems",keyword:"maxItems",params:{limit: 512},message:"must NOT have more than 512 items"}];
+return false;
+}
+else {
+var valid3 = true;
+const len0 = data2.length;
+for(let i0=0; i0<len0; i0++){
+let data3 = data2[i0];
+const _errs10 = errors;
+if(errors === _errs10){
+if(Array.isArray(data3)){
+if(data3.length > 2){
+validate29.errors = [{instancePath:instancePath+"/requestHeaders/" + i0,schemaPath:"#/components/schemas/HeaderPairs/items/maxItems",keyword:"maxItems",params:{limit: 2},message:"must NOT have more than 2 items"}];
+return false;
+}
+else {
+if(data3.length < 2){
+validate29.errors = [{instancePath:instancePath+"/requestHeaders/" + i0,schemaPath:"#/components/schemas/HeaderPairs/items/minItems",keyword:"minItems",params:{limit: 2},message:"must NOT have fewer than 2 items"}];
+return false;
+}
+else {
+const len1 = data3.length;
+if(len1 > 0){
+let data4 = data3[0];
+const _errs12 = errors;
+if(errors === _errs12){
+if(typeof data4 === "string"){
+if(func2(data4) > 256){
+validate29.errors = [{instancePath:instancePath+"/requestHeaders/" + i0+"/0",schemaPath:"#/components/schemas/HeaderPairs/items/items/0/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data4) < 1){
+validate29.errors = [{instancePath:instancePath+"/requestHeaders/" + i0+"/0",schemaPath:"#/components/schemas/HeaderPairs/items/items/0/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate29.errors = [{instancePath:instancePath+"/requestHeaders/" + i0+"/0",schemaPath:"#/components/schemas/HeaderPairs/items/items/0/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid4 = _errs12 === errors;
+}
+if(valid4){
+if(len1 > 1){
+let data5 = data3[1];
+const _errs14 = errors;
+if(errors === _errs14){
+if(typeof data5 === "string"){
+if(func2(data5) > 65536){
+validate29.errors = [{instancePath:instancePath+"/requestHeaders/" + i0+"/1",schemaPath:"#/components/schemas/HeaderPairs/items/items/1/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
+return false;
+}
+}
+else {
+validate29.errors = [{instancePath:instancePath+"/requestHeaders/" + i0+"/1",schemaPath:"#/components/schemas/HeaderPairs/items/items/1/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid4 = _errs14 === errors;
+}
+}
+}
+}
+}
+else {
+validate29.errors = [{instancePath:instancePath+"/requestHeaders/" + i0,schemaPath:"#/components/schemas/HeaderPairs/items/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+var valid3 = _errs10 === errors;
+if(!valid3){
+break;
+}
+}
+}
+}
+else {
+validate29.errors = [{instancePath:instancePath+"/requestHeaders",schemaPath:"#/components/schemas/HeaderPairs/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.responseHeaders !== undefined){
+let data6 = data.responseHeaders;
+const _errs16 = errors;
+const _errs17 = errors;
+if(errors === _errs17){
+if(Array.isArray(data6)){
+if(data6.length > 512){
+validate29.errors = [{instancePath:instancePath+"/responseHeaders",schemaPath:"#/components/schemas/HeaderPairs/maxItems",keyword:"maxItems",params:{limit: 512},message:"must NOT have more than 512 items"}];
+return false;
+}
+else {
+var valid6 = true;
+const len2 = data6.length;
+for(let i1=0; i1<len2; i1++){
+let data7 = data6[i1];
+const _errs19 = errors;
+if(errors === _errs19){
+if(Array.isArray(data7)){
+if(data7.length > 2){
+validate29.errors = [{instancePath:instancePath+"/responseHeaders/" + i1,schemaPath:"#/components/schemas/HeaderPairs/items/maxItems",keyword:"maxItems",params:{limit: 2},message:"must NOT have more than 2 items"}];
+return false;
+}
+else {
+if(data7.length < 2){
+validate29.errors = [{instancePath:instancePath+"/responseHeaders/" + i1,schemaPath:"#/components/schemas/HeaderPairs/items/minItems",keyword:"minItems",params:{limit: 2},message:"must NOT have fewer than 2 items"}];
+return false;
+}
+else {
+const len3 = data7.length;
+if(len3 > 0){
+let data8 = data7[0];
+const _errs21 = errors;
+if(errors === _errs21){
+if(typeof data8 === "string"){
+if(func2(data8) > 256){
+validate29.errors = [{instancePath:instancePath+"/responseHeaders/" + i1+"/0",schemaPath:"#/components/schemas/HeaderPairs/items/items/0/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data8) < 1){
+validate29.errors = [{instancePath:instancePath+"/responseHeaders/" + i1+"/0",schemaPath:"#/components/schemas/HeaderPairs/items/items/0/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate29.errors = [{instancePath:instancePath+"/responseHeaders/" + i1+"/0",schemaPath:"#/components/schemas/HeaderPairs/items/items/0/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid7 = _errs21 === errors;
+}
+if(valid7){
+if(len3 > 1){
+let data9 = data7[1];
+const _errs23 = errors;
+if(errors === _errs23){
+if(typeof data9 === "string"){
+if(func2(data9) > 65536){
+validate29.errors = [{instancePath:instancePath+"/responseHeaders/" + i1+"/1",schemaPath:"#/components/schemas/HeaderPairs/items/items/1/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
+return false;
+}
+}
+else {
+validate29.errors = [{instancePath:instancePath+"/responseHeaders/" + i1+"/1",schemaPath:"#/components/schemas/HeaderPairs/items/items/1/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid7 = _errs23 === errors;
+}
+}
+}
+}
+}
+else {
+validate29.errors = [{instancePath:instancePath+"/responseHeaders/" + i1,schemaPath:"#/components/schemas/HeaderPairs/items/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+var valid6 = _errs19 === errors;
+if(!valid6){
+break;
+}
+}
+}
+}
+else {
+validate29.errors = [{instancePath:instancePath+"/responseHeaders",schemaPath:"#/components/schemas/HeaderPairs/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+var valid0 = _errs16 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.authorization !== undefined){
+let data10 = data.authorization;
+const _errs25 = errors;
+const _errs26 = errors;
+if(errors === _errs26){
+if(typeof data10 === "string"){
+if(func2(data10) > 65536){
 validate29.errors = [{instancePath:instancePath+"/authorization",schemaPath:"#/components/schemas/Credential/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
 return false;
 }
@@ -1948,19 +2141,19 @@ validate29.errors = [{instancePath:instancePath+"/authorization",schemaPath:"#/c
 return false;
 }
 }
-var valid0 = _errs8 === errors;
+var valid0 = _errs25 === errors;
 }
 else {
 var valid0 = true;
 }
 if(valid0){
 if(data.cookie !== undefined){
-let data3 = data.cookie;
-const _errs11 = errors;
-const _errs12 = errors;
-if(errors === _errs12){
-if(typeof data3 === "string"){
-if(func2(data3) > 65536){
+let data11 = data.cookie;
+const _errs28 = errors;
+const _errs29 = errors;
+if(errors === _errs29){
+if(typeof data11 === "string"){
+if(func2(data11) > 65536){
 validate29.errors = [{instancePath:instancePath+"/cookie",schemaPath:"#/components/schemas/Credential/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
 return false;
 }
@@ -1970,37 +2163,37 @@ validate29.errors = [{instancePath:instancePath+"/cookie",schemaPath:"#/componen
 return false;
 }
 }
-var valid0 = _errs11 === errors;
+var valid0 = _errs28 === errors;
 }
 else {
 var valid0 = true;
 }
 if(valid0){
 if(data.messages !== undefined){
-const _errs14 = errors;
+const _errs31 = errors;
 if(!(Array.isArray(data.messages))){
 validate29.errors = [{instancePath:instancePath+"/messages",schemaPath:"#/properties/messages/type",keyword:"type",params:{type: "array"},message:"must be array"}];
 return false;
 }
-var valid0 = _errs14 === errors;
+var valid0 = _errs31 === errors;
 }
 else {
 var valid0 = true;
 }
 if(valid0){
 if(data.headers !== undefined){
-let data5 = data.headers;
-const _errs16 = errors;
-if(errors === _errs16){
-if(data5 && typeof data5 == "object" && !Array.isArray(data5)){
-for(const key1 in data5){
-const _errs19 = errors;
-if(typeof data5[key1] !== "string"){
+let data13 = data.headers;
+const _errs33 = errors;
+if(errors === _errs33){
+if(data13 && typeof data13 == "object" && !Array.isArray(data13)){
+for(const key1 in data13){
+const _errs36 = errors;
+if(typeof data13[key1] !== "string"){
 validate29.errors = [{instancePath:instancePath+"/headers/" + key1.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/headers/additionalProperties/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
-var valid5 = _errs19 === errors;
-if(!valid5){
+var valid10 = _errs36 === errors;
+if(!valid10){
 break;
 }
 }
@@ -2010,10 +2203,12 @@ validate29.errors = [{instancePath:instancePath+"/headers",schemaPath:"#/propert
 return false;
 }
 }
-var valid0 = _errs16 === errors;
+var valid0 = _errs33 === errors;
 }
 else {
 var valid0 = true;
+}
+}
 }
 }
 }
@@ -2152,8 +2347,8 @@ return errors === 0;
 }
 
 export const fixStream = validate31;
-const schema76 = {"$id":"urn:agui-state:params:fixStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"},"text":{"type":"string"}},"required":["streamId","text"],"additionalProperties":false};
-const schema77 = {"description":"A stream id, as openStream returned it.","type":"string","minLength":1,"maxLength":256};
+const schema77 = {"$id":"urn:agui-state:params:fixStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"},"text":{"type":"string"}},"required":["streamId","text"],"additionalProperties":false};
+const schema78 = {"description":"A stream id, as openStream returned it.","type":"string","minLength":1,"maxLength":256};
 
 function validate31(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:fixStream" */;
@@ -2229,7 +2424,7 @@ return errors === 0;
 }
 
 export const closeStream = validate32;
-const schema78 = {"$id":"urn:agui-state:params:closeStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"},"broken":{"type":"boolean"}},"required":["streamId"],"additionalProperties":false};
+const schema79 = {"$id":"urn:agui-state:params:closeStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"},"broken":{"type":"boolean"}},"required":["streamId"],"additionalProperties":false};
 
 function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:closeStream" */;
@@ -2305,7 +2500,7 @@ return errors === 0;
 }
 
 export const detachStream = validate33;
-const schema80 = {"$id":"urn:agui-state:params:detachStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"}},"required":["streamId"],"additionalProperties":false};
+const schema81 = {"$id":"urn:agui-state:params:detachStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"}},"required":["streamId"],"additionalProperties":false};
 
 function validate33(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:detachStream" */;
@@ -2362,49 +2557,48 @@ validate33.errors = vErrors;
 return errors === 0;
 }
 
-export const rejoinStream = validate34;
-const schema82 = {"$id":"urn:agui-state:params:rejoinStream","type":"object","properties":{"threadId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ThreadId"},"path":{"$ref":"urn:agui-state:openrpc#/components/schemas/AgentPath"},"authorization":{"$ref":"urn:agui-state:openrpc#/components/schemas/Credential"},"cookie":{"$ref":"urn:agui-state:openrpc#/components/schemas/Credential"},"lastEventId":{"type":"string","minLength":1,"maxLength":1024}},"required":["threadId","path"],"additionalProperties":false};
+export const classifyRequest = validate34;
+const schema83 = {"$id":"urn:agui-state:params:classifyRequest","type":"object","properties":{"method":{"type":"string","minLength":1,"maxLength":32},"path":{"type":"string","minLength":1,"maxLength":8192,"pattern":"^/"},"headers":{"$ref":"urn:agui-state:openrpc#/components/schemas/HeaderPairs"}},"required":["method","path","headers"],"additionalProperties":false};
 
 function validate34(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
-/*# sourceURL="urn:agui-state:params:rejoinStream" */;
+/*# sourceURL="urn:agui-state:params:classifyRequest" */;
 let vErrors = null;
 let errors = 0;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.threadId === undefined) && (missing0 = "threadId")) || ((data.path === undefined) && (missing0 = "path"))){
+if((((data.method === undefined) && (missing0 = "method")) || ((data.path === undefined) && (missing0 = "path"))) || ((data.headers === undefined) && (missing0 = "headers"))){
 validate34.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(((((key0 === "threadId") || (key0 === "path")) || (key0 === "authorization")) || (key0 === "cookie")) || (key0 === "lastEventId"))){
+if(!(((key0 === "method") || (key0 === "path")) || (key0 === "headers"))){
 validate34.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
 }
 if(_errs1 === errors){
-if(data.threadId !== undefined){
-let data0 = data.threadId;
+if(data.method !== undefined){
+let data0 = data.method;
 const _errs2 = errors;
-const _errs3 = errors;
-if(errors === _errs3){
+if(errors === _errs2){
 if(typeof data0 === "string"){
-if(func2(data0) > 256){
-validate34.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+if(func2(data0) > 32){
+validate34.errors = [{instancePath:instancePath+"/method",schemaPath:"#/properties/method/maxLength",keyword:"maxLength",params:{limit: 32},message:"must NOT have more than 32 characters"}];
 return false;
 }
 else {
 if(func2(data0) < 1){
-validate34.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate34.errors = [{instancePath:instancePath+"/method",schemaPath:"#/properties/method/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 }
 }
 else {
-validate34.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate34.errors = [{instancePath:instancePath+"/method",schemaPath:"#/properties/method/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -2416,109 +2610,132 @@ var valid0 = true;
 if(valid0){
 if(data.path !== undefined){
 let data1 = data.path;
-const _errs5 = errors;
-const _errs6 = errors;
-if(errors === _errs6){
+const _errs4 = errors;
+if(errors === _errs4){
 if(typeof data1 === "string"){
-if(func2(data1) > 2048){
-validate34.errors = [{instancePath:instancePath+"/path",schemaPath:"urn:agui-state:openrpc#/components/schemas/AgentPath/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"}];
+if(func2(data1) > 8192){
+validate34.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/maxLength",keyword:"maxLength",params:{limit: 8192},message:"must NOT have more than 8192 characters"}];
 return false;
 }
 else {
 if(func2(data1) < 1){
-validate34.errors = [{instancePath:instancePath+"/path",schemaPath:"urn:agui-state:openrpc#/components/schemas/AgentPath/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate34.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 else {
 if(!pattern0.test(data1)){
-validate34.errors = [{instancePath:instancePath+"/path",schemaPath:"urn:agui-state:openrpc#/components/schemas/AgentPath/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""}];
+validate34.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""}];
 return false;
 }
 }
 }
 }
 else {
-validate34.errors = [{instancePath:instancePath+"/path",schemaPath:"urn:agui-state:openrpc#/components/schemas/AgentPath/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate34.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
-var valid0 = _errs5 === errors;
+var valid0 = _errs4 === errors;
 }
 else {
 var valid0 = true;
 }
 if(valid0){
-if(data.authorization !== undefined){
-let data2 = data.authorization;
-const _errs8 = errors;
+if(data.headers !== undefined){
+let data2 = data.headers;
+const _errs6 = errors;
+const _errs7 = errors;
+if(errors === _errs7){
+if(Array.isArray(data2)){
+if(data2.length > 512){
+validate34.errors = [{instancePath:instancePath+"/headers",schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/maxItems",keyword:"maxItems",params:{limit: 512},message:"must NOT have more than 512 items"}];
+return false;
+}
+else {
+var valid2 = true;
+const len0 = data2.length;
+for(let i0=0; i0<len0; i0++){
+let data3 = data2[i0];
 const _errs9 = errors;
 if(errors === _errs9){
-if(typeof data2 === "string"){
-if(func2(data2) > 65536){
-validate34.errors = [{instancePath:instancePath+"/authorization",schemaPath:"urn:agui-state:openrpc#/components/schemas/Credential/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
+if(Array.isArray(data3)){
+if(data3.length > 2){
+validate34.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/maxItems",keyword:"maxItems",params:{limit: 2},message:"must NOT have more than 2 items"}];
 return false;
 }
-}
 else {
-validate34.errors = [{instancePath:instancePath+"/authorization",schemaPath:"urn:agui-state:openrpc#/components/schemas/Credential/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+if(data3.length < 2){
+validate34.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/minItems",keyword:"minItems",params:{limit: 2},message:"must NOT have fewer than 2 items"}];
 return false;
 }
-}
-var valid0 = _errs8 === errors;
-}
 else {
-var valid0 = true;
-}
-if(valid0){
-if(data.cookie !== undefined){
-let data3 = data.cookie;
+const len1 = data3.length;
+if(len1 > 0){
+let data4 = data3[0];
 const _errs11 = errors;
-const _errs12 = errors;
-if(errors === _errs12){
-if(typeof data3 === "string"){
-if(func2(data3) > 65536){
-validate34.errors = [{instancePath:instancePath+"/cookie",schemaPath:"urn:agui-state:openrpc#/components/schemas/Credential/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
-return false;
-}
-}
-else {
-validate34.errors = [{instancePath:instancePath+"/cookie",schemaPath:"urn:agui-state:openrpc#/components/schemas/Credential/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid0 = _errs11 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.lastEventId !== undefined){
-let data4 = data.lastEventId;
-const _errs14 = errors;
-if(errors === _errs14){
+if(errors === _errs11){
 if(typeof data4 === "string"){
-if(func2(data4) > 1024){
-validate34.errors = [{instancePath:instancePath+"/lastEventId",schemaPath:"#/properties/lastEventId/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"}];
+if(func2(data4) > 256){
+validate34.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/items/0/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
 return false;
 }
 else {
 if(func2(data4) < 1){
-validate34.errors = [{instancePath:instancePath+"/lastEventId",schemaPath:"#/properties/lastEventId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate34.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/items/0/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 }
 }
 else {
-validate34.errors = [{instancePath:instancePath+"/lastEventId",schemaPath:"#/properties/lastEventId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate34.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/items/0/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
-var valid0 = _errs14 === errors;
+var valid3 = _errs11 === errors;
+}
+if(valid3){
+if(len1 > 1){
+let data5 = data3[1];
+const _errs13 = errors;
+if(errors === _errs13){
+if(typeof data5 === "string"){
+if(func2(data5) > 65536){
+validate34.errors = [{instancePath:instancePath+"/headers/" + i0+"/1",schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/items/1/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
+return false;
+}
+}
+else {
+validate34.errors = [{instancePath:instancePath+"/headers/" + i0+"/1",schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/items/1/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid3 = _errs13 === errors;
+}
+}
+}
+}
+}
+else {
+validate34.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+var valid2 = _errs9 === errors;
+if(!valid2){
+break;
+}
+}
+}
+}
+else {
+validate34.errors = [{instancePath:instancePath+"/headers",schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+var valid0 = _errs6 === errors;
 }
 else {
 var valid0 = true;
-}
-}
 }
 }
 }
@@ -2534,50 +2751,49 @@ validate34.errors = vErrors;
 return errors === 0;
 }
 
-export const readRejoin = validate35;
-const schema87 = {"$id":"urn:agui-state:params:readRejoin","type":"object","properties":{"readId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ReadId"},"waitMs":{"type":"integer","minimum":0,"maximum":30000}},"required":["readId"],"additionalProperties":false};
-const schema88 = {"description":"A rejoin's read, as rejoinStream returned it (`r1`, `r2`, ... in order; never reused by the process).","type":"string","minLength":1,"maxLength":256};
+export const rejoinStream = validate35;
+const schema85 = {"$id":"urn:agui-state:params:rejoinStream","type":"object","properties":{"request":{"$ref":"urn:agui-state:openrpc#/components/schemas/HttpRequest"},"threadId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ThreadId"},"path":{"$ref":"urn:agui-state:openrpc#/components/schemas/AgentPath"},"authorization":{"$ref":"urn:agui-state:openrpc#/components/schemas/Credential"},"cookie":{"$ref":"urn:agui-state:openrpc#/components/schemas/Credential"},"lastEventId":{"type":"string","minLength":1,"maxLength":1024}},"required":[],"additionalProperties":false};
+const schema89 = {"description":"An agent's path, as the request named it without its query (`/agent`): a run is filed under it, and a rejoin or reload names the same (protocol/README.md §16).","type":"string","minLength":1,"maxLength":2048,"pattern":"^/"};
+const schema86 = {"description":"A request as the middleware received it, for the resume edge to decide on (protocol/README.md §16).","type":"object","properties":{"method":{"type":"string","minLength":1,"maxLength":32},"path":{"description":"The request target: the path, with its query if any.","type":"string","minLength":1,"maxLength":8192,"pattern":"^/"},"headers":{"$ref":"#/components/schemas/HeaderPairs"},"body":{"description":"The request's body as text (a RunAgentInput): rejoinStream reads its threadId. Left out: none.","type":"string"}},"required":["method","path","headers"],"additionalProperties":false};
 
-function validate35(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
-/*# sourceURL="urn:agui-state:params:readRejoin" */;
+function validate36(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 let vErrors = null;
 let errors = 0;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if((data.readId === undefined) && (missing0 = "readId")){
-validate35.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+if((((data.method === undefined) && (missing0 = "method")) || ((data.path === undefined) && (missing0 = "path"))) || ((data.headers === undefined) && (missing0 = "headers"))){
+validate36.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "readId") || (key0 === "waitMs"))){
-validate35.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+if(!((((key0 === "method") || (key0 === "path")) || (key0 === "headers")) || (key0 === "body"))){
+validate36.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
 }
 if(_errs1 === errors){
-if(data.readId !== undefined){
-let data0 = data.readId;
+if(data.method !== undefined){
+let data0 = data.method;
 const _errs2 = errors;
-const _errs3 = errors;
-if(errors === _errs3){
+if(errors === _errs2){
 if(typeof data0 === "string"){
-if(func2(data0) > 256){
-validate35.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+if(func2(data0) > 32){
+validate36.errors = [{instancePath:instancePath+"/method",schemaPath:"#/properties/method/maxLength",keyword:"maxLength",params:{limit: 32},message:"must NOT have more than 32 characters"}];
 return false;
 }
 else {
 if(func2(data0) < 1){
-validate35.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate36.errors = [{instancePath:instancePath+"/method",schemaPath:"#/properties/method/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 }
 }
 else {
-validate35.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate36.errors = [{instancePath:instancePath+"/method",schemaPath:"#/properties/method/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -2587,88 +2803,147 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.waitMs !== undefined){
-let data1 = data.waitMs;
-const _errs5 = errors;
-if(!((typeof data1 == "number") && (!(data1 % 1) && !isNaN(data1)))){
-validate35.errors = [{instancePath:instancePath+"/waitMs",schemaPath:"#/properties/waitMs/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
-return false;
-}
-if(errors === _errs5){
-if(typeof data1 == "number"){
-if(data1 > 30000 || isNaN(data1)){
-validate35.errors = [{instancePath:instancePath+"/waitMs",schemaPath:"#/properties/waitMs/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30000},message:"must be <= 30000"}];
+if(data.path !== undefined){
+let data1 = data.path;
+const _errs4 = errors;
+if(errors === _errs4){
+if(typeof data1 === "string"){
+if(func2(data1) > 8192){
+validate36.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/maxLength",keyword:"maxLength",params:{limit: 8192},message:"must NOT have more than 8192 characters"}];
 return false;
 }
 else {
-if(data1 < 0 || isNaN(data1)){
-validate35.errors = [{instancePath:instancePath+"/waitMs",schemaPath:"#/properties/waitMs/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+if(func2(data1) < 1){
+validate36.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+else {
+if(!pattern0.test(data1)){
+validate36.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""}];
 return false;
 }
 }
 }
 }
-var valid0 = _errs5 === errors;
+else {
+validate36.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs4 === errors;
 }
 else {
 var valid0 = true;
 }
+if(valid0){
+if(data.headers !== undefined){
+let data2 = data.headers;
+const _errs6 = errors;
+const _errs7 = errors;
+if(errors === _errs7){
+if(Array.isArray(data2)){
+if(data2.length > 512){
+validate36.errors = [{instancePath:instancePath+"/headers",schemaPath:"#/components/schemas/HeaderPairs/maxItems",keyword:"maxItems",params:{limit: 512},message:"must NOT have more than 512 items"}];
+return false;
+}
+else {
+var valid2 = true;
+const len0 = data2.length;
+for(let i0=0; i0<len0; i0++){
+let data3 = data2[i0];
+const _errs9 = errors;
+if(errors === _errs9){
+if(Array.isArray(data3)){
+if(data3.length > 2){
+validate36.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"#/components/schemas/HeaderPairs/items/maxItems",keyword:"maxItems",params:{limit: 2},message:"must NOT have more than 2 items"}];
+return false;
+}
+else {
+if(data3.length < 2){
+validate36.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"#/components/schemas/HeaderPairs/items/minItems",keyword:"minItems",params:{limit: 2},message:"must NOT have fewer than 2 items"}];
+return false;
+}
+else {
+const len1 = data3.length;
+if(len1 > 0){
+let data4 = data3[0];
+const _errs11 = errors;
+if(errors === _errs11){
+if(typeof data4 === "string"){
+if(func2(data4) > 256){
+validate36.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"#/components/schemas/HeaderPairs/items/items/0/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data4) < 1){
+validate36.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"#/components/schemas/HeaderPairs/items/items/0/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate36.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"#/components/schemas/HeaderPairs/items/items/0/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid3 = _errs11 === errors;
+}
+if(valid3){
+if(len1 > 1){
+let data5 = data3[1];
+const _errs13 = errors;
+if(errors === _errs13){
+if(typeof data5 === "string"){
+if(func2(data5) > 65536){
+validate36.errors = [{instancePath:instancePath+"/headers/" + i0+"/1",schemaPath:"#/components/schemas/HeaderPairs/items/items/1/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
+return false;
+}
+}
+else {
+validate36.errors = [{instancePath:instancePath+"/headers/" + i0+"/1",schemaPath:"#/components/schemas/HeaderPairs/items/items/1/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid3 = _errs13 === errors;
+}
 }
 }
 }
 }
 else {
-validate35.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate36.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"#/components/schemas/HeaderPairs/items/type",keyword:"type",params:{type: "array"},message:"must be array"}];
 return false;
 }
 }
-validate35.errors = vErrors;
-return errors === 0;
-}
-
-export const closeRejoin = validate36;
-const schema89 = {"$id":"urn:agui-state:params:closeRejoin","type":"object","properties":{"readId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ReadId"}},"required":["readId"],"additionalProperties":false};
-
-function validate36(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
-/*# sourceURL="urn:agui-state:params:closeRejoin" */;
-let vErrors = null;
-let errors = 0;
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if((data.readId === undefined) && (missing0 = "readId")){
-validate36.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
-return false;
-}
-else {
-const _errs1 = errors;
-for(const key0 in data){
-if(!(key0 === "readId")){
-validate36.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
-return false;
+var valid2 = _errs9 === errors;
+if(!valid2){
 break;
 }
 }
-if(_errs1 === errors){
-if(data.readId !== undefined){
-let data0 = data.readId;
-const _errs3 = errors;
-if(errors === _errs3){
-if(typeof data0 === "string"){
-if(func2(data0) > 256){
-validate36.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
-return false;
-}
-else {
-if(func2(data0) < 1){
-validate36.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
-return false;
-}
 }
 }
 else {
-validate36.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate36.errors = [{instancePath:instancePath+"/headers",schemaPath:"#/components/schemas/HeaderPairs/type",keyword:"type",params:{type: "array"},message:"must be array"}];
 return false;
+}
+}
+var valid0 = _errs6 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.body !== undefined){
+const _errs15 = errors;
+if(typeof data.body !== "string"){
+validate36.errors = [{instancePath:instancePath+"/body",schemaPath:"#/properties/body/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+var valid0 = _errs15 === errors;
+}
+else {
+var valid0 = true;
+}
 }
 }
 }
@@ -2684,43 +2959,263 @@ validate36.errors = vErrors;
 return errors === 0;
 }
 
-export const stats = validate37;
-const schema91 = {"$id":"urn:agui-state:params:stats","type":"object","properties":{},"required":[],"additionalProperties":false};
 
-function validate37(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
-/*# sourceURL="urn:agui-state:params:stats" */;
+function validate35(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+/*# sourceURL="urn:agui-state:params:rejoinStream" */;
 let vErrors = null;
 let errors = 0;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
+const _errs1 = errors;
 for(const key0 in data){
-validate37.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+if(!((((((key0 === "request") || (key0 === "threadId")) || (key0 === "path")) || (key0 === "authorization")) || (key0 === "cookie")) || (key0 === "lastEventId"))){
+validate35.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
+}
+}
+if(_errs1 === errors){
+if(data.request !== undefined){
+const _errs2 = errors;
+if(!(validate36(data.request, {instancePath:instancePath+"/request",parentData:data,parentDataProperty:"request",rootData}))){
+vErrors = vErrors === null ? validate36.errors : vErrors.concat(validate36.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.threadId !== undefined){
+let data1 = data.threadId;
+const _errs3 = errors;
+const _errs4 = errors;
+if(errors === _errs4){
+if(typeof data1 === "string"){
+if(func2(data1) > 256){
+validate35.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data1) < 1){
+validate35.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
 }
 }
 else {
-validate37.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate35.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
-validate37.errors = vErrors;
+var valid0 = _errs3 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.path !== undefined){
+let data2 = data.path;
+const _errs6 = errors;
+const _errs7 = errors;
+if(errors === _errs7){
+if(typeof data2 === "string"){
+if(func2(data2) > 2048){
+validate35.errors = [{instancePath:instancePath+"/path",schemaPath:"urn:agui-state:openrpc#/components/schemas/AgentPath/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"}];
+return false;
+}
+else {
+if(func2(data2) < 1){
+validate35.errors = [{instancePath:instancePath+"/path",schemaPath:"urn:agui-state:openrpc#/components/schemas/AgentPath/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+else {
+if(!pattern0.test(data2)){
+validate35.errors = [{instancePath:instancePath+"/path",schemaPath:"urn:agui-state:openrpc#/components/schemas/AgentPath/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""}];
+return false;
+}
+}
+}
+}
+else {
+validate35.errors = [{instancePath:instancePath+"/path",schemaPath:"urn:agui-state:openrpc#/components/schemas/AgentPath/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs6 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.authorization !== undefined){
+let data3 = data.authorization;
+const _errs9 = errors;
+const _errs10 = errors;
+if(errors === _errs10){
+if(typeof data3 === "string"){
+if(func2(data3) > 65536){
+validate35.errors = [{instancePath:instancePath+"/authorization",schemaPath:"urn:agui-state:openrpc#/components/schemas/Credential/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
+return false;
+}
+}
+else {
+validate35.errors = [{instancePath:instancePath+"/authorization",schemaPath:"urn:agui-state:openrpc#/components/schemas/Credential/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs9 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.cookie !== undefined){
+let data4 = data.cookie;
+const _errs12 = errors;
+const _errs13 = errors;
+if(errors === _errs13){
+if(typeof data4 === "string"){
+if(func2(data4) > 65536){
+validate35.errors = [{instancePath:instancePath+"/cookie",schemaPath:"urn:agui-state:openrpc#/components/schemas/Credential/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
+return false;
+}
+}
+else {
+validate35.errors = [{instancePath:instancePath+"/cookie",schemaPath:"urn:agui-state:openrpc#/components/schemas/Credential/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs12 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.lastEventId !== undefined){
+let data5 = data.lastEventId;
+const _errs15 = errors;
+if(errors === _errs15){
+if(typeof data5 === "string"){
+if(func2(data5) > 1024){
+validate35.errors = [{instancePath:instancePath+"/lastEventId",schemaPath:"#/properties/lastEventId/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"}];
+return false;
+}
+else {
+if(func2(data5) < 1){
+validate35.errors = [{instancePath:instancePath+"/lastEventId",schemaPath:"#/properties/lastEventId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate35.errors = [{instancePath:instancePath+"/lastEventId",schemaPath:"#/properties/lastEventId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs15 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+}
+else {
+validate35.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate35.errors = vErrors;
 return errors === 0;
 }
 
-export const rpc_discover = validate38;
-const schema92 = {"$id":"urn:agui-state:params:rpc.discover","type":"object","properties":{},"required":[],"additionalProperties":false};
+export const readRejoin = validate38;
+const schema92 = {"$id":"urn:agui-state:params:readRejoin","type":"object","properties":{"readId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ReadId"},"waitMs":{"type":"integer","minimum":0,"maximum":30000}},"required":["readId"],"additionalProperties":false};
+const schema93 = {"description":"A rejoin's read, as rejoinStream returned it (`r1`, `r2`, ... in order; never reused by the process).","type":"string","minLength":1,"maxLength":256};
 
 function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
-/*# sourceURL="urn:agui-state:params:rpc.discover" */;
+/*# sourceURL="urn:agui-state:params:readRejoin" */;
 let vErrors = null;
 let errors = 0;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((data.readId === undefined) && (missing0 = "readId")){
+validate38.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
 for(const key0 in data){
+if(!((key0 === "readId") || (key0 === "waitMs"))){
 validate38.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
+}
+}
+if(_errs1 === errors){
+if(data.readId !== undefined){
+let data0 = data.readId;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 256){
+validate38.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data0) < 1){
+validate38.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate38.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.waitMs !== undefined){
+let data1 = data.waitMs;
+const _errs5 = errors;
+if(!((typeof data1 == "number") && (!(data1 % 1) && !isNaN(data1)))){
+validate38.errors = [{instancePath:instancePath+"/waitMs",schemaPath:"#/properties/waitMs/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+return false;
+}
+if(errors === _errs5){
+if(typeof data1 == "number"){
+if(data1 > 30000 || isNaN(data1)){
+validate38.errors = [{instancePath:instancePath+"/waitMs",schemaPath:"#/properties/waitMs/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30000},message:"must be <= 30000"}];
+return false;
+}
+else {
+if(data1 < 0 || isNaN(data1)){
+validate38.errors = [{instancePath:instancePath+"/waitMs",schemaPath:"#/properties/waitMs/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+return false;
+}
+}
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
 }
 }
 else {
@@ -2729,6 +3224,112 @@ return false;
 }
 }
 validate38.errors = vErrors;
+return errors === 0;
+}
+
+export const closeRejoin = validate39;
+const schema94 = {"$id":"urn:agui-state:params:closeRejoin","type":"object","properties":{"readId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ReadId"}},"required":["readId"],"additionalProperties":false};
+
+function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+/*# sourceURL="urn:agui-state:params:closeRejoin" */;
+let vErrors = null;
+let errors = 0;
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((data.readId === undefined) && (missing0 = "readId")){
+validate39.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(key0 === "readId")){
+validate39.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.readId !== undefined){
+let data0 = data.readId;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 256){
+validate39.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data0) < 1){
+validate39.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate39.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+}
+}
+}
+else {
+validate39.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate39.errors = vErrors;
+return errors === 0;
+}
+
+export const stats = validate40;
+const schema96 = {"$id":"urn:agui-state:params:stats","type":"object","properties":{},"required":[],"additionalProperties":false};
+
+function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+/*# sourceURL="urn:agui-state:params:stats" */;
+let vErrors = null;
+let errors = 0;
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+for(const key0 in data){
+validate40.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+else {
+validate40.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate40.errors = vErrors;
+return errors === 0;
+}
+
+export const rpc_discover = validate41;
+const schema97 = {"$id":"urn:agui-state:params:rpc.discover","type":"object","properties":{},"required":[],"additionalProperties":false};
+
+function validate41(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+/*# sourceURL="urn:agui-state:params:rpc.discover" */;
+let vErrors = null;
+let errors = 0;
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+for(const key0 in data){
+validate41.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+else {
+validate41.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate41.errors = vErrors;
 return errors === 0;
 }
 
@@ -2750,6 +3351,7 @@ export const byMethod = {
   "fixStream": fixStream,
   "closeStream": closeStream,
   "detachStream": detachStream,
+  "classifyRequest": classifyRequest,
   "rejoinStream": rejoinStream,
   "readRejoin": readRejoin,
   "closeRejoin": closeRejoin,

@@ -1,189 +1,174 @@
 import { idOfBlock, type LoggedEvents } from "./logged.js";
-import type { Follower, LogStats, RunEnd, RunInfo, RunLog, RunStart } from "./log.js";
+import type { Cursor, LogStats, Page, RunEnd, RunInfo, RunLog, RunStart } from "./log.js";
+import { PackedEvents } from "./packed.js";
+
+/** `--max-runs`'s default: runs kept in the process, live and ended (protocol/README.md §16, caps). */
+export const DEFAULT_MAX_RUNS = 10_000;
 
 export interface LogCaps {
   /** How long a run's log is kept after it ends, in ms. */
   retentionMs: number;
-  /** Bytes of events one run may log; past them it is no longer resumable. */
+  /** Bytes one run may keep (its start, prelude included, and its events); past them it is no longer resumable. */
   maxRunBytes: number;
-  /** Bytes of events all runs may log; past them the least recently used run is evicted. */
+  /** Bytes all runs may keep, with the pages readers hold (RunLog.hold); past them the least recently used run is evicted. */
   maxTotalBytes: number;
+  /** Runs kept, live and ended; past it the least recently used run is evicted. DEFAULT_MAX_RUNS when left out. */
+  maxRuns?: number;
 }
 
 /**
- * A run's events, packed: sealed segments of UTF-8 (the events' bytes as the client got them, one
- * after another) and, after them, the parts logged since the last seal, kept as the very strings the
- * client was sent; and, per event, the byte offset in the run where it ends. So logging a part costs
- * no copy on the stream's path, and a retained event costs its UTF-8 bytes and one number: a string
- * holding one character past Latin-1 (a typographic quote in a model's answer) takes two bytes for
- * every character, and kept as strings, B21's token runs took 2.12× their bytes
- * (docs/benchmarks.md, B19 and B21).
+ * What a run's start keeps, in bytes: the prelude (a reload's snapshots of the request's state and
+ * messages, often the largest thing a run keeps) and the rest of what is sent again to a rejoin
+ * (headers, ids). Counted against both caps as the run's events are (protocol/README.md §16, caps).
  */
+export function startBytes(start: RunStart): number {
+  let n = Buffer.byteLength(start.threadId) + Buffer.byteLength(start.path) + Buffer.byteLength(start.credential) + Buffer.byteLength(start.opening);
+  for (const block of start.prelude) n += Buffer.byteLength(block);
+  for (const [name, value] of Object.entries(start.headers)) n += Buffer.byteLength(name) + Buffer.byteLength(value);
+  return n;
+}
+
 interface Run {
-  start: RunStart;
-  segments: Buffer[];
-  /** The byte offset in the run where each sealed segment starts. */
-  starts: number[];
-  /** Parts logged since the last seal, and their bytes. */
-  open: string[];
-  openBytes: number;
-  /** Per event: the byte offset in the run where its block ends. */
-  ends: Offsets;
-  bytes: number;
+  readonly id: string;
+  readonly start: RunStart;
+  readonly startBytes: number;
+  events: PackedEvents;
   ended: RunEnd | undefined;
   endedAt: number;
-  followers: Set<Follower>;
+  /** Why the log let it go (evicted, expired, over its cap), once it did: its cursors end so. */
+  gone: RunEnd | undefined;
+  /** Its open cursors: its readers. */
+  readonly cursors: Set<MemoryCursor>;
 }
 
-/**
- * Numbers kept in a typed array, grown by doubling: off the heap, so the garbage collector never
- * walks them (a run of 100,000 events has 800 KB of them), and trimmed when the run ends.
- */
-class Offsets {
-  private a = new Float64Array(16);
-  length = 0;
+const cost = (r: Run): number => r.startBytes + r.events.bytes;
 
-  push(v: number): void {
-    if (this.length === this.a.length) {
-      const b = new Float64Array(this.a.length * 2);
-      b.set(this.a);
-      this.a = b;
+/** A reader's place in a run of this process: pages come straight from the packed events. */
+class MemoryCursor implements Cursor {
+  private waiting: { maxBytes: number; resolve: (p: Page) => void } | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly r: Run | undefined,
+    /** Events read so far (the cursor reads from the next). */
+    private seq: number,
+    /** Expires what is due, then marks the run used (LRU): at each read. */
+    private readonly touch: (r: Run) => void,
+  ) {}
+
+  read(maxBytes: number): Promise<Page> {
+    if (this.waiting) return Promise.reject(new Error("a cursor reads one page at a time: this read came before the last one resolved"));
+    if (!this.closed && this.r && this.r.gone === undefined) this.touch(this.r);
+    const page = this.page(maxBytes);
+    if (page) return Promise.resolve(page);
+    return new Promise((resolve) => (this.waiting = { maxBytes, resolve }));
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.r?.cursors.delete(this);
+    this.wake();
+  }
+
+  /** Something changed (an append, the end, the run let go, the cursor closed): a waiting read answers if it now can. */
+  wake(): void {
+    const w = this.waiting;
+    if (!w) return;
+    const page = this.page(w.maxBytes);
+    if (!page) return;
+    this.waiting = undefined;
+    w.resolve(page);
+  }
+
+  /** The page to answer with now, or undefined when the run is live and every event was read. */
+  private page(maxBytes: number): Page | undefined {
+    if (this.closed) return { end: "cancelled" };
+    const r = this.r;
+    if (!r) return { end: "evicted" };
+    if (r.gone !== undefined) return { end: r.gone };
+    if (this.seq < r.events.count) {
+      const to = r.events.pageEnd(this.seq, maxBytes);
+      const events = r.events.slice(this.seq, to);
+      this.seq = to;
+      return { events };
     }
-    this.a[this.length++] = v;
+    return r.ended === undefined ? undefined : { end: r.ended };
   }
-
-  at(i: number): number {
-    return this.a[i] as number;
-  }
-
-  /** The numbers from the `i`-th on, each less `minus`. */
-  after(i: number, minus: number): number[] {
-    const out: number[] = [];
-    for (let k = i; k < this.length; k++) out.push((this.a[k] as number) - minus);
-    return out;
-  }
-
-  trim(): void {
-    if (this.a.length > this.length) this.a = this.a.slice(0, this.length);
-  }
-}
-
-/**
- * The open parts are sealed into one segment once this many bytes wait, when the run ends, and
- * before a read: encoded once, into a buffer of their exact size outside Node's shared pool.
- */
-const SEAL_BYTES = 256 * 1024;
-
-function seal(r: Run): void {
-  if (r.open.length === 0) return;
-  const segment = Buffer.allocUnsafeSlow(r.openBytes);
-  let at = 0;
-  for (const s of r.open) at += segment.write(s, at, "utf8");
-  r.starts.push(r.bytes - r.openBytes);
-  r.segments.push(segment);
-  r.open = [];
-  r.openBytes = 0;
-}
-
-/** The run's bytes from `from` to `to`. */
-function bytesOf(r: Run, from: number, to: number): Buffer {
-  seal(r);
-  const parts: Buffer[] = [];
-  // The segment holding byte `from`: the last that starts at or before it.
-  let seg = 0;
-  for (let lo = 0, hi = r.starts.length - 1; lo <= hi; ) {
-    const mid = (lo + hi) >> 1;
-    if ((r.starts[mid] as number) <= from) {
-      seg = mid;
-      lo = mid + 1;
-    } else hi = mid - 1;
-  }
-  for (; seg < r.segments.length && (r.starts[seg] as number) < to; seg++) {
-    const s = r.starts[seg] as number;
-    const b = r.segments[seg] as Buffer;
-    parts.push(b.subarray(Math.max(0, from - s), Math.min(b.length, to - s)));
-  }
-  return parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts);
-}
-
-/** Where the `seq`-th event (1-based) starts in the run. */
-const startOf = (r: Run, seq: number): number => (seq <= 1 ? 0 : r.ends.at(seq - 2));
-
-/** The events after the `after`-th (0: all), as text. */
-function eventsAfter(r: Run, after: number): LoggedEvents {
-  const from = startOf(r, after + 1);
-  const bytes = bytesOf(r, from, r.bytes);
-  const text = bytes.toString("utf8");
-  const byteEnds = r.ends.after(after, from);
-  // ASCII: every character one byte. Else each event is decoded on its own to count its characters.
-  if (text.length === bytes.length) return { text, ends: byteEnds };
-  const ends: number[] = [];
-  let chars = 0;
-  let prev = 0;
-  for (const end of byteEnds) {
-    chars += bytes.toString("utf8", prev, end).length;
-    ends.push(chars);
-    prev = end;
-  }
-  return { text, ends };
-}
-
-/** Where each event of a part ends in bytes, given where it ends in characters. */
-function byteEnds(text: string, ends: readonly number[], bytes: number): readonly number[] {
-  if (bytes === text.length) return ends;
-  const out: number[] = [];
-  let at = 0;
-  let from = 0;
-  for (const end of ends) {
-    at += Buffer.byteLength(text.slice(from, end), "utf8");
-    out.push(at);
-    from = end;
-  }
-  return out;
 }
 
 /**
  * The event log in this process (`--store memory`, the default): it serves rejoins to this process
- * only. Expiry is checked when a run is looked up and when one begins, against an injectable clock,
- * so it costs no timer and tests need no wall clock. Runs are kept in the order of their last use,
- * so eviction takes the least recently used first.
+ * only. Its caps hold (protocol/README.md §16, caps): every byte it keeps for a run, the start with
+ * its prelude and the events, counts against `maxRunBytes` and `maxTotalBytes`, and so do the pages
+ * readers hold (`hold`); the number of runs is held to `maxRuns`. Past either total, the least
+ * recently used runs are evicted first, whether or not they have events: `runs` is kept in the order
+ * of last use (begin, append, open, read).
+ *
+ * Expiry costs a clock read and the runs that expired, never a look at every run: with one retention
+ * for all, the runs that ended expire in the order they ended, so `ended` (kept in that order) is
+ * expired from its head, when a run begins or is looked up. No timer; the clock is injectable, so
+ * tests need no wall clock.
+ *
+ * A run whose start alone is past `maxRunBytes` (or `maxTotalBytes`) is not filed at all: find()
+ * gives undefined for it, which a rejoin answers as it answers an unresumable run with nothing to
+ * read (410), and its thread has no latest run for a reload (the thread's earlier run is not one to
+ * reload any more).
  */
 export class MemoryLog implements RunLog {
+  /** Every run kept, least recently used first. */
   private readonly runs = new Map<string, Run>();
+  /** The runs that ended, in the order they ended: the order they expire in. */
+  private readonly ended = new Map<string, Run>();
   private readonly threads = new Map<string, string>();
+  private readonly maxRuns: number;
+  /** Bytes kept: every run's cost, and what readers hold. */
   private total = 0;
   private evicted = 0;
+  private readonly touch = (r: Run): void => {
+    this.expire();
+    if (r.gone === undefined) this.use(r);
+  };
 
   constructor(
     private readonly caps: LogCaps,
     private readonly now: () => number = () => performance.now(),
-  ) {}
+  ) {
+    this.maxRuns = caps.maxRuns ?? DEFAULT_MAX_RUNS;
+  }
 
   begin(run: string, start: RunStart): Promise<void> {
-    this.sweep();
-    this.runs.set(run, { start, segments: [], starts: [], open: [], openBytes: 0, ends: new Offsets(), bytes: 0, ended: undefined, endedAt: 0, followers: new Set() });
-    this.threads.set(threadKey(start.threadId, start.path), run);
+    this.expire();
+    const old = this.runs.get(run);
+    if (old) this.drop(old, "evicted");
+    const bytes = startBytes(start);
+    const key = start.threadId === "" ? undefined : threadKey(start.threadId, start.path);
+    if (bytes > Math.min(this.caps.maxRunBytes, this.caps.maxTotalBytes)) {
+      if (key !== undefined) this.threads.delete(key);
+      return Promise.resolve();
+    }
+    const r: Run = { id: run, start, startBytes: bytes, events: new PackedEvents(), ended: undefined, endedAt: 0, gone: undefined, cursors: new Set() };
+    this.runs.set(run, r);
+    this.total += bytes;
+    // §16: a run without a threadId is never reloaded, so it is never a thread's latest.
+    if (key !== undefined) this.threads.set(key, run);
+    this.evictOver(r);
     return Promise.resolve();
   }
 
   append(run: string, events: LoggedEvents): void {
     const r = this.runs.get(run);
-    if (!r || r.ended !== undefined || events.ends.length === 0) return;
-    this.use(run, r);
-    const bytes = Buffer.byteLength(events.text, "utf8");
-    if (r.bytes + bytes > this.caps.maxRunBytes) return this.drop(run, r, "unresumable");
-    for (const end of byteEnds(events.text, events.ends, bytes)) r.ends.push(r.bytes + end);
-    r.open.push(events.text);
-    r.openBytes += bytes;
-    r.bytes += bytes;
+    const last = events.ends[events.ends.length - 1];
+    if (!r || r.ended !== undefined || last === undefined) return;
+    this.use(r);
+    // Whole events only: anything after the last one's end is no event.
+    const text = last < events.text.length ? events.text.slice(0, last) : events.text;
+    const bytes = Buffer.byteLength(text, "utf8");
+    if (cost(r) + bytes > Math.min(this.caps.maxRunBytes, this.caps.maxTotalBytes)) return this.drop(r, "unresumable");
+    r.events.add(text, events.ends, bytes);
     this.total += bytes;
-    if (r.openBytes >= SEAL_BYTES) seal(r);
-    for (const f of r.followers) f.events(events);
-    // The least recently used runs go first; the one just written is the most recent.
-    for (const [other, o] of this.runs) {
-      if (this.total <= this.caps.maxTotalBytes || other === run) break;
-      this.drop(other, o, "evicted");
-    }
+    for (const c of r.cursors) c.wake();
+    this.evictOver(r);
   }
 
   end(run: string, reason: RunEnd): void {
@@ -191,89 +176,120 @@ export class MemoryLog implements RunLog {
     if (!r || r.ended !== undefined) return;
     r.ended = reason;
     r.endedAt = this.now();
-    seal(r);
-    r.ends.trim();
-    for (const f of r.followers) f.end(reason);
-    r.followers.clear();
+    r.events.finish();
+    this.ended.set(run, r);
+    for (const c of r.cursors) c.wake();
   }
 
   find(run: string): Promise<RunInfo | undefined> {
     const r = this.live(run);
-    return Promise.resolve(r && { ...r.start, run, events: r.ends.length, ended: r.ended });
+    return Promise.resolve(r && { ...r.start, run, events: r.events.count, ended: r.ended });
   }
 
   idAt(run: string, seq: number): Promise<string | undefined> {
     const r = this.live(run);
     if (r && seq === 0) return Promise.resolve(r.start.opening);
-    if (!r || seq < 1 || seq > r.ends.length) return Promise.resolve(undefined);
-    return Promise.resolve(idOfBlock(bytesOf(r, startOf(r, seq), r.ends.at(seq - 1)).toString("utf8")));
+    if (!r || seq < 1 || seq > r.events.count) return Promise.resolve(undefined);
+    return Promise.resolve(idOfBlock(r.events.slice(seq - 1, seq).text));
   }
 
   latest(threadId: string, path: string): Promise<string | undefined> {
+    this.expire();
     const run = this.threads.get(threadKey(threadId, path));
-    return Promise.resolve(run !== undefined && this.live(run) ? run : undefined);
+    return Promise.resolve(run !== undefined && this.runs.has(run) ? run : undefined);
   }
 
-  follow(run: string, afterSeq: number, follower: Follower): Promise<() => void> {
+  open(run: string, afterSeq: number): Promise<Cursor> {
     const r = this.live(run);
-    if (!r) {
-      follower.end("evicted");
-      return Promise.resolve(() => {});
+    const cursor = new MemoryCursor(r, Math.max(0, afterSeq), this.touch);
+    if (r) {
+      this.use(r);
+      r.cursors.add(cursor);
     }
-    this.use(run, r);
-    if (afterSeq < r.ends.length) follower.events(eventsAfter(r, afterSeq));
-    if (r.ended !== undefined) {
-      follower.end(r.ended);
-      return Promise.resolve(() => {});
-    }
-    r.followers.add(follower);
-    return Promise.resolve(() => void r.followers.delete(follower));
+    return Promise.resolve(cursor);
   }
 
   readers(run: string): Promise<number> {
-    return Promise.resolve(this.runs.get(run)?.followers.size ?? 0);
+    return Promise.resolve(this.runs.get(run)?.cursors.size ?? 0);
+  }
+
+  hold(bytes: number): void {
+    this.total += bytes;
+    if (bytes > 0) this.evictOver(undefined);
+  }
+
+  shed(bytes: number): string[] {
+    const before = this.total;
+    // What expired is freed first, and costs no one a resume.
+    this.expire();
+    const out: string[] = [];
+    for (const r of this.runs.values()) {
+      // As the heap ceiling's other stores do (heap-ceiling.ts, Sheddable): the most recent is kept.
+      if (before - this.total >= bytes || this.runs.size <= 1) break;
+      this.evict(r);
+      out.push(r.id);
+    }
+    return out;
   }
 
   stats(): LogStats {
+    this.expire();
     return { runs: this.runs.size, bytes: this.total, evicted: this.evicted };
   }
 
   close(): Promise<void> {
-    for (const [run, r] of this.runs) this.drop(run, r, "evicted", false);
+    for (const r of this.runs.values()) this.drop(r, "evicted");
     return Promise.resolve();
   }
 
-  /** The run unless its retention is over (then it is forgotten). */
+  /** The run, if it is kept (after expiring what is due). */
   private live(run: string): Run | undefined {
-    const r = this.runs.get(run);
-    if (r && r.ended !== undefined && this.now() - r.endedAt >= this.caps.retentionMs) {
-      this.forget(run, r);
-      return undefined;
+    this.expire();
+    return this.runs.get(run);
+  }
+
+  /** Forgets the runs whose retention is over: from the head of `ended`, so only those are looked at, and one more. */
+  private expire(): void {
+    if (this.ended.size === 0) return;
+    const t = this.now();
+    for (const r of this.ended.values()) {
+      if (t - r.endedAt < this.caps.retentionMs) break;
+      this.drop(r, "evicted");
     }
-    return r;
   }
 
-  private sweep(): void {
-    for (const [run, r] of this.runs) if (r.ended !== undefined && this.now() - r.endedAt >= this.caps.retentionMs) this.forget(run, r);
+  /** Past either total, evicts the least recently used runs, `keep` (the run just begun or written) never. */
+  private evictOver(keep: Run | undefined): void {
+    if (this.total <= this.caps.maxTotalBytes && this.runs.size <= this.maxRuns) return;
+    this.expire();
+    for (const r of this.runs.values()) {
+      if (this.total <= this.caps.maxTotalBytes && this.runs.size <= this.maxRuns) break;
+      if (r !== keep) this.evict(r);
+    }
   }
 
-  private use(run: string, r: Run): void {
-    this.runs.delete(run);
-    this.runs.set(run, r);
+  private use(r: Run): void {
+    this.runs.delete(r.id);
+    this.runs.set(r.id, r);
   }
 
-  private drop(run: string, r: Run, reason: RunEnd, count = true): void {
-    if (count && reason === "evicted") this.evicted++;
-    for (const f of r.followers) f.end(reason);
-    r.followers.clear();
-    this.forget(run, r);
+  /** Lets a run go to free room (the caps, the heap ceiling): counted in stats().evicted, as expiry is not. */
+  private evict(r: Run): void {
+    this.evicted++;
+    this.drop(r, "evicted");
   }
 
-  private forget(run: string, r: Run): void {
-    this.total -= r.bytes;
-    this.runs.delete(run);
+  /** Lets the run go: its bytes freed at once (a cursor still holding it holds nothing), its readers ended with `reason`. */
+  private drop(r: Run, reason: RunEnd): void {
+    r.gone = reason;
+    this.total -= cost(r);
+    r.events = new PackedEvents();
+    this.runs.delete(r.id);
+    this.ended.delete(r.id);
     const key = threadKey(r.start.threadId, r.start.path);
-    if (this.threads.get(key) === run) this.threads.delete(key);
+    if (this.threads.get(key) === r.id) this.threads.delete(key);
+    for (const c of r.cursors) c.wake();
+    r.cursors.clear();
   }
 }
 

@@ -1,4 +1,5 @@
 import type { Log } from "../log.js";
+import type { CredentialPolicy } from "./credentials.js";
 import { newRun, openingId, RunIds } from "./ids.js";
 import type { RunEnd, RunLog } from "./log.js";
 import { Stamper, type StampedPart } from "./stamp.js";
@@ -6,8 +7,10 @@ import { Stamper, type StampedPart } from "./stamp.js";
 /** How a server keeps runs for rejoins (protocol/README.md §16): the proxy's and the stream methods' alike. */
 export interface ResumeOptions {
   log: RunLog;
-  /** The key credentials are hashed under (credentials.ts). */
+  /** The key credentials are hashed under (credentials.ts): from the operator's secret, never from the store. */
   key: Buffer;
+  /** What makes a request's credential, and whether anonymous runs may be reloaded (credentials.ts). */
+  policy: CredentialPolicy;
   /** How long a run goes on after its client left, waiting for a rejoin, in ms; 0 cancels it at once, as before resume. */
   graceMs: number;
 }

@@ -1,8 +1,10 @@
 import { stringifyJson } from "../json/stringify.js";
-import { credentialOf, sameCredential, type Presented } from "./credentials.js";
+import { credentialOf, sameSecret } from "./credentials.js";
+import { agentPath, keptHeaders, refusal, threadOf, type HeaderMap, type Refusal, type RequestHead } from "./edge.js";
 import { parseId } from "./ids.js";
-import type { RunInfo, RunLog, RunStart } from "./log.js";
+import type { RunInfo, RunStart } from "./log.js";
 import type { LoggedEvents } from "./logged.js";
+import type { ResumeOptions } from "./recorder.js";
 
 /**
  * What a rejoin and a reload find in the run log (protocol/README.md §16), for the proxy
@@ -10,22 +12,15 @@ import type { LoggedEvents } from "./logged.js";
  * run, and one shape of what a reload replays.
  */
 
-/** Who asks: the thread and agent path its request names, and the credentials it presents. */
-export interface Asker {
-  /** RunAgentInput.threadId of the request; undefined when its body could not be read (then nothing matches). */
-  threadId: string | undefined;
-  /** The agent's path, without the query (and, for a reload, without `/connect`). */
-  path: string;
-  presented: Presented;
-}
-
 /** What a run's log starts with, from the request that started it and its answer's head. */
 export interface RunOrigin {
-  threadId: string;
-  path: string;
-  presented: Presented;
+  /** RunAgentInput.threadId, as the body gave it (anything but a string of at most MAX_THREAD_ID units names no thread). */
+  threadId: unknown;
+  /** The request's path (query allowed) and headers. */
+  request: RequestHead;
   status: number;
-  headers: Record<string, string>;
+  /** The answer's headers, by lower-case name. */
+  response: HeaderMap;
   /** RunAgentInput.state (the baseline) and .messages: a reload's prelude brings a client holding nothing to them. */
   state: unknown;
   messages: readonly unknown[];
@@ -36,44 +31,58 @@ export interface RunOrigin {
 /** An SSE block whose data is `event`, for a reload's prelude (one line: JSON has no raw newline). */
 const block = (event: unknown): string => `data: ${stringifyJson(event)}\n\n`;
 
-export function runStart(key: Buffer, o: RunOrigin): RunStart {
+export function runStart(opts: ResumeOptions, o: RunOrigin): RunStart {
   return {
-    threadId: o.threadId,
-    path: o.path,
-    credential: credentialOf(key, o.presented),
+    threadId: threadOf(o.threadId),
+    path: agentPath(o.request, "forward"),
+    credential: credentialOf(opts.key, opts.policy, o.request.headers),
     status: o.status,
-    headers: o.headers,
+    headers: keptHeaders(o.response),
     prelude: [block({ type: "STATE_SNAPSHOT", snapshot: o.state }), block({ type: "MESSAGES_SNAPSHOT", messages: o.messages })],
     opening: o.opening,
   };
 }
 
-/** The run, when the asker may read it: same thread, same agent path, same credentials. */
-function allowed(key: Buffer, info: RunInfo | undefined, a: Asker): RunInfo | undefined {
-  if (!info || a.threadId === undefined || info.threadId !== a.threadId || info.path !== a.path || !sameCredential(info.credential, credentialOf(key, a.presented))) return undefined;
-  return info;
-}
+/** What to answer a rejoin or a reload with: the run to replay from after its `after`-th event, or the refusal. */
+export type Resolution = { info: RunInfo; after: number; prelude: readonly string[]; refused?: undefined } | { refused: Refusal };
 
-/** A dropped stream's rejoin: the run and the number of the last event its client had, or undefined for an unknown, expired, forged or refused id (one answer for all). */
-export async function findRejoin(log: RunLog, key: Buffer, lastEventId: string, a: Asker): Promise<{ info: RunInfo; after: number } | undefined> {
-  const at = parseId(lastEventId);
-  if (!at) return undefined;
-  // The run and the id at that number are asked for at once: on Redis, one round trip instead of two
-  // before the first replayed event (B20). Nothing read is sent before the checks pass.
-  const [found, logged] = await Promise.all([log.find(at.run), log.idAt(at.run, at.seq)]);
-  const info = allowed(key, found, a);
-  if (!info || logged !== lastEventId) return undefined;
-  return { info, after: at.seq };
-}
-
-/** A reloaded page's connect: the thread's latest run at the agent's path, or undefined when there is none it may read. */
-export async function findConnect(log: RunLog, key: Buffer, a: Asker): Promise<RunInfo | undefined> {
-  const run = a.threadId === undefined ? undefined : await log.latest(a.threadId, a.path);
-  return run === undefined ? undefined : allowed(key, await log.find(run), a);
+/**
+ * A rejoin (Last-Event-ID) or a reload (/connect), decided. A rejoin is served when the id equals,
+ * in full, the one the log holds at that run and number, the body names the run's thread and the
+ * request its agent path, and the request presents the run's credential (any request, for a run
+ * started with none: its ids are the capability). A reload needs a thread, and a run with a
+ * credential, presented again (or the operator's `--connect-anonymous`). A run that ended broken
+ * with nothing after the id is refused as well: its client would only be cut again, and a refusal
+ * lets it fail at once (issue 38: a failed run rejoined four times a second until its log expired).
+ * Every refusal is the same answer. Ids, threads and credentials are compared in constant time.
+ */
+export async function resolve(opts: ResumeOptions, kind: "rejoin" | "reload", req: RequestHead, bodyThreadId: unknown): Promise<Resolution> {
+  const refused = { refused: refusal(kind) };
+  const thread = threadOf(bodyThreadId);
+  const path = agentPath(req, kind);
+  const presented = credentialOf(opts.key, opts.policy, req.headers);
+  if (kind === "rejoin") {
+    const lastEventId = req.headers["last-event-id"] ?? "";
+    const at = parseId(lastEventId);
+    if (!at) return refused;
+    // The run and the id at that number are asked for at once: on Redis, one round trip instead of two
+    // before the first replayed event (B20). Nothing read is sent before the checks pass.
+    const [info, logged] = await Promise.all([opts.log.find(at.run), opts.log.idAt(at.run, at.seq)]);
+    if (!info || logged === undefined || !sameSecret(logged, lastEventId) || !sameSecret(info.threadId, thread) || info.path !== path) return refused;
+    if (info.credential !== "" && !sameSecret(info.credential, presented)) return refused;
+    if (info.ended !== undefined && info.ended !== "finished" && at.seq >= info.events) return refused;
+    return { info, after: at.seq, prelude: [] };
+  }
+  if (thread === "") return refused;
+  const run = await opts.log.latest(thread, path);
+  const info = run === undefined ? undefined : await opts.log.find(run);
+  if (!info || !sameSecret(info.threadId, thread) || info.path !== path) return refused;
+  if (info.credential === "" ? !opts.policy.connectAnonymous : !sameSecret(info.credential, presented)) return refused;
+  return { info, after: 0, prelude: info.prelude };
 }
 
 /**
- * The text a rejoin is answered with, batch by batch as the log hands the events over: the events'
+ * The text a rejoin is answered with, page by page as the log hands the events over: the events'
  * blocks, and a reload's prelude right after the first event (RUN_STARTED), so the client's pipeline
  * sees a run that starts as runs start and then the state and messages it began from.
  */

@@ -1,32 +1,54 @@
 import { err, ok } from "../core/index.js";
-import { resumeUnknown, unknownRead, type CallResult } from "../protocol/errors.js";
+import { invalidParams, resumeUnknown, unknownRead, type CallResult } from "../protocol/errors.js";
 import type * as P from "../protocol/types.js";
-import type { RunEnd } from "../resume/log.js";
+import { baselineOf } from "../proxy/baseline.js";
+import { classify, headerMap, refusal, type RequestHead, type RequestKind } from "../resume/edge.js";
+import type { Cursor, Page, RunEnd } from "../resume/log.js";
+import { PAGE_BYTES } from "../resume/pages.js";
 import type { ResumeOptions } from "../resume/recorder.js";
-import { findConnect, findRejoin, Replay } from "../resume/rejoin.js";
+import { resolve, Replay } from "../resume/rejoin.js";
 import { StreamStore } from "../store/stream-store.js";
 
 /** readRejoin's wait: its default, and the most it may ask (protocol/README.md §16). */
 export const READ_WAIT_MS = 1000;
 export const MAX_READ_WAIT_MS = 30_000;
 
-/** One open read: the text the log has handed over and nobody has read yet, and how the run ended, once it did. */
+/** One open read: its place in the run, and at most one page read from the log and not yet handed over. */
 interface Read {
-  text: string;
-  end: RunEnd | undefined;
+  cursor: Cursor;
+  replay: Replay;
+  /** The page being read from the log, once asked for: asked for again only once the last was handed over (back-pressure). */
+  reading: Promise<void> | undefined;
+  /** The page read and not yet handed over, with the bytes it holds against the log's cap. */
+  ready: { page: Page; bytes: number } | undefined;
   /** Set once the store let the read go (evicted, idle) or it was closed: a waiting readRejoin then answers -32008. */
   gone: "closed" | "evicted" | "idle" | undefined;
-  /** The readRejoin waiting for this read, woken by an event, the end, a second readRejoin, or shutdown. */
+  /** The readRejoin waiting for this read, woken by a page, a second readRejoin, or shutdown. */
   wake: (() => void) | undefined;
-  unfollow: (() => void) | undefined;
+}
+
+/** The request a rejoinStream names: `request` as received, or the earlier form's members read into one. */
+function requestOf(p: P.RejoinStreamParams): { head: RequestHead; kind: RequestKind; threadId: unknown } | { missing: string } {
+  if (p.request !== undefined) {
+    const head = { method: p.request.method, path: p.request.path, headers: headerMap(p.request.headers as [string, string][]) };
+    return { head, kind: classify(head), threadId: p.request.body === undefined ? undefined : baselineOf(p.request.body).threadId };
+  }
+  if (p.threadId === undefined) return { missing: "/threadId" };
+  if (p.path === undefined) return { missing: "/path" };
+  const headers: Record<string, string> = {};
+  if (p.authorization !== undefined) headers["authorization"] = p.authorization;
+  if (p.cookie !== undefined) headers["cookie"] = p.cookie;
+  if (p.lastEventId !== undefined) headers["last-event-id"] = p.lastEventId;
+  const path = p.lastEventId !== undefined ? p.path : `${p.path === "/" ? "" : p.path}/connect`;
+  return { head: { method: "POST", path, headers }, kind: p.lastEventId !== undefined ? "rejoin" : "reload", threadId: p.threadId };
 }
 
 /**
- * The rejoin side of the stream methods (protocol/README.md §16): rejoinStream finds the run a
- * dropped stream or a reloaded page asks for, by the rules the proxy uses (resume/rejoin.ts), and
- * follows it in the run log; readRejoin hands the middleware what came since its last call, waiting
- * for the next event when nothing did. Reads are held to maxStreams and streamIdleMs, as streams are,
- * with ids `r1`, `r2`, ... of their own.
+ * The rejoin side of the stream methods (protocol/README.md §16): rejoinStream decides, by the rules
+ * the proxy uses (resume/edge.ts, resume/rejoin.ts), what a request the middleware received is
+ * given; readRejoin hands the middleware the next page of the run, read from the log only once the
+ * last was taken, so a client that reads slowly holds one page here. Reads are held to maxStreams
+ * and streamIdleMs, as streams are, with ids `r1`, `r2`, ... of their own.
  */
 export class Rejoins {
   private readonly reads: StreamStore<Read>;
@@ -40,40 +62,26 @@ export class Rejoins {
     this.reads.dropped = (read, reason) => this.let(read, reason);
   }
 
+  /** What a request is (classifyRequest): with --store none, every request is the app's. */
+  classifyRequest(p: P.ClassifyRequestParams): CallResult<P.ClassifyRequestResult> {
+    if (!this.resume) return ok({ kind: "forward" });
+    return ok({ kind: classify({ method: p.method, path: p.path, headers: headerMap(p.headers as [string, string][]) }) });
+  }
+
   async rejoinStream(p: P.RejoinStreamParams): Promise<CallResult<P.RejoinStreamResult>> {
-    const refused = resumeUnknown(p.lastEventId === undefined ? 204 : 410);
+    const asked = requestOf(p);
+    if ("missing" in asked) return err(invalidParams(asked.missing, "MISSING", `${asked.missing.slice(1)}: required without request`));
+    if (p.request !== undefined && (p.threadId ?? p.path ?? p.authorization ?? p.cookie ?? p.lastEventId) !== undefined) return err(invalidParams("/request", "CONFLICTING_PARAMS", "request: give the request alone, or the earlier members (threadId, path, ...) without it"));
+    const { head, kind, threadId } = asked;
+    if (kind === "forward") return err(invalidParams("/request", "INVALID_VALUE", "request: neither a rejoin (a POST with Last-Event-ID) nor a reload (a POST to <agent path>/connect); it is the app's (classifyRequest)"));
     const opts = this.resume;
-    if (!opts) return err(refused);
-    const asker = { threadId: p.threadId, path: p.path, presented: { authorization: p.authorization, cookie: p.cookie } };
-    let info, after, prelude: readonly string[];
-    if (p.lastEventId !== undefined) {
-      const found = await findRejoin(opts.log, opts.key, p.lastEventId, asker);
-      if (!found) return err(refused);
-      ({ info, after } = found);
-      prelude = [];
-    } else {
-      info = await findConnect(opts.log, opts.key, asker);
-      if (!info) return err(refused);
-      after = 0;
-      prelude = info.prelude;
-    }
-    const read: Read = { text: "", end: undefined, gone: undefined, wake: undefined, unfollow: undefined };
+    if (!opts) return err(resumeUnknown(refusal(kind)));
+    const found = await resolve(opts, kind, head, threadId);
+    if (found.refused) return err(resumeUnknown(found.refused));
+    const cursor = await opts.log.open(found.info.run, found.after);
+    const read: Read = { cursor, replay: new Replay(found.prelude), reading: undefined, ready: undefined, gone: undefined, wake: undefined };
     const readId = this.reads.add(read, this.now());
-    const replay = new Replay(prelude);
-    const unfollow = await opts.log.follow(info.run, after, {
-      events: (events) => {
-        read.text += replay.text(events);
-        read.wake?.();
-      },
-      end: (reason) => {
-        read.end ??= reason;
-        read.wake?.();
-      },
-    });
-    // Closed or evicted while the log was being asked: nothing follows it any more.
-    if (read.gone !== undefined) unfollow();
-    else read.unfollow = unfollow;
-    return ok({ readId, status: info.status, headers: info.headers });
+    return ok({ readId, status: found.info.status, headers: found.info.headers });
   }
 
   readRejoin(p: P.ReadRejoinParams): CallResult<P.ReadRejoinResult> | Promise<CallResult<P.ReadRejoinResult>> {
@@ -82,16 +90,17 @@ export class Rejoins {
     const read = found.value;
     // One readRejoin waits at a time: an earlier one answers now, with what there is.
     read.wake?.();
+    this.ask(read);
     const waitMs = p.waitMs ?? READ_WAIT_MS;
-    if (read.text !== "" || read.end !== undefined || waitMs === 0) return this.take(p.readId, read);
-    return new Promise((resolve) => {
-      const done = () => {
+    if (read.ready !== undefined || waitMs === 0) return this.take(p.readId, read);
+    return new Promise((done) => {
+      const answer = () => {
         clearTimeout(timer);
-        if (read.wake === done) read.wake = undefined;
-        resolve(read.gone !== undefined ? err(unknownRead(p.readId, read.gone)) : this.take(p.readId, read));
+        if (read.wake === answer) read.wake = undefined;
+        done(read.gone !== undefined ? err(unknownRead(p.readId, read.gone)) : this.take(p.readId, read));
       };
-      const timer = setTimeout(done, waitMs);
-      read.wake = done;
+      const timer = setTimeout(answer, waitMs);
+      read.wake = answer;
     });
   }
 
@@ -113,7 +122,7 @@ export class Rejoins {
     for (const w of wakes) w();
   }
 
-  /** Every read stops following its run (on Redis, each holds a connection of its own): the process is ending. */
+  /** Every read stops following its run: the process is ending. */
   closeAll(): void {
     const all: Read[] = [];
     this.reads.bytes((read) => {
@@ -129,21 +138,43 @@ export class Rejoins {
     return this.reads.size;
   }
 
-  /** What a read's call returns: the text so far, and the end once the run ended (the read is then closed). */
-  private take(readId: string, read: Read): CallResult<P.ReadRejoinResult> {
-    const text = read.text;
-    read.text = "";
-    if (read.end === undefined) return ok({ text, done: false });
-    this.reads.close(readId, this.now());
-    this.let(read, "closed");
-    return ok({ text, done: true, end: read.end });
+  /** Asks the log for the next page, unless one is on its way or waiting to be handed over. */
+  private ask(read: Read): void {
+    if (read.reading !== undefined || read.ready !== undefined || read.gone !== undefined) return;
+    read.reading = read.cursor.read(PAGE_BYTES).then((page) => {
+      read.reading = undefined;
+      if (read.gone !== undefined) return;
+      const bytes = page.events === undefined ? 0 : Buffer.byteLength(page.events.text, "utf8");
+      this.resume?.log.hold(bytes);
+      read.ready = { page, bytes };
+      read.wake?.();
+    });
   }
 
-  /** The read is let go: it stops following the run (so it no longer counts as its reader), and a waiting call answers. */
+  /** What a read's call returns: the page read, if any; with the run's end, done (the read is then closed). */
+  private take(readId: string, read: Read): CallResult<P.ReadRejoinResult> {
+    const ready = read.ready;
+    if (ready === undefined) return ok({ text: "", done: false });
+    read.ready = undefined;
+    this.resume?.log.hold(-ready.bytes);
+    if (ready.page.events !== undefined) {
+      const text = read.replay.text(ready.page.events);
+      // The next page is read now, while the middleware writes this one: it is handed over only when asked for.
+      this.ask(read);
+      return ok({ text, done: false });
+    }
+    const end: RunEnd = ready.page.end;
+    this.reads.close(readId, this.now());
+    this.let(read, "closed");
+    return ok({ text: "", done: true, end });
+  }
+
+  /** The read is let go: its cursor closes (so it no longer counts as the run's reader), its page is released, and a waiting call answers. */
   private let(read: Read, why: "closed" | "evicted" | "idle"): void {
     read.gone ??= why;
-    read.unfollow?.();
-    read.unfollow = undefined;
+    read.cursor.close();
+    if (read.ready !== undefined) this.resume?.log.hold(-read.ready.bytes);
+    read.ready = undefined;
     read.wake?.();
   }
 }

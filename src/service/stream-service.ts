@@ -5,6 +5,7 @@ import { DEFAULT_LIMITS } from "../protocol/limits.js";
 import type * as P from "../protocol/types.js";
 import { nodeCrypto } from "../resume/node-crypto.js";
 import { Recorder, type ResumeOptions } from "../resume/recorder.js";
+import { announcement, headerMap } from "../resume/edge.js";
 import { runStart } from "../resume/rejoin.js";
 import { StreamStore } from "../store/stream-store.js";
 import { Rejoins } from "./rejoins.js";
@@ -86,9 +87,6 @@ interface Stream {
 /** No findings: shared, never written to (a call's array is made at its first finding). */
 const NO_FINDINGS: P.StreamFinding[] = Object.freeze([]) as unknown as P.StreamFinding[];
 
-/** Response headers that belonged to one response, never sent again to a rejoin (as the proxy drops them, proxy/resume.ts). */
-const PER_RESPONSE = new Set(["set-cookie", "content-length", "content-encoding"]);
-
 const zero = (): Record<Outcome, number> => ({ passed: 0, mended: 0, discarded: 0, kept: 0 });
 
 /** A stream's weight for the heap ceiling: its fixer's, or before its first part, its baseline's. */
@@ -136,6 +134,9 @@ export class StreamService {
       own.push(parsed.value);
     }
     // §16: a run's events get SSE ids; NDJSON has no field to carry one.
+    if (p.resume !== undefined && ((p.resume.requestHeaders !== undefined && (p.resume.authorization ?? p.resume.cookie) !== undefined) || (p.resume.responseHeaders !== undefined && p.resume.headers !== undefined))) {
+      return err(invalidParams("/resume", "CONFLICTING_PARAMS", "resume: give requestHeaders and responseHeaders, or the earlier authorization, cookie and headers, not both"));
+    }
     if (p.resume !== undefined && p.framing === "ndjson") return err(invalidParams("/resume", "CONFLICTING_PARAMS", "resume: only an SSE stream (framing sse) can be resumed; NDJSON has no event ids. Leave resume out for this stream"));
     const policy = { own, snapshots: p.snapshots ?? "pass", joinKeys: p.joinKeys ?? false };
     const counts = zero();
@@ -160,7 +161,8 @@ export class StreamService {
       cancel: false,
     };
     // A reload's prelude starts from the request's state: {} when it has none.
-    const recorder = p.resume !== undefined && this.resume ? this.record(this.resume, p.resume, (p.state ?? {}) as JsonObject, () => void (stream.cancel = true)) : undefined;
+    const filed = p.resume !== undefined && this.resume ? this.record(this.resume, p.resume, (p.state ?? {}) as JsonObject, () => void (stream.cancel = true)) : undefined;
+    const recorder = filed?.recorder;
     stream.recorder = recorder;
     // The transport holds back the messages read after this one until the load settles (loading()), so
     // a part sent right behind its openStream, in the same read, still finds the pipeline loaded.
@@ -169,16 +171,21 @@ export class StreamService {
     // then pays for it, not the first resumable stream (bench B22py, B22go, B22clj).
     if (this.resume) nodeCrypto();
     const streamId = this.store.add(stream, this.now());
-    return ok(recorder ? { streamId, run: recorder.run, opening: recorder.openingBlock } : { streamId });
+    return ok(filed ? { streamId, run: filed.recorder.run, opening: filed.recorder.openingBlock, headers: filed.headers } : { streamId });
   }
 
-  /** Files a stream as a run in the log (§16): who may rejoin it, and what a reload replays. */
-  private record(resume: ResumeOptions, r: P.ResumeRun, state: JsonObject, cancel: () => void): Recorder {
-    const headers = r.headers ? Object.fromEntries(Object.entries(r.headers).filter(([name]) => !PER_RESPONSE.has(name.toLowerCase()))) : { "content-type": "text/event-stream" };
+  /**
+   * Files a stream as a run in the log (§16): who may rejoin it, and what a reload replays, read from
+   * the request's and the response's headers by the resume edge's rules (resume/edge.ts), as the
+   * proxy reads them; and the headers the middleware adds to its response's head (the announcement).
+   */
+  private record(resume: ResumeOptions, r: P.ResumeRun, state: JsonObject, cancel: () => void): { recorder: Recorder; headers: Record<string, string> } {
+    const request = r.requestHeaders ? headerMap(r.requestHeaders as [string, string][]) : { ...(r.authorization !== undefined ? { authorization: r.authorization } : {}), ...(r.cookie !== undefined ? { cookie: r.cookie } : {}) };
+    const response = r.responseHeaders ? headerMap(r.responseHeaders as [string, string][]) : (r.headers ?? { "content-type": "text/event-stream" });
     const recorder = new Recorder(resume.log, resume.graceMs, cancel, this.log);
-    const start = runStart(resume.key, { threadId: r.threadId, path: r.path, presented: { authorization: r.authorization, cookie: r.cookie }, status: 200, headers, state, messages: r.messages ?? [], opening: recorder.opening });
+    const start = runStart(resume, { threadId: r.threadId, request: { method: "POST", path: r.path, headers: request }, status: 200, response, state, messages: r.messages ?? [], opening: recorder.opening });
     resume.log.begin(recorder.run, start).catch((e: unknown) => this.log?.error({ err: String(e), run: recorder.run }, "the run log could not open this run; it cannot be resumed"));
-    return recorder;
+    return { recorder, headers: announcement(response) };
   }
 
   /** The pipeline's load in flight, if any: the transport handles no further message until it settles. */

@@ -7,7 +7,9 @@ import { blocksOf } from "./logged-blocks.js";
 import { MemoryLog } from "../../src/resume/memory-log.js";
 import { Recorder } from "../../src/resume/recorder.js";
 import { openRedisLog } from "../../src/resume/redis-log.js";
-import { findRejoin, runStart } from "../../src/resume/rejoin.js";
+import { DEFAULT_POLICY } from "../../src/resume/credentials.js";
+import type { RequestHead } from "../../src/resume/edge.js";
+import { resolve, runStart } from "../../src/resume/rejoin.js";
 
 /**
  * The opening block (protocol/README.md §16): every resumable answer starts with `id: <run>.0.<nonce>`
@@ -21,24 +23,38 @@ afterEach(async () => {
 });
 
 const KEY = Buffer.alloc(32, 7);
-const ASKER = { threadId: "t", path: "/agent", presented: { authorization: "Bearer a" } };
-const CAPS = { retentionMs: 60_000, maxRunBytes: 1e9, maxTotalBytes: 1e10 };
+const AUTH = { authorization: "Bearer a" };
+const CAPS = { retentionMs: 60_000, maxRunBytes: 1e9, maxTotalBytes: 1e10, maxRuns: 1e6 };
+const optsOf = (log: RunLog) => ({ log, key: KEY, policy: DEFAULT_POLICY, graceMs: 0 });
+/** A rejoin from `id`, as a request would ask it: the run's thread and agent path, and these headers. */
+const head = (id: string, headers: Record<string, string> = AUTH): RequestHead => ({ method: "POST", path: "/agent", headers: { ...headers, "last-event-id": id } });
+/** The run a rejoin from `id` is given, or undefined when it is refused. */
+async function findRejoin(log: RunLog, id: string, headers?: Record<string, string>, thread = "t") {
+  const found = await resolve(optsOf(log), "rejoin", head(id, headers), thread);
+  return found.refused ? undefined : found;
+}
 const EVENTS = 'data: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\n\ndata: {"type":"STATE_DELTA","delta":[]}\n\n: keep-alive\n\ndata: {"type":"RUN_FINISHED","threadId":"t","runId":"r"}\n\n';
 
 /** A run recorded as the proxy and the stream methods record one: its start filed with the opening id, then its events. */
 async function recorded(log: RunLog): Promise<{ recorder: Recorder; text: string }> {
   const recorder = new Recorder(log, 0, () => {}, undefined);
-  await log.begin(recorder.run, runStart(KEY, { threadId: "t", path: "/agent", presented: ASKER.presented, status: 200, headers: {}, state: {}, messages: [], opening: recorder.opening }));
+  await log.begin(recorder.run, runStart(optsOf(log), { threadId: "t", request: { method: "POST", path: "/agent", headers: AUTH }, status: 200, response: {}, state: {}, messages: [], opening: recorder.opening }));
   const text = recorder.part(EVENTS) + recorder.end();
   return { recorder, text };
 }
 
-/** The block of every event the log gives a follower from `after`, until the run's end. */
-function read(log: RunLog, run: string, after: number): Promise<{ blocks: string[]; end: RunEnd }> {
-  return new Promise((resolve) => {
-    const blocks: string[] = [];
-    void log.follow(run, after, { events: (list) => void blocks.push(...blocksOf(list)), end: (end) => resolve({ blocks, end }) });
-  });
+/** The block of every event a cursor from `after` reads, page by page, until the run's end. */
+async function read(log: RunLog, run: string, after: number): Promise<{ blocks: string[]; end: RunEnd }> {
+  const cursor = await log.open(run, after);
+  const blocks: string[] = [];
+  for (;;) {
+    const page = await cursor.read(64 * 1024);
+    if (page.end !== undefined) {
+      cursor.close();
+      return { blocks, end: page.end };
+    }
+    blocks.push(...blocksOf(page.events));
+  }
 }
 
 /** The id a block starts with (stamp.ts). */
@@ -77,7 +93,7 @@ function storeTests(name: string, test: typeof it, open: () => Promise<RunLog>):
       const { recorder, text } = await recorded(log);
       expect(await log.idAt(recorder.run, 0)).toBe(recorder.opening);
       expect((await log.find(recorder.run))?.opening).toBe(recorder.opening);
-      const found = await findRejoin(log, KEY, recorder.opening, ASKER);
+      const found = await findRejoin(log, recorder.opening);
       expect(found?.after).toBe(0);
       const { blocks, end } = await read(log, recorder.run, 0);
       expect(end).toBe("finished");
@@ -91,13 +107,14 @@ function storeTests(name: string, test: typeof it, open: () => Promise<RunLog>):
       const other = await recorded(log);
       const [run, , nonce] = recorder.opening.split(".") as [string, string, string];
       const flipped = `${nonce.slice(0, -1)}${nonce.endsWith("A") ? "B" : "A"}`;
-      expect(await findRejoin(log, KEY, `${run}.0.${flipped}`, ASKER)).toBeUndefined();
-      expect(await findRejoin(log, KEY, `${run}.0.${other.recorder.opening.split(".")[2] ?? ""}`, ASKER)).toBeUndefined();
-      expect(await findRejoin(log, KEY, recorder.opening, { ...ASKER, presented: { authorization: "Bearer b" } })).toBeUndefined();
-      expect(await findRejoin(log, KEY, recorder.opening, { ...ASKER, threadId: "t2" })).toBeUndefined();
-      expect(await findRejoin(log, KEY, `${run.slice(0, -1)}${run.endsWith("A") ? "B" : "A"}.0.${nonce}`, ASKER)).toBeUndefined();
+      expect(await findRejoin(log, `${run}.0.${flipped}`)).toBeUndefined();
+      expect(await findRejoin(log, `${run}.0.${other.recorder.opening.split(".")[2] ?? ""}`)).toBeUndefined();
+      expect(await findRejoin(log, recorder.opening, { authorization: "Bearer b" })).toBeUndefined();
+      expect(await findRejoin(log, recorder.opening, {})).toBeUndefined();
+      expect(await findRejoin(log, recorder.opening, AUTH, "t2")).toBeUndefined();
+      expect(await findRejoin(log, `${run.slice(0, -1)}${run.endsWith("A") ? "B" : "A"}.0.${nonce}`)).toBeUndefined();
       // The other run's own opening is taken, for its own run.
-      expect((await findRejoin(log, KEY, other.recorder.opening, ASKER))?.info.run).toBe(other.recorder.run);
+      expect((await findRejoin(log, other.recorder.opening))?.info.run).toBe(other.recorder.run);
     });
   });
 }

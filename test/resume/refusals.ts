@@ -10,13 +10,14 @@ export const rejoiner =
 
 /**
  * The refusals every server owes a rejoin (protocol/README.md §16), for a run started with `creds`
- * in thread "t9" (the body's), whose event `last` was sent: other credentials, missing cookies,
- * another thread, a forged id and a malformed one all get 410 with one and the same body.
+ * in thread "t9" (the body's), whose event `last` was sent: another Authorization, none (the cookie
+ * alone: the default credential is Authorization, and cookies count only when the operator names
+ * them), another thread, a forged id and a malformed one all get 410 with one and the same body.
  */
 export async function expectRefusals(ask: Asker, last: string, body: string, creds: { authorization: string; cookie: string }): Promise<void> {
   const refused = [
     await ask(last, { ...creds, authorization: "Bearer mallory" }),
-    await ask(last, { authorization: creds.authorization }),
+    await ask(last, { cookie: creds.cookie }),
     await ask(last, creds, body.replace('"t9"', '"t10"')),
     await ask(`${last.split(".").slice(0, 2).join(".")}.AAAAAAAAAAA`, creds),
     await ask("nonsense", creds),

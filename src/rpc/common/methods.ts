@@ -67,6 +67,7 @@ export const METHODS: ReadonlyMap<string, Method> = new Map(
     defineMethod("fixStream", isParams.fixStream, (c, p) => c.streams.fixStream(p)),
     defineMethod("closeStream", isParams.closeStream, (c, p) => c.streams.closeStream(p)),
     defineMethod("detachStream", isParams.detachStream, (c, p) => c.streams.detachStream(p)),
+    defineMethod("classifyRequest", isParams.classifyRequest, (c, p) => c.streams.rejoins.classifyRequest(p)),
     defineMethod("rejoinStream", isParams.rejoinStream, (c, p) => c.streams.rejoins.rejoinStream(p)),
     defineMethod("readRejoin", isParams.readRejoin, (c, p) => c.streams.rejoins.readRejoin(p)),
     defineMethod("closeRejoin", isParams.closeRejoin, (c, p) => c.streams.rejoins.closeRejoin(p)),
