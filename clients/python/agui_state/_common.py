@@ -276,7 +276,7 @@ class Methods(Generic[R]):
         """classifyRequest: {kind}, what a request a middleware received is (protocol/README.md §16): "rejoin"
         (answer it with rejoin_stream), "reload" (the same) or "forward" (the app's). `headers` are the
         request's header pairs, [name, value] as received (any case, repeats kept)."""
-        pairs = [list(p) for p in _sequence("classify_request", "headers", headers, "[name, value] pairs")]
+        pairs = [list(p) for p in _sequence("classify_request", "headers", headers, "name and value pairs")]
         return self.call("classifyRequest", {"method": method, "path": path, "headers": pairs})
 
     def rejoin_stream(self, request: Optional[Dict[str, JSON]] = None, *, thread_id: Optional[str] = None,

@@ -141,16 +141,7 @@ class FixedBody(Detach):
             try:
                 self.client = await self.sidecar.get()
                 self.generation = self.sidecar.generation
-                try:
-                    opened = await self.client.open_stream(state=self.state, framing=self.framing,
-                                                           resume=self.resume, **self.policy)
-                except InvalidParamsError as e:
-                    if self.resume is None or not str((e.data or {}).get("field", "")).startswith("/resume"):
-                        raise
-                    log.warning("%s: the sidecar cannot file the stream as a resumable run (%s); it is "
-                                "repaired without resume", self.path, e)
-                    self.resume = None  # a sidecar older than §16
-                    opened = await self.client.open_stream(state=self.state, framing=self.framing, **self.policy)
+                opened = await self._open()
                 self.id, self.run = opened["streamId"], opened.get("run")
                 if died is None:
                     self.opening_block, self.headers = opened.get("opening"), opened.get("headers") or {}
@@ -163,6 +154,27 @@ class FixedBody(Detach):
             except Exception as e:  # noqa: BLE001 - whatever it is, the response goes out unrepaired
                 self._fail(e, during)
                 return False
+
+    async def _open(self) -> Dict[str, Any]:
+        """openStream. A threadId the sidecar takes for no thread (§16: past its cap) is left out, so the run is
+        filed under none: rejoinable by its ids, never reloaded, as the proxy files it. A `resume` it refuses
+        otherwise (a sidecar older than §16) is left out, with a warning."""
+        assert self.client is not None
+        while True:
+            try:
+                opened: Dict[str, Any] = await self.client.open_stream(state=self.state, framing=self.framing,
+                                                                       resume=self.resume, **self.policy)
+                return opened
+            except InvalidParamsError as e:
+                field = str((e.data or {}).get("field", ""))
+                if self.resume is None or not field.startswith("/resume"):
+                    raise
+                if field == "/resume/threadId" and "threadId" in self.resume:
+                    self.resume = {k: v for k, v in self.resume.items() if k != "threadId"}
+                    continue
+                log.warning("%s: the sidecar cannot file the stream as a resumable run (%s); it is "
+                            "repaired without resume", self.path, e)
+                self.resume = None
 
     async def _replay(self) -> str:
         """Feeds the new stream what the old one was answered for (or, past _REPLAY_LIMIT, the opening

@@ -205,7 +205,7 @@ async def test_nobody_rejoins_within_the_grace_the_app_is_cancelled_and_its_run_
         assert reload[0]["status"] == 200 and reload[1]["more_body"] is True
         assert all(m.get("more_body") for m in reload[1:]), "the answer is not ended as whole"
         assert [(r.levelname, r.getMessage()) for r in caplog.records] == \
-            [("WARNING", "/agent: the rejoin's answer ended early: the run ended cancelled")]
+            [("WARNING", "/agent/connect: the rejoin's answer ended early: the run ended cancelled")]
 
 
 async def test_fail_open_a_rejoin_the_sidecar_cannot_serve_is_410_and_a_stream_completes() -> None:
