@@ -17,7 +17,7 @@ import pytest
 from helpers import BIN, DIE_AFTER_ONE, PY, child_env
 from test_asgi import ID_LINE, OPENING, RUN_INPUT, STATE, body_of, fix, request, stream_app
 
-from agui_state import AsyncAguiState, ResumeUnknownError, UnknownReadError
+from agui_state import AguiState, AsyncAguiState, ResumeUnknownError, UnknownReadError
 from agui_state.asgi import AguiStateMiddleware
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -280,6 +280,15 @@ async def test_client_wrappers_classify_and_raise_the_resume_errors() -> None:
         assert opened["headers"] == {"ag-ui-resumable": "true", "access-control-expose-headers": "ag-ui-resumable"}
         assert (await s.detach_stream(opened["streamId"]))["graceMs"] > 0
         assert (await s.close_stream(opened["streamId"], broken=True))["text"] == ""
+
+
+def test_the_sync_client_classifies_and_refuses_alike() -> None:
+    with AguiState(BIN, env=child_env(), timeout=30) as s:
+        assert s.classify_request("POST", "/agent", [("Last-Event-ID", "x")])["kind"] == "rejoin"
+        assert s.classify_request("POST", "/agent", [("Last-Event-ID", "")])["kind"] == "forward"
+        with pytest.raises(ResumeUnknownError) as e:
+            s.rejoin_stream({"method": "POST", "path": "/a/connect", "headers": [], "body": BODY.decode()})
+        assert (e.value.status, e.value.headers, e.value.body) == (204, {}, "")
 
 
 def test_store_and_grace_are_the_started_sidecar_s_flags() -> None:
