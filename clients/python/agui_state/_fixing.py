@@ -11,7 +11,7 @@ from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optiona
 
 from ._async import AsyncAguiState
 from ._detach import Detach, RunCancelled
-from ._errors import InvalidParamsError, SidecarExitedError, UnknownStreamError
+from ._errors import SidecarExitedError, UnknownStreamError
 from ._sidecar import SharedSidecar, log
 
 Message = MutableMapping[str, Any]
@@ -155,27 +155,6 @@ class FixedBody(Detach):
                 self._fail(e, during)
                 return False
 
-    async def _open(self) -> Dict[str, Any]:
-        """openStream. A threadId the sidecar takes for no thread (§16: past its cap) is left out, so the run is
-        filed under none: rejoinable by its ids, never reloaded, as the proxy files it. A `resume` it refuses
-        otherwise (a sidecar older than §16) is left out, with a warning."""
-        assert self.client is not None
-        while True:
-            try:
-                opened: Dict[str, Any] = await self.client.open_stream(state=self.state, framing=self.framing,
-                                                                       resume=self.resume, **self.policy)
-                return opened
-            except InvalidParamsError as e:
-                field = str((e.data or {}).get("field", ""))
-                if self.resume is None or not field.startswith("/resume"):
-                    raise
-                if field == "/resume/threadId" and "threadId" in self.resume:
-                    self.resume = {k: v for k, v in self.resume.items() if k != "threadId"}
-                    continue
-                log.warning("%s: the sidecar cannot file the stream as a resumable run (%s); it is "
-                            "repaired without resume", self.path, e)
-                self.resume = None
-
     async def _replay(self) -> str:
         """Feeds the new stream what the old one was answered for (or, past _REPLAY_LIMIT, the opening
         event only), dropping its output: the client has had it. Says what the stream starts from."""
@@ -288,19 +267,6 @@ class FixedBody(Detach):
             self.queued += len(text)
             self.idle.clear()
             self.wake.set()
-
-    async def settle(self) -> None:
-        """The app raised mid-response: every whole event it wrote goes out first, into the run log and to the
-        client, before the stream is abandoned (broken off). So the client holds what the log holds, and its
-        rejoin is refused at once (410: nothing after its id in a broken run) rather than answered with the
-        rest and cut again (issue 38 item 5); and it gets what it would have got without the middleware."""
-        if self.closed or self.pump.done():
-            return
-        idle = asyncio.ensure_future(self.idle.wait())
-        try:
-            await asyncio.wait({self.pump, idle}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            idle.cancel()
 
     def _boundary(self, text: str) -> int:
         """Where the last whole event in `text` ends, or -1."""
