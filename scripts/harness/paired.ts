@@ -1,3 +1,4 @@
+import { DEFAULT_POLICY } from "../../src/resume/credentials.js";
 import { randomBytes } from "node:crypto";
 import { PassThrough } from "node:stream";
 import pino from "pino";
@@ -30,7 +31,7 @@ export interface Paired {
 export const LOADED_PIPELINE: Pipeline = { get: () => (opts) => new StreamFixer(opts), load: () => undefined, loading: () => undefined };
 
 /** The run log the sidecar has with no flag (`--store memory`, protocol/README.md §16), fresh for each call. */
-export const defaultResume = (graceMs: number = RESUME_DEFAULTS.graceMs): ResumeOptions => ({ log: new MemoryLog(RESUME_DEFAULTS), key: randomBytes(32), graceMs });
+export const defaultResume = (graceMs: number = RESUME_DEFAULTS.graceMs): ResumeOptions => ({ log: new MemoryLog(RESUME_DEFAULTS), key: randomBytes(32), policy: DEFAULT_POLICY, graceMs });
 
 export function paired(framing: Framing = "auto", service: StateService | ServiceOptions = {}, streams?: StreamService): Paired {
   const input = new PassThrough();
