@@ -46,25 +46,21 @@ class Detach:
     policy: Any
 
     async def _open(self) -> Dict[str, Any]:
-        """openStream. A threadId the sidecar takes for no thread (§16: past its cap) is left out, so the run is
-        filed under none: rejoinable by its ids, never reloaded, as the proxy files it. A `resume` it refuses
-        otherwise (a sidecar older than §16) is left out, with a warning."""
-        assert self.client is not None
-        while True:
-            try:
-                opened: Dict[str, Any] = await self.client.open_stream(state=self.state, framing=self.framing,
-                                                                       resume=self.resume, **self.policy)
-                return opened
-            except InvalidParamsError as e:
-                field = str((e.data or {}).get("field", ""))
-                if self.resume is None or not field.startswith("/resume"):
-                    raise
-                if field == "/resume/threadId" and "threadId" in self.resume:
-                    self.resume = {k: v for k, v in self.resume.items() if k != "threadId"}
-                    continue
-                log.warning("%s: the sidecar cannot file the stream as a resumable run (%s); it is "
-                            "repaired without resume", self.path, e)
-                self.resume = None
+        """openStream, with `resume`; one the sidecar refuses (a sidecar older than §16) is left out, with a
+        warning, and the stream is repaired without it."""
+        try:
+            opened: Dict[str, Any] = await self.client.open_stream(state=self.state, framing=self.framing,
+                                                                   resume=self.resume, **self.policy)
+            return opened
+        except InvalidParamsError as e:
+            if self.resume is None or not str((e.data or {}).get("field", "")).startswith("/resume"):
+                raise
+            log.warning("%s: the sidecar cannot file the stream as a resumable run (%s); it is repaired without "
+                        "resume", self.path, e)
+            self.resume = None
+            fallback: Dict[str, Any] = await self.client.open_stream(state=self.state, framing=self.framing,
+                                                                     **self.policy)
+            return fallback
 
     async def settle(self) -> None:
         """The app raised mid-response: every whole event it wrote goes out first, into the run log and to the
