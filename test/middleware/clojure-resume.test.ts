@@ -8,7 +8,7 @@ import { ROOT } from "../../scripts/harness/fixtures.js";
 import { BINARY, childEnv } from "../../scripts/harness/process.js";
 import { startRedis } from "../../scripts/harness/redis.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
-import { ResumableHttpAgent } from "../../src/web/resume/index.js";
+import { ResumableHttpAgent, resumableFetch } from "../../src/web/resume/index.js";
 import { runEvents } from "../resume/paced-agent.js";
 import { OPENING } from "../../scripts/harness/sse-ids.js";
 import { cutName, Relay, type Cut } from "../resume/relay.js";
@@ -177,12 +177,34 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
 
   test("a run whose app raised fails on the client at once: two requests reach the server, the run and one rejoin answered 410 (issue 38 §5)", async () => {
     const before = await requests(a, "/agent-raise");
-    const client = new ResumableHttpAgent({ url: `${a.url}/agent-raise`, threadId: "raised", initialState: {}, resume: { backoffMs: 1 } });
-    // The app wrote 3 events and threw: the run ended broken, and the client holds its last event, so
-    // its one rejoin is refused like an unknown id (§16) and the client stops, instead of rejoining a
-    // dead run until its log expires.
-    await expect(runCollecting(client, "r1")).rejects.toThrow();
+    const statuses: number[] = [];
+    const counting = async (url: string, init: RequestInit): Promise<Response> => {
+      const res = await fetch(url, init);
+      statuses.push(res.status);
+      return res;
+    };
+    // ResumableHttpAgent's fetch, its body read as HttpAgent reads it (HttpAgent itself rethrows a failed
+    // body from its reader's cancel() as an unhandled rejection, @ag-ui/client 1.0.0, as
+    // test/resume/failed-run.test.ts says). The app wrote 3 events and threw: the run ended broken, and
+    // the client holds its last event, so its one rejoin is refused like an unknown id (§16) and the
+    // client errs, instead of rejoining a dead run until its log expires.
+    const res = await resumableFetch({ fetch: counting, backoffMs: 1 })(`${a.url}/agent-raise`, { method: "POST", headers: { "content-type": "application/json" }, body: input("raised") });
+    expect(res.status).toBe(200);
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    let text = "";
+    const failed = await (async () => {
+      for (;;) {
+        const chunk = await reader.read();
+        if (chunk.done) return undefined;
+        text += new TextDecoder().decode(chunk.value);
+      }
+    })().catch((e: unknown) => e);
+    expect(failed).toBeInstanceOf(Error);
+    expect(statuses).toEqual([200, 410]);
     expect((await requests(a, "/agent-raise")) - before).toBe(2);
+    // What the app wrote before it threw reached the client, repaired: its third event, an add under
+    // /toolState/raster-ops, which does not exist, is left out (this mount has no :join-keys).
+    expect([...text.matchAll(/"type":"([A-Z_]+)"/g)].map((m) => m[1])).toEqual(["RUN_STARTED", "STATE_DELTA"]);
   });
 
   test("without the resume module, the same cut breaks the response off (the negative control)", async () => {
