@@ -30,7 +30,7 @@ async function keysOf(db: Redis): Promise<{ ttls: Record<string, number>; texts:
     const type = await db.type(key);
     if (type === "string") texts.push((await db.get(key)) ?? "");
     else if (type === "hash") texts.push(...Object.entries(await db.hgetall(key)).flat());
-    else if (type === "zset") texts.push(...(await db.zrange(key, 0, -1)));
+    else if (type === "zset") texts.push(...(await db.zrange(key, "0", "-1")));
     else if (type === "stream") for (const [, fields] of await db.xrange(key, "-", "+")) texts.push(...fields);
   }
   return { ttls, texts };
