@@ -31,7 +31,7 @@ export async function serveCommand(options: ServeOptions): Promise<void> {
   const service = new StateService({ limits, version: pkg.version, ownsInput: true, sharesResults: true });
   const streams = new StreamService({ limits, pipeline: lazyPipeline(), log, ...(resume ? { resume } : {}) });
   const probe = v8Heap();
-  const heap = new HeapCeiling(ceiling, probe, service, log, probe.used(), streams);
+  const heap = new HeapCeiling(ceiling, probe, service, log, probe.used(), streams, resume?.log);
   if (clamped) log.warn({ asked, maxHeapBytes: ceiling }, "--max-heap is above 80% of V8's own heap limit; using that instead");
   const server = startServer({ input: process.stdin, output: process.stdout, framing: options.framing, service, streams, log, afterChunk: () => heap.check() });
   // Handlers first, then the "serving" line: a parent may take that line as

@@ -6156,8 +6156,9 @@ export const DISCOVER_JSON = String.raw`{
         "type": "object",
         "properties": {
           "threadId": {
-            "description": "The request's RunAgentInput.threadId. Left out: the run is filed under no thread, so it can be rejoined by its ids but never reloaded.",
-            "$ref": "#/components/schemas/ThreadId"
+            "description": "The request's RunAgentInput.threadId, as it came. One past 256 characters (UTF-16 units, as the client's JSON.parse holds it) names no thread, as one left out: the run is filed under no thread, so it can be rejoined by its ids but never reloaded (the sidecar decides; the middleware passes what it got).",
+            "type": "string",
+            "maxLength": 65536
           },
           "path": {
             "description": "The request's path (a query is taken off).",

@@ -549,7 +549,10 @@ export interface OpenStreamParams {
  * openStream's `resume`: file the stream as a resumable run (protocol/README.md §16). The middleware passes the request's and the response's headers as they are (`requestHeaders`, `responseHeaders`); the sidecar derives the credential and the headers a rejoin gets. `authorization`, `cookie` and `headers` are the earlier form of the same, still taken (not with the new members).
  */
 export interface ResumeRun {
-  threadId?: ThreadId;
+  /**
+   * The request's RunAgentInput.threadId, as it came. One past 256 characters (UTF-16 units, as the client's JSON.parse holds it) names no thread, as one left out: the run is filed under no thread, so it can be rejoined by its ids but never reloaded (the sidecar decides; the middleware passes what it got).
+   */
+  threadId?: string;
   /**
    * The request's path (a query is taken off).
    */

@@ -1845,9 +1845,9 @@ return errors === 0;
 export const openStream = validate28;
 const schema67 = {"$id":"urn:agui-state:params:openStream","type":"object","properties":{"state":{"$ref":"urn:agui-state:openrpc#/components/schemas/Json","description":"The client's baseline, RunAgentInput.state: a JSON object. Left out, it is not known: {} stands in for it, and the first snapshot sent whole is SNAPSHOT_REPLACES_UNKNOWN (§13)."},"own":{"type":"array","items":{"$ref":"urn:agui-state:openrpc#/components/schemas/Pointer"}},"snapshots":{"enum":["pass","delta"]},"joinKeys":{"type":"boolean"},"framing":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamFraming"},"resume":{"$ref":"urn:agui-state:openrpc#/components/schemas/ResumeRun"}},"required":[],"additionalProperties":false};
 const schema70 = {"description":"How the event stream is framed (protocol/README.md §13, The stream).","enum":["sse","ndjson"]};
-const schema71 = {"description":"openStream's `resume`: file the stream as a resumable run (protocol/README.md §16). The middleware passes the request's and the response's headers as they are (`requestHeaders`, `responseHeaders`); the sidecar derives the credential and the headers a rejoin gets. `authorization`, `cookie` and `headers` are the earlier form of the same, still taken (not with the new members).","type":"object","properties":{"threadId":{"description":"The request's RunAgentInput.threadId. Left out: the run is filed under no thread, so it can be rejoined by its ids but never reloaded.","$ref":"#/components/schemas/ThreadId"},"path":{"description":"The request's path (a query is taken off).","type":"string","minLength":1,"maxLength":8192,"pattern":"^/"},"requestHeaders":{"description":"The request's headers, as received: the credential is derived from them by the operator's policy (--credential).","$ref":"#/components/schemas/HeaderPairs"},"responseHeaders":{"description":"The response's headers, as the app sent them: a rejoin is answered with them again, less those of one response (set-cookie, content-length, content-encoding, hop-by-hop).","$ref":"#/components/schemas/HeaderPairs"},"authorization":{"description":"Earlier form: the request's Authorization header (not with requestHeaders).","$ref":"#/components/schemas/Credential"},"cookie":{"description":"Earlier form: the request's Cookie header (not with requestHeaders).","$ref":"#/components/schemas/Credential"},"messages":{"description":"The request's RunAgentInput.messages, replayed to a reload as a MESSAGES_SNAPSHOT after RUN_STARTED (with a STATE_SNAPSHOT of `state`). Default [].","type":"array"},"headers":{"description":"Earlier form: the response's headers by lower-case name (not with responseHeaders). Default {\"content-type\": \"text/event-stream\"}.","type":"object","additionalProperties":{"type":"string"}}},"required":["path"],"additionalProperties":false};
-const schema73 = {"description":"HTTP headers as a server received or sent them: [name, value] pairs, names in any case, repeats allowed, in order (protocol/README.md §16). The sidecar reads them by the resume edge's one set of rules: names in lower case, repeats joined with \", \" (a Cookie's with \"; \").","type":"array","maxItems":512,"items":{"type":"array","items":[{"type":"string","minLength":1,"maxLength":256},{"type":"string","maxLength":65536}],"minItems":2,"maxItems":2}};
-const schema75 = {"description":"A request header's value as the client sent it (`Authorization`, or `Cookie` with every cookie header joined by \"; \"). The sidecar keeps only an HMAC-SHA-256 of the two under its key, never the text (protocol/README.md §16).","type":"string","maxLength":65536};
+const schema71 = {"description":"openStream's `resume`: file the stream as a resumable run (protocol/README.md §16). The middleware passes the request's and the response's headers as they are (`requestHeaders`, `responseHeaders`); the sidecar derives the credential and the headers a rejoin gets. `authorization`, `cookie` and `headers` are the earlier form of the same, still taken (not with the new members).","type":"object","properties":{"threadId":{"description":"The request's RunAgentInput.threadId, as it came. One past 256 characters (UTF-16 units, as the client's JSON.parse holds it) names no thread, as one left out: the run is filed under no thread, so it can be rejoined by its ids but never reloaded (the sidecar decides; the middleware passes what it got).","type":"string","maxLength":65536},"path":{"description":"The request's path (a query is taken off).","type":"string","minLength":1,"maxLength":8192,"pattern":"^/"},"requestHeaders":{"description":"The request's headers, as received: the credential is derived from them by the operator's policy (--credential).","$ref":"#/components/schemas/HeaderPairs"},"responseHeaders":{"description":"The response's headers, as the app sent them: a rejoin is answered with them again, less those of one response (set-cookie, content-length, content-encoding, hop-by-hop).","$ref":"#/components/schemas/HeaderPairs"},"authorization":{"description":"Earlier form: the request's Authorization header (not with requestHeaders).","$ref":"#/components/schemas/Credential"},"cookie":{"description":"Earlier form: the request's Cookie header (not with requestHeaders).","$ref":"#/components/schemas/Credential"},"messages":{"description":"The request's RunAgentInput.messages, replayed to a reload as a MESSAGES_SNAPSHOT after RUN_STARTED (with a STATE_SNAPSHOT of `state`). Default [].","type":"array"},"headers":{"description":"Earlier form: the response's headers by lower-case name (not with responseHeaders). Default {\"content-type\": \"text/event-stream\"}.","type":"object","additionalProperties":{"type":"string"}}},"required":["path"],"additionalProperties":false};
+const schema72 = {"description":"HTTP headers as a server received or sent them: [name, value] pairs, names in any case, repeats allowed, in order (protocol/README.md §16). The sidecar reads them by the resume edge's one set of rules: names in lower case, repeats joined with \", \" (a Cookie's with \"; \").","type":"array","maxItems":512,"items":{"type":"array","items":[{"type":"string","minLength":1,"maxLength":256},{"type":"string","maxLength":65536}],"minItems":2,"maxItems":2}};
+const schema74 = {"description":"A request header's value as the client sent it (`Authorization`, or `Cookie` with every cookie header joined by \"; \"). The sidecar keeps only an HMAC-SHA-256 of the two under its key, never the text (protocol/README.md §16).","type":"string","maxLength":65536};
 const pattern0 = new RegExp("^/", "u");
 
 function validate29(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
@@ -1873,22 +1873,15 @@ if(_errs1 === errors){
 if(data.threadId !== undefined){
 let data0 = data.threadId;
 const _errs2 = errors;
-const _errs3 = errors;
-if(errors === _errs3){
+if(errors === _errs2){
 if(typeof data0 === "string"){
-if(func2(data0) > 256){
-validate29.errors = [{instancePath:instancePath+"/threadId",schemaPath:"#/components/schemas/ThreadId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
-return false;
-}
-else {
-if(func2(data0) < 1){
-validate29.errors = [{instancePath:instancePath+"/threadId",schemaPath:"#/components/schemas/ThreadId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+if(func2(data0) > 65536){
+validate29.errors = [{instancePath:instancePath+"/threadId",schemaPath:"#/properties/threadId/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
 return false;
 }
 }
-}
 else {
-validate29.errors = [{instancePath:instancePath+"/threadId",schemaPath:"#/components/schemas/ThreadId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate29.errors = [{instancePath:instancePath+"/threadId",schemaPath:"#/properties/threadId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -1900,8 +1893,8 @@ var valid0 = true;
 if(valid0){
 if(data.path !== undefined){
 let data1 = data.path;
-const _errs5 = errors;
-if(errors === _errs5){
+const _errs4 = errors;
+if(errors === _errs4){
 if(typeof data1 === "string"){
 if(func2(data1) > 8192){
 validate29.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/maxLength",keyword:"maxLength",params:{limit: 8192},message:"must NOT have more than 8192 characters"}];
@@ -1925,7 +1918,7 @@ validate29.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties
 return false;
 }
 }
-var valid0 = _errs5 === errors;
+var valid0 = _errs4 === errors;
 }
 else {
 var valid0 = true;
@@ -1933,21 +1926,21 @@ var valid0 = true;
 if(valid0){
 if(data.requestHeaders !== undefined){
 let data2 = data.requestHeaders;
+const _errs6 = errors;
 const _errs7 = errors;
-const _errs8 = errors;
-if(errors === _errs8){
+if(errors === _errs7){
 if(Array.isArray(data2)){
 if(data2.length > 512){
 validate29.errors = [{instancePath:instancePath+"/requestHeaders",schemaPath:"#/components/schemas/HeaderPairs/maxItems",keyword:"maxItems",params:{limit: 512},message:"must NOT have more than 512 items"}];
 return false;
 }
 else {
-var valid3 = true;
+var valid2 = true;
 const len0 = data2.length;
 for(let i0=0; i0<len0; i0++){
 let data3 = data2[i0];
-const _errs10 = errors;
-if(errors === _errs10){
+const _errs9 = errors;
+if(errors === _errs9){
 if(Array.isArray(data3)){
 if(data3.length > 2){
 validate29.errors = [{instancePath:instancePath+"/requestHeaders/" + i0,schemaPath:"#/components/schemas/HeaderPairs/items/maxItems",keyword:"maxItems",params:{limit: 2},message:"must NOT have more than 2 items"}];
@@ -1962,8 +1955,8 @@ else {
 const len1 = data3.length;
 if(len1 > 0){
 let data4 = data3[0];
-const _errs12 = errors;
-if(errors === _errs12){
+const _errs11 = errors;
+if(errors === _errs11){
 if(typeof data4 === "string"){
 if(func2(data4) > 256){
 validate29.errors = [{instancePath:instancePath+"/requestHeaders/" + i0+"/0",schemaPath:"#/components/schemas/HeaderPairs/items/items/0/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
@@ -1981,13 +1974,13 @@ validate29.errors = [{instancePath:instancePath+"/requestHeaders/" + i0+"/0",sch
 return false;
 }
 }
-var valid4 = _errs12 === errors;
+var valid3 = _errs11 === errors;
 }
-if(valid4){
+if(valid3){
 if(len1 > 1){
 let data5 = data3[1];
-const _errs14 = errors;
-if(errors === _errs14){
+const _errs13 = errors;
+if(errors === _errs13){
 if(typeof data5 === "string"){
 if(func2(data5) > 65536){
 validate29.errors = [{instancePath:instancePath+"/requestHeaders/" + i0+"/1",schemaPath:"#/components/schemas/HeaderPairs/items/items/1/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
@@ -1999,7 +1992,7 @@ validate29.errors = [{instancePath:instancePath+"/requestHeaders/" + i0+"/1",sch
 return false;
 }
 }
-var valid4 = _errs14 === errors;
+var valid3 = _errs13 === errors;
 }
 }
 }
@@ -2010,8 +2003,8 @@ validate29.errors = [{instancePath:instancePath+"/requestHeaders/" + i0,schemaPa
 return false;
 }
 }
-var valid3 = _errs10 === errors;
-if(!valid3){
+var valid2 = _errs9 === errors;
+if(!valid2){
 break;
 }
 }
@@ -2022,7 +2015,7 @@ validate29.errors = [{instancePath:instancePath+"/requestHeaders",schemaPath:"#/
 return false;
 }
 }
-var valid0 = _errs7 === errors;
+var valid0 = _errs6 === errors;
 }
 else {
 var valid0 = true;
@@ -2030,21 +2023,21 @@ var valid0 = true;
 if(valid0){
 if(data.responseHeaders !== undefined){
 let data6 = data.responseHeaders;
+const _errs15 = errors;
 const _errs16 = errors;
-const _errs17 = errors;
-if(errors === _errs17){
+if(errors === _errs16){
 if(Array.isArray(data6)){
 if(data6.length > 512){
 validate29.errors = [{instancePath:instancePath+"/responseHeaders",schemaPath:"#/components/schemas/HeaderPairs/maxItems",keyword:"maxItems",params:{limit: 512},message:"must NOT have more than 512 items"}];
 return false;
 }
 else {
-var valid6 = true;
+var valid5 = true;
 const len2 = data6.length;
 for(let i1=0; i1<len2; i1++){
 let data7 = data6[i1];
-const _errs19 = errors;
-if(errors === _errs19){
+const _errs18 = errors;
+if(errors === _errs18){
 if(Array.isArray(data7)){
 if(data7.length > 2){
 validate29.errors = [{instancePath:instancePath+"/responseHeaders/" + i1,schemaPath:"#/components/schemas/HeaderPairs/items/maxItems",keyword:"maxItems",params:{limit: 2},message:"must NOT have more than 2 items"}];
@@ -2059,8 +2052,8 @@ else {
 const len3 = data7.length;
 if(len3 > 0){
 let data8 = data7[0];
-const _errs21 = errors;
-if(errors === _errs21){
+const _errs20 = errors;
+if(errors === _errs20){
 if(typeof data8 === "string"){
 if(func2(data8) > 256){
 validate29.errors = [{instancePath:instancePath+"/responseHeaders/" + i1+"/0",schemaPath:"#/components/schemas/HeaderPairs/items/items/0/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
@@ -2078,13 +2071,13 @@ validate29.errors = [{instancePath:instancePath+"/responseHeaders/" + i1+"/0",sc
 return false;
 }
 }
-var valid7 = _errs21 === errors;
+var valid6 = _errs20 === errors;
 }
-if(valid7){
+if(valid6){
 if(len3 > 1){
 let data9 = data7[1];
-const _errs23 = errors;
-if(errors === _errs23){
+const _errs22 = errors;
+if(errors === _errs22){
 if(typeof data9 === "string"){
 if(func2(data9) > 65536){
 validate29.errors = [{instancePath:instancePath+"/responseHeaders/" + i1+"/1",schemaPath:"#/components/schemas/HeaderPairs/items/items/1/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
@@ -2096,7 +2089,7 @@ validate29.errors = [{instancePath:instancePath+"/responseHeaders/" + i1+"/1",sc
 return false;
 }
 }
-var valid7 = _errs23 === errors;
+var valid6 = _errs22 === errors;
 }
 }
 }
@@ -2107,8 +2100,8 @@ validate29.errors = [{instancePath:instancePath+"/responseHeaders/" + i1,schemaP
 return false;
 }
 }
-var valid6 = _errs19 === errors;
-if(!valid6){
+var valid5 = _errs18 === errors;
+if(!valid5){
 break;
 }
 }
@@ -2119,7 +2112,7 @@ validate29.errors = [{instancePath:instancePath+"/responseHeaders",schemaPath:"#
 return false;
 }
 }
-var valid0 = _errs16 === errors;
+var valid0 = _errs15 === errors;
 }
 else {
 var valid0 = true;
@@ -2127,9 +2120,9 @@ var valid0 = true;
 if(valid0){
 if(data.authorization !== undefined){
 let data10 = data.authorization;
+const _errs24 = errors;
 const _errs25 = errors;
-const _errs26 = errors;
-if(errors === _errs26){
+if(errors === _errs25){
 if(typeof data10 === "string"){
 if(func2(data10) > 65536){
 validate29.errors = [{instancePath:instancePath+"/authorization",schemaPath:"#/components/schemas/Credential/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
@@ -2141,7 +2134,7 @@ validate29.errors = [{instancePath:instancePath+"/authorization",schemaPath:"#/c
 return false;
 }
 }
-var valid0 = _errs25 === errors;
+var valid0 = _errs24 === errors;
 }
 else {
 var valid0 = true;
@@ -2149,9 +2142,9 @@ var valid0 = true;
 if(valid0){
 if(data.cookie !== undefined){
 let data11 = data.cookie;
+const _errs27 = errors;
 const _errs28 = errors;
-const _errs29 = errors;
-if(errors === _errs29){
+if(errors === _errs28){
 if(typeof data11 === "string"){
 if(func2(data11) > 65536){
 validate29.errors = [{instancePath:instancePath+"/cookie",schemaPath:"#/components/schemas/Credential/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
@@ -2163,19 +2156,19 @@ validate29.errors = [{instancePath:instancePath+"/cookie",schemaPath:"#/componen
 return false;
 }
 }
-var valid0 = _errs28 === errors;
+var valid0 = _errs27 === errors;
 }
 else {
 var valid0 = true;
 }
 if(valid0){
 if(data.messages !== undefined){
-const _errs31 = errors;
+const _errs30 = errors;
 if(!(Array.isArray(data.messages))){
 validate29.errors = [{instancePath:instancePath+"/messages",schemaPath:"#/properties/messages/type",keyword:"type",params:{type: "array"},message:"must be array"}];
 return false;
 }
-var valid0 = _errs31 === errors;
+var valid0 = _errs30 === errors;
 }
 else {
 var valid0 = true;
@@ -2183,17 +2176,17 @@ var valid0 = true;
 if(valid0){
 if(data.headers !== undefined){
 let data13 = data.headers;
-const _errs33 = errors;
-if(errors === _errs33){
+const _errs32 = errors;
+if(errors === _errs32){
 if(data13 && typeof data13 == "object" && !Array.isArray(data13)){
 for(const key1 in data13){
-const _errs36 = errors;
+const _errs35 = errors;
 if(typeof data13[key1] !== "string"){
 validate29.errors = [{instancePath:instancePath+"/headers/" + key1.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/headers/additionalProperties/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
-var valid10 = _errs36 === errors;
-if(!valid10){
+var valid9 = _errs35 === errors;
+if(!valid9){
 break;
 }
 }
@@ -2203,7 +2196,7 @@ validate29.errors = [{instancePath:instancePath+"/headers",schemaPath:"#/propert
 return false;
 }
 }
-var valid0 = _errs33 === errors;
+var valid0 = _errs32 === errors;
 }
 else {
 var valid0 = true;
@@ -2347,8 +2340,8 @@ return errors === 0;
 }
 
 export const fixStream = validate31;
-const schema77 = {"$id":"urn:agui-state:params:fixStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"},"text":{"type":"string"}},"required":["streamId","text"],"additionalProperties":false};
-const schema78 = {"description":"A stream id, as openStream returned it.","type":"string","minLength":1,"maxLength":256};
+const schema76 = {"$id":"urn:agui-state:params:fixStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"},"text":{"type":"string"}},"required":["streamId","text"],"additionalProperties":false};
+const schema77 = {"description":"A stream id, as openStream returned it.","type":"string","minLength":1,"maxLength":256};
 
 function validate31(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:fixStream" */;
@@ -2424,7 +2417,7 @@ return errors === 0;
 }
 
 export const closeStream = validate32;
-const schema79 = {"$id":"urn:agui-state:params:closeStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"},"broken":{"type":"boolean"}},"required":["streamId"],"additionalProperties":false};
+const schema78 = {"$id":"urn:agui-state:params:closeStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"},"broken":{"type":"boolean"}},"required":["streamId"],"additionalProperties":false};
 
 function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:closeStream" */;
@@ -2500,7 +2493,7 @@ return errors === 0;
 }
 
 export const detachStream = validate33;
-const schema81 = {"$id":"urn:agui-state:params:detachStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"}},"required":["streamId"],"additionalProperties":false};
+const schema80 = {"$id":"urn:agui-state:params:detachStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"}},"required":["streamId"],"additionalProperties":false};
 
 function validate33(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:detachStream" */;
@@ -2558,7 +2551,7 @@ return errors === 0;
 }
 
 export const classifyRequest = validate34;
-const schema83 = {"$id":"urn:agui-state:params:classifyRequest","type":"object","properties":{"method":{"type":"string","minLength":1,"maxLength":32},"path":{"type":"string","minLength":1,"maxLength":8192,"pattern":"^/"},"headers":{"$ref":"urn:agui-state:openrpc#/components/schemas/HeaderPairs"}},"required":["method","path","headers"],"additionalProperties":false};
+const schema82 = {"$id":"urn:agui-state:params:classifyRequest","type":"object","properties":{"method":{"type":"string","minLength":1,"maxLength":32},"path":{"type":"string","minLength":1,"maxLength":8192,"pattern":"^/"},"headers":{"$ref":"urn:agui-state:openrpc#/components/schemas/HeaderPairs"}},"required":["method","path","headers"],"additionalProperties":false};
 
 function validate34(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:classifyRequest" */;
@@ -2752,9 +2745,9 @@ return errors === 0;
 }
 
 export const rejoinStream = validate35;
-const schema85 = {"$id":"urn:agui-state:params:rejoinStream","type":"object","properties":{"request":{"$ref":"urn:agui-state:openrpc#/components/schemas/HttpRequest"},"threadId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ThreadId"},"path":{"$ref":"urn:agui-state:openrpc#/components/schemas/AgentPath"},"authorization":{"$ref":"urn:agui-state:openrpc#/components/schemas/Credential"},"cookie":{"$ref":"urn:agui-state:openrpc#/components/schemas/Credential"},"lastEventId":{"type":"string","minLength":1,"maxLength":1024}},"required":[],"additionalProperties":false};
-const schema89 = {"description":"An agent's path, as the request named it without its query (`/agent`): a run is filed under it, and a rejoin or reload names the same (protocol/README.md §16).","type":"string","minLength":1,"maxLength":2048,"pattern":"^/"};
-const schema86 = {"description":"A request as the middleware received it, for the resume edge to decide on (protocol/README.md §16).","type":"object","properties":{"method":{"type":"string","minLength":1,"maxLength":32},"path":{"description":"The request target: the path, with its query if any.","type":"string","minLength":1,"maxLength":8192,"pattern":"^/"},"headers":{"$ref":"#/components/schemas/HeaderPairs"},"body":{"description":"The request's body as text (a RunAgentInput): rejoinStream reads its threadId. Left out: none.","type":"string"}},"required":["method","path","headers"],"additionalProperties":false};
+const schema84 = {"$id":"urn:agui-state:params:rejoinStream","type":"object","properties":{"request":{"$ref":"urn:agui-state:openrpc#/components/schemas/HttpRequest"},"threadId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ThreadId"},"path":{"$ref":"urn:agui-state:openrpc#/components/schemas/AgentPath"},"authorization":{"$ref":"urn:agui-state:openrpc#/components/schemas/Credential"},"cookie":{"$ref":"urn:agui-state:openrpc#/components/schemas/Credential"},"lastEventId":{"type":"string","minLength":1,"maxLength":1024}},"required":[],"additionalProperties":false};
+const schema88 = {"description":"An agent's path, as the request named it without its query (`/agent`): a run is filed under it, and a rejoin or reload names the same (protocol/README.md §16).","type":"string","minLength":1,"maxLength":2048,"pattern":"^/"};
+const schema85 = {"description":"A request as the middleware received it, for the resume edge to decide on (protocol/README.md §16).","type":"object","properties":{"method":{"type":"string","minLength":1,"maxLength":32},"path":{"description":"The request target: the path, with its query if any.","type":"string","minLength":1,"maxLength":8192,"pattern":"^/"},"headers":{"$ref":"#/components/schemas/HeaderPairs"},"body":{"description":"The request's body as text (a RunAgentInput): rejoinStream reads its threadId. Left out: none.","type":"string"}},"required":["method","path","headers"],"additionalProperties":false};
 
 function validate36(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 let vErrors = null;
@@ -3136,8 +3129,8 @@ return errors === 0;
 }
 
 export const readRejoin = validate38;
-const schema92 = {"$id":"urn:agui-state:params:readRejoin","type":"object","properties":{"readId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ReadId"},"waitMs":{"type":"integer","minimum":0,"maximum":30000}},"required":["readId"],"additionalProperties":false};
-const schema93 = {"description":"A rejoin's read, as rejoinStream returned it (`r1`, `r2`, ... in order; never reused by the process).","type":"string","minLength":1,"maxLength":256};
+const schema91 = {"$id":"urn:agui-state:params:readRejoin","type":"object","properties":{"readId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ReadId"},"waitMs":{"type":"integer","minimum":0,"maximum":30000}},"required":["readId"],"additionalProperties":false};
+const schema92 = {"description":"A rejoin's read, as rejoinStream returned it (`r1`, `r2`, ... in order; never reused by the process).","type":"string","minLength":1,"maxLength":256};
 
 function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:readRejoin" */;
@@ -3228,7 +3221,7 @@ return errors === 0;
 }
 
 export const closeRejoin = validate39;
-const schema94 = {"$id":"urn:agui-state:params:closeRejoin","type":"object","properties":{"readId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ReadId"}},"required":["readId"],"additionalProperties":false};
+const schema93 = {"$id":"urn:agui-state:params:closeRejoin","type":"object","properties":{"readId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ReadId"}},"required":["readId"],"additionalProperties":false};
 
 function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:closeRejoin" */;
@@ -3286,7 +3279,7 @@ return errors === 0;
 }
 
 export const stats = validate40;
-const schema96 = {"$id":"urn:agui-state:params:stats","type":"object","properties":{},"required":[],"additionalProperties":false};
+const schema95 = {"$id":"urn:agui-state:params:stats","type":"object","properties":{},"required":[],"additionalProperties":false};
 
 function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:stats" */;
@@ -3310,7 +3303,7 @@ return errors === 0;
 }
 
 export const rpc_discover = validate41;
-const schema97 = {"$id":"urn:agui-state:params:rpc.discover","type":"object","properties":{},"required":[],"additionalProperties":false};
+const schema96 = {"$id":"urn:agui-state:params:rpc.discover","type":"object","properties":{},"required":[],"additionalProperties":false};
 
 function validate41(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:rpc.discover" */;

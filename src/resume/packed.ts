@@ -51,10 +51,16 @@ export class PackedEvents {
   private starts: number[] = [];
   /** Events in the sealed segments: the open parts hold the events after them. */
   private sealed = 0;
-  /** Parts logged since the last seal, as given: their text, where each event ends in it (in characters), and the number of the event before their first. */
+  /**
+   * Parts logged since the last seal: their text as given, the number of the event before their
+   * first, the byte offset in the run where they start, and, for a part past ASCII, where each of
+   * its events ends in it in characters (a copy: the caller's array is its own). In an ASCII part a
+   * character is a byte, and the byte offsets say it.
+   */
   private openTexts: string[] = [];
-  private openEnds: (readonly number[])[] = [];
   private openAfter: number[] = [];
+  private openStarts: number[] = [];
+  private openChars: (readonly number[] | undefined)[] = [];
   private openBytes = 0;
   /** Per event: the byte offset in the run where its block ends. */
   private ends = new Offsets();
@@ -71,9 +77,10 @@ export class PackedEvents {
    */
   add(text: string, ends: readonly number[], bytes: number): void {
     this.openAfter.push(this.ends.length);
+    this.openStarts.push(this.bytes);
+    this.openChars.push(bytes === text.length ? undefined : ends.slice());
     for (const end of byteEnds(text, ends, bytes)) this.ends.push(this.bytes + end);
     this.openTexts.push(text);
-    this.openEnds.push(ends);
     this.openBytes += bytes;
     this.bytes += bytes;
     if (this.openBytes >= SEAL_BYTES) this.seal();
@@ -128,8 +135,9 @@ export class PackedEvents {
     this.segments.push(segment);
     this.sealed = this.ends.length;
     this.openTexts = [];
-    this.openEnds = [];
     this.openAfter = [];
+    this.openStarts = [];
+    this.openChars = [];
     this.openBytes = 0;
   }
 
@@ -190,13 +198,17 @@ export class PackedEvents {
     let chars = 0;
     for (let seq = after; seq < to; p++) {
       const text = this.openTexts[p] as string;
-      const partEnds = this.openEnds[p] as readonly number[];
       const first = this.openAfter[p] as number;
+      const last = p + 1 < this.openAfter.length ? (this.openAfter[p + 1] as number) : this.ends.length;
+      const partChars = this.openChars[p];
+      const byteStart = this.openStarts[p] as number;
+      // Where the part's k-th event (from 0) ends in it, in characters.
+      const charEnd = partChars ? (k: number): number => partChars[k] as number : (k: number): number => this.ends.at(first + k) - byteStart;
       const i = seq - first;
-      const j = Math.min(partEnds.length, to - first);
-      const start = i === 0 ? 0 : (partEnds[i - 1] as number);
-      for (let k = i; k < j; k++) ends.push(chars + (partEnds[k] as number) - start);
-      const end = partEnds[j - 1] as number;
+      const j = Math.min(last, to) - first;
+      const start = i === 0 ? 0 : charEnd(i - 1);
+      for (let k = i; k < j; k++) ends.push(chars + charEnd(k) - start);
+      const end = charEnd(j - 1);
       texts.push(i === 0 && end === text.length ? text : text.slice(start, end));
       chars += end - start;
       seq = first + j;

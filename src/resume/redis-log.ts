@@ -1,9 +1,11 @@
-import { randomBytes, randomUUID } from "node:crypto";
-import { Redis } from "ioredis";
+import { Redis, type ChainableCommander } from "ioredis";
 import type { Log } from "../log.js";
 import { idOfBlock, type LoggedEvents } from "./logged.js";
-import type { Follower, LogStats, RunEnd, RunInfo, RunLog, RunStart } from "./log.js";
+import type { Cursor, LogStats, RunEnd, RunInfo, RunLog, RunStart } from "./log.js";
 import type { LogCaps } from "./memory-log.js";
+import { RedisCursor, type CursorHost } from "./redis-cursor.js";
+import { field, firstOf, partOf, runKey, threadKey } from "./redis-entries.js";
+import { Tail } from "./redis-tail.js";
 
 /**
  * The event log in Redis Streams (`--store redis://HOST:PORT/DB`, protocol/README.md §16), shared
@@ -21,35 +23,44 @@ import type { LogCaps } from "./memory-log.js";
  * - `owner`: a key the writing process refreshes while the run is live; when it lapses with no end
  *   written, the writer died, and readers end the run as cancelled.
  * - `readers`: a sorted set of reader ids scored by when they lapse; a run with any is not cancelled.
- * And `agui-state:thread:<path>\0<threadId>` names the thread's latest run. Every key expires: a live
- * run's an hour after its last write, an ended run's after the retention. The total is held by
- * Redis's own `maxmemory` (volatile-lru evicts the least recently used runs first).
+ * And `agui-state:thread:<path>\0<threadId>` names the thread's latest run.
+ *
+ * Every key has a TTL at all times (issue 38, item 3): a live run's keys lapse `liveTtlMs` (an hour)
+ * after its last write, and every write and every heartbeat of its owner sets them again, so a run
+ * live for hours stays resumable; an ended run's lapse after the retention; `owner` and `readers`
+ * lapse a few beats after their last refresh. An XADD always goes with the PEXPIRE of its key in one
+ * write, so an `events` key that lapsed and a late XADD made again still lapses; a writer that dies
+ * leaves only keys that lapse. The total is held by Redis's own `maxmemory` (volatile-lru evicts the
+ * least recently used runs first). No key holds the key credentials are hashed under (issue 38,
+ * item 1): it comes from the operator's secret (open.ts).
  */
-const P = "agui-state:";
-const runKey = (run: string, part: string): string => `${P}run:${run}:${part}`;
-const threadKey = (threadId: string, path: string): string => `${P}thread:${path}\0${threadId}`;
-/** How often a live run's owner and a reader refresh their keys, and how long a tailing read blocks. */
+/** How often a live run's owner and the open cursors refresh their keys, and the writers' lapse is checked. */
 const BEAT_MS = 1000;
+/** A live run's `owner`, and a reader in `readers`, lapse this long after their last refresh. */
+const LAPSE_MS = 3 * BEAT_MS;
 const LIVE_TTL_MS = 60 * 60 * 1000;
 const MAXLEN = 1_000_000;
+
+export interface RedisLogOptions {
+  /** How long a live run's keys are kept after its last write or heartbeat (default an hour). */
+  liveTtlMs?: number;
+}
+
 interface Writing {
   seq: number;
   bytes: number;
-  beat: NodeJS.Timeout;
+  thread: string;
 }
 
-/** Opens the log and reads (or, first, writes) the key credentials are hashed under, shared by all who use this database. */
-export async function openRedisLog(url: string, caps: LogCaps, log: Log): Promise<{ runLog: RedisLog; key: Buffer }> {
+/** Opens the log on `url` (nothing else: no key is read from or written to Redis). */
+export async function openRedisLog(url: string, caps: LogCaps, log: Log, options: RedisLogOptions = {}): Promise<{ runLog: RedisLog }> {
   // Every command is written at once and in order (no auto-pipelining, which holds commands for a tick
   // and would let a MULTI overtake the XADDs issued before it): the log is kept in the order it was written.
   const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 2, connectTimeout: 5000 });
   redis.on("error", (e: Error) => log.warn({ err: e.message }, "redis: connection error"));
   try {
     await redis.connect();
-    await redis.set(`${P}key`, randomBytes(32).toString("base64"), "NX");
-    const key = await redis.get(`${P}key`);
-    if (key === null) throw new Error("the credential key vanished from Redis as it was written");
-    return { runLog: new RedisLog(redis, caps, log), key: Buffer.from(key, "base64") };
+    return { runLog: new RedisLog(redis, caps, log, options) };
   } catch (e) {
     // Else the client goes on reconnecting, and holds the process open, for a store nobody will use.
     redis.disconnect();
@@ -57,26 +68,42 @@ export async function openRedisLog(url: string, caps: LogCaps, log: Log): Promis
   }
 }
 
-export class RedisLog implements RunLog {
+export class RedisLog implements RunLog, CursorHost {
+  readonly tail: Tail;
   private readonly writing = new Map<string, Writing>();
+  private readonly cursors = new Set<RedisCursor>();
+  private readonly liveTtlMs: number;
+  private readonly beat: NodeJS.Timeout;
   private evicted = 0;
+  private held = 0;
 
+  /** Takes `redis` (its one connection for commands; the tail opens one more, the first time a cursor waits) and closes it on close(). */
   constructor(
-    private readonly redis: Redis,
-    private readonly caps: LogCaps,
-    private readonly log: Log,
-  ) {}
+    readonly redis: Redis,
+    private readonly caps: Pick<LogCaps, "retentionMs" | "maxRunBytes">,
+    readonly log: Log,
+    options: RedisLogOptions = {},
+  ) {
+    this.liveTtlMs = options.liveTtlMs ?? LIVE_TTL_MS;
+    this.tail = new Tail(redis, log);
+    // One timer for every run and cursor of the process, not one each.
+    this.beat = setInterval(() => this.heartbeat(), BEAT_MS);
+    this.beat.unref();
+  }
 
   async begin(run: string, start: RunStart): Promise<void> {
-    const w: Writing = { seq: 0, bytes: 0, beat: setInterval(() => this.beat(run), BEAT_MS) };
-    w.beat.unref();
-    this.writing.set(run, w);
+    const thread = threadKey(start.threadId, start.path);
+    // The prelude counts against the run's cap as its events do (log.ts, RunStart.prelude).
+    let bytes = 0;
+    for (const b of start.prelude) bytes += Buffer.byteLength(b, "utf8");
+    this.writing.set(run, { seq: 0, bytes, thread });
+    const ttl = this.liveTtlMs;
     await this.redis
       .multi()
       .hset(runKey(run, "meta"), "start", JSON.stringify(start))
-      .pexpire(runKey(run, "meta"), LIVE_TTL_MS)
-      .set(runKey(run, "owner"), "1", "PX", 3 * BEAT_MS)
-      .set(threadKey(start.threadId, start.path), run, "PX", LIVE_TTL_MS + this.caps.retentionMs)
+      .pexpire(runKey(run, "meta"), ttl)
+      .set(runKey(run, "owner"), "1", "PX", LAPSE_MS)
+      .set(thread, run, "PX", ttl)
       .exec();
   }
 
@@ -89,27 +116,36 @@ export class RedisLog implements RunLog {
     const key = runKey(run, "events");
     const first = w.seq + 1;
     w.seq += events.ends.length;
-    // One command for the whole part, issued in order on one connection, so Redis holds the parts in
-    // order; never awaited on the stream's path.
-    this.redis.xadd(key, "MAXLEN", "~", MAXLEN, `0-${first}`, "b", events.text, "e", events.ends.join(",")).catch((err: Error) => this.failed(run, err));
-    if (first === 1) this.redis.pexpire(key, LIVE_TTL_MS).catch((err: Error) => this.failed(run, err));
+    // One write for the whole part, issued in order on one connection, so Redis holds the parts in
+    // order; never awaited on the stream's path. The PEXPIREs ride with the XADD: an `events` key
+    // that lapsed and this XADD made again gets its TTL, and every write keeps the run's keys an
+    // hour from now (a run live for hours stays resumable).
+    const p = this.redis.pipeline().xadd(key, "MAXLEN", "~", MAXLEN, `0-${first}`, "b", events.text, "e", events.ends.join(","));
+    this.refresh(p, run, w).exec().then(
+      (r) => this.settled(run, r),
+      (err: Error) => this.failed(run, err),
+    );
   }
 
   end(run: string, reason: RunEnd): void {
     const w = this.writing.get(run);
     if (!w) return;
-    clearInterval(w.beat);
     this.writing.delete(run);
-    const ttl = this.caps.retentionMs;
+    const ttl = Math.max(1, this.caps.retentionMs);
     this.redis
       .multi()
       .xadd(runKey(run, "events"), `0-${w.seq + 1}`, "end", reason)
-      .hset(runKey(run, "meta"), "ended", reason, "events", String(w.seq))
       .pexpire(runKey(run, "events"), ttl)
+      .hset(runKey(run, "meta"), "ended", reason, "events", String(w.seq))
       .pexpire(runKey(run, "meta"), ttl)
+      // The thread's key may name a later run by now, whose owner sets it again within a beat.
+      .pexpire(w.thread, ttl)
       .del(runKey(run, "owner"))
       .exec()
-      .catch((err: Error) => this.failed(run, err));
+      .then(
+        (r) => this.settled(run, r),
+        (err: Error) => this.failed(run, err),
+      );
   }
 
   async find(run: string): Promise<RunInfo | undefined> {
@@ -141,92 +177,105 @@ export class RedisLog implements RunLog {
     return (await this.redis.get(threadKey(threadId, path))) ?? undefined;
   }
 
-  async follow(run: string, afterSeq: number, follower: Follower): Promise<() => void> {
-    const reader = randomUUID();
-    const readers = runKey(run, "readers");
-    const key = runKey(run, "events");
-    // A blocking read holds its connection: each follower reads on one of its own.
-    const tail = this.redis.duplicate();
-    let stopped = false;
-    const stop = () => {
-      if (stopped) return;
-      stopped = true;
-      clearInterval(beat);
-      tail.disconnect();
-      this.redis.zrem(readers, reader).catch(() => {});
-    };
-    const mark = () => this.redis.zadd(readers, Date.now() + 3 * BEAT_MS, reader).catch(() => 0);
-    const beat = setInterval(() => void mark(), BEAT_MS);
-    beat.unref();
-    // Not awaited: the read below goes after it on the same connection, so Redis counts the reader
-    // before it answers the read, and the first replayed event waits one round trip less (B20).
-    void mark();
-    // Delivers entries, the first from event `afterSeq + 1` on; true when one of them ended the run.
-    const deliver = (entries: [string, string[]][]): boolean => {
-      for (const [id, fields] of entries) {
-        const end = field(fields, "end");
-        if (end !== undefined) {
-          follower.end(end as RunEnd);
-          return true;
-        }
-        const part = partOf(fields);
-        const skip = afterSeq + 1 - firstOf(id);
-        if (skip < part.ends.length) follower.events(skip <= 0 ? part : after(part, skip));
-      }
-      return false;
-    };
-    const loop = async () => {
-      let last = `0-${afterSeq}`;
-      try {
-        // The part holding the event after `afterSeq`, and every part after it.
-        const holding = await this.redis.xrevrange(key, `0-${afterSeq + 1}`, "-", "COUNT", 1);
-        const held = holding[0] !== undefined && field(holding[0][1], "e") !== undefined ? holding[0][0] : undefined;
-        const first = await this.redis.xrange(key, held ?? `(${last}`, "+");
-        if (deliver(first)) return stop();
-        if (first.length > 0) last = (first[first.length - 1] as [string, string[]])[0];
-        while (!stopped) {
-          const got = (await tail.xread("BLOCK", BEAT_MS, "STREAMS", key, last)) as [string, [string, string[]][]][] | null;
-          if (stopped) return;
-          const entries = got?.[0]?.[1] ?? [];
-          if (deliver(entries)) return stop();
-          if (entries.length > 0) last = (entries[entries.length - 1] as [string, string[]])[0];
-          else if ((await this.redis.exists(runKey(run, "owner"))) === 0) {
-            // Nothing came for a beat and the writer's key lapsed: it died without ending the run.
-            const more = await this.redis.xrange(key, `(${last}`, "+");
-            if (deliver(more)) return stop();
-            follower.end("cancelled");
-            return stop();
-          }
-        }
-      } catch (e) {
-        if (stopped) return;
-        this.log.warn({ run, err: (e as Error).message }, "redis: a rejoin's read failed; ending it");
-        follower.end("cancelled");
-        stop();
-      }
-    };
-    void loop();
-    return stop;
+  open(run: string, afterSeq: number): Promise<Cursor> {
+    const cursor = new RedisCursor(this, run, afterSeq);
+    this.cursors.add(cursor);
+    // Not awaited: the cursor's first read goes after it on the same connection, so Redis counts the
+    // reader before it answers the read, and the first page waits one round trip less (B20).
+    this.markReaders(this.redis.pipeline(), run, [cursor])
+      .exec()
+      .catch(() => {});
+    return Promise.resolve(cursor);
+  }
+
+  /** A cursor closed (redis-cursor.ts): it no longer counts among its run's readers. */
+  closed(cursor: RedisCursor): void {
+    if (!this.cursors.delete(cursor)) return;
+    this.redis.zrem(runKey(cursor.run, "readers"), cursor.id).catch(() => {});
   }
 
   async readers(run: string): Promise<number> {
     return this.redis.zcount(runKey(run, "readers"), Date.now(), "+inf");
   }
 
+  hold(bytes: number): void {
+    this.held += bytes;
+  }
+
+  /**
+   * Nothing to shed: the events are in Redis, whose own `maxmemory` caps them, and the process holds
+   * only the writers' counts and the pages on their way to clients (hold), which are not its to drop.
+   */
+  shed(bytes: number): string[] {
+    void bytes;
+    return [];
+  }
+
   stats(): LogStats {
-    let bytes = 0;
+    let bytes = this.held;
     for (const w of this.writing.values()) bytes += w.bytes;
     return { runs: this.writing.size, bytes, evicted: this.evicted };
   }
 
   async close(): Promise<void> {
-    for (const w of this.writing.values()) clearInterval(w.beat);
+    clearInterval(this.beat);
     this.writing.clear();
+    for (const c of [...this.cursors]) c.close();
+    this.tail.close();
     await this.redis.quit().catch(() => {});
   }
 
-  private beat(run: string): void {
-    this.redis.set(runKey(run, "owner"), "1", "PX", 3 * BEAT_MS).catch((err: Error) => this.failed(run, err));
+  /** Sets a live run's keys to lapse `liveTtlMs` from now (its owner a few beats from now); `events` first, right behind an XADD. */
+  private refresh(p: ChainableCommander, run: string, w: Writing): ChainableCommander {
+    return p
+      .pexpire(runKey(run, "events"), this.liveTtlMs)
+      .pexpire(runKey(run, "meta"), this.liveTtlMs)
+      .pexpire(w.thread, this.liveTtlMs)
+      .set(runKey(run, "owner"), "1", "PX", LAPSE_MS);
+  }
+
+  /** Counts `cursors` (all of `run`) among the run's readers for a few beats; `readers` gets its TTL with every ZADD. */
+  private markReaders(p: ChainableCommander, run: string, cursors: readonly RedisCursor[]): ChainableCommander {
+    const key = runKey(run, "readers");
+    const until = Date.now() + LAPSE_MS;
+    const members: (string | number)[] = [];
+    for (const c of cursors) members.push(until, c.id);
+    // The set lapses with its last member: every member's score is at most `until`.
+    return p.zadd(key, ...members).pexpire(key, LAPSE_MS).zremrangebyscore(key, "-inf", Date.now());
+  }
+
+  /**
+   * Each beat, in one write: every live run's keys set again (a run quiet for an hour, a long tool
+   * call, stays resumable), every open cursor counted again among its run's readers, and the
+   * `owner` of every run a cursor waits on looked at: one that lapsed ends those cursors' reads.
+   */
+  private heartbeat(): void {
+    if (this.writing.size === 0 && this.cursors.size === 0) return;
+    const p = this.redis.pipeline();
+    for (const [run, w] of this.writing) this.refresh(p, run, w);
+    const byRun = new Map<string, RedisCursor[]>();
+    for (const c of this.cursors) {
+      const list = byRun.get(c.run);
+      if (list) list.push(c);
+      else byRun.set(c.run, [c]);
+    }
+    const watched: string[] = [];
+    for (const [run, list] of byRun) {
+      this.markReaders(p, run, list);
+      if (list.some((c) => c.waiting) && !this.writing.has(run)) watched.push(run);
+    }
+    for (const run of watched) p.exists(runKey(run, "owner"));
+    const checks = p.length - watched.length;
+    p.exec().then(
+      (results) => {
+        watched.forEach((run, i) => {
+          const [err, n] = results?.[checks + i] ?? [null, 1];
+          if (err || n !== 0) return;
+          for (const c of byRun.get(run) ?? []) c.lapsed();
+        });
+      },
+      (err: Error) => this.log.warn({ err: err.message }, "redis: a heartbeat failed"),
+    );
   }
 
   private drop(run: string, reason: RunEnd): void {
@@ -234,28 +283,13 @@ export class RedisLog implements RunLog {
     this.end(run, reason);
   }
 
+  /** A pipeline's or a transaction's replies: the first error in them is a failed write. */
+  private settled(run: string, results: [Error | null, unknown][] | null): void {
+    const err = results?.find(([e]) => e)?.[0];
+    if (err) this.failed(run, err);
+  }
+
   private failed(run: string, err: Error): void {
     this.log.warn({ run, err: err.message }, "redis: a write to the run log failed; the run may not be resumable");
   }
-}
-
-/** A field's value in a stream entry's flat [name, value, ...] list. */
-function field(fields: string[] | undefined, name: string): string | undefined {
-  if (!fields) return undefined;
-  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
-  return undefined;
-}
-
-/** The number of the first event of the part an entry id `0-<n>` holds. */
-const firstOf = (id: string): number => Number(id.slice(2));
-
-/** A part's entry as LoggedEvents. */
-function partOf(fields: string[]): LoggedEvents {
-  return { text: field(fields, "b") ?? "", ends: (field(fields, "e") ?? "").split(",").map(Number) };
-}
-
-/** A part less its first `skip` events. */
-function after(part: LoggedEvents, skip: number): LoggedEvents {
-  const from = part.ends[skip - 1] as number;
-  return { text: part.text.slice(from), ends: part.ends.slice(skip).map((e) => e - from) };
 }

@@ -6,7 +6,8 @@ import type { Log } from "../log.js";
  * The heap ceiling (protocol/README.md §7, `--max-heap`): when the heap's live
  * data nears the ceiling, the least recently used threads are evicted, the
  * same eviction as `--max-threads`, before V8 could run out; when threads are
- * not enough, the least recently used open streams (§14) go the same way.
+ * not enough, the least recently used runs of the run log (§16), then the
+ * least recently used open streams (§14) go the same way.
  *
  * The ceiling is ours, not V8's. V8's own limit (`--max-old-space-size`) can
  * only be set when the process starts: passed to the single binary it makes
@@ -27,6 +28,15 @@ export interface HeapProbe {
 export interface Sheddable {
   stateBytes(): number;
   /** Evicts least recently used ones whose bytes add up to `bytes`, the most recent kept; returns their ids. */
+  shed(bytes: number): string[];
+}
+
+/**
+ * What the ceiling needs of the run log (resume/log.ts's RunLog): the bytes it keeps, and a way to
+ * shed its least recently used runs (RunLog.shed).
+ */
+export interface SheddableLog {
+  stats(): { bytes: number };
   shed(bytes: number): string[];
 }
 
@@ -51,8 +61,10 @@ export class HeapCeiling {
     private readonly log: Log,
     /** Heap in use before any thread existed: what eviction cannot free. */
     private readonly floor = heap.used(),
-    /** The open streams, evicted once the threads are not enough (none: a store without streams). */
+    /** The open streams, evicted once the threads and the runs are not enough (none: a store without streams). */
     private readonly streams: Sheddable = NOTHING,
+    /** The run log (protocol/README.md §16), shed once the threads are not enough (none: no resume). */
+    private readonly runs: SheddableLog | undefined = undefined,
   ) {}
 
   /**
@@ -61,7 +73,9 @@ export class HeapCeiling {
    * "Figures behind choices in the source"). Above it:
    * a full collection, and if the live data is still above TARGET × ceiling,
    * evictions of the oldest threads sized by how many heap bytes a state
-   * byte has cost. Returns the ids evicted.
+   * byte has cost, then of the run log's oldest runs, then of the oldest open
+   * streams, each only for what the ones before could not free. Returns the
+   * ids evicted: threads', runs', streams'.
    */
   check(): string[] {
     this.checks++;
@@ -81,18 +95,34 @@ export class HeapCeiling {
     const streamBytes = this.streams.stateBytes();
     // Heap bytes per state byte, as threads and streams cost now (2 to 3 for typical JSON; never taken below 1).
     const perByte = Math.max(1, (live - this.floor) / Math.max(1, threadBytes + streamBytes));
-    const want = Math.ceil((live - TARGET * this.ceiling) / perByte);
-    const evicted = this.threads.shed(want);
-    // The streams only for what the threads could not give: a stream evicted mid-response is a response
-    // its middleware passes on unrepaired, where an evicted thread costs its server one openRun.
-    const left = want - (threadBytes - this.threads.stateBytes());
-    const streams = left > 0 && streamBytes > 0 ? this.streams.shed(left) : [];
-    const fields = { heapUsed: live, maxHeapBytes: this.ceiling, evicted: evicted.length, first: evicted[0], last: evicted[evicted.length - 1] };
-    if (streams.length) this.log.warn({ ...fields, streamsEvicted: streams.length, firstStream: streams[0], lastStream: streams[streams.length - 1] }, "the heap neared --max-heap: evicted the least recently used threads, then open streams");
-    else if (evicted.length) this.log.warn(fields, "the heap neared --max-heap: evicted the least recently used threads");
-    else this.log.warn(fields, "the heap neared --max-heap, and no thread or stream is left to evict but the most recent");
-    if (evicted.length || streams.length) this.heap.collect();
-    return [...evicted, ...streams];
+    // Heap bytes to free, whatever gives them.
+    let left = live - TARGET * this.ceiling;
+    const evicted = this.threads.shed(Math.ceil(left / perByte));
+    left -= (threadBytes - this.threads.stateBytes()) * perByte;
+    // Then the run log, for what the threads could not give, before the streams: an evicted run costs a
+    // client only if it is cut and rejoins within the retention, where a stream evicted mid-response is a
+    // response its middleware passes on unrepaired. A byte of the log is taken as a byte of heap: its
+    // sealed events are off the heap, so this frees at most what it says, and the next check sheds more.
+    // They are not in perByte for the same reason: they would make every thread byte look cheaper than it is.
+    const runBytes = this.runs?.stats().bytes ?? 0;
+    const runs = left > 0 && runBytes > 0 && this.runs ? this.runs.shed(Math.ceil(left)) : [];
+    if (runs.length) left -= runBytes - (this.runs?.stats().bytes ?? 0);
+    // The streams only for what the threads and runs could not give: an evicted thread costs its server one openRun.
+    const streams = left > 0 && streamBytes > 0 ? this.streams.shed(Math.ceil(left / perByte)) : [];
+    const fields = {
+      heapUsed: live,
+      maxHeapBytes: this.ceiling,
+      evicted: evicted.length,
+      first: evicted[0],
+      last: evicted[evicted.length - 1],
+      ...(runs.length ? { runsEvicted: runs.length, firstRun: runs[0], lastRun: runs[runs.length - 1] } : {}),
+      ...(streams.length ? { streamsEvicted: streams.length, firstStream: streams[0], lastStream: streams[streams.length - 1] } : {}),
+    };
+    const what = ["threads", ...(runs.length ? ["runs of the run log"] : []), ...(streams.length ? ["open streams"] : [])];
+    if (evicted.length || runs.length || streams.length) this.log.warn(fields, `the heap neared --max-heap: evicted the least recently used ${what.join(", then ")}`);
+    else this.log.warn(fields, "the heap neared --max-heap, and no thread, run or stream is left to evict but the most recent");
+    if (evicted.length || runs.length || streams.length) this.heap.collect();
+    return [...evicted, ...runs, ...streams];
   }
 }
 

@@ -27,6 +27,14 @@ interface Read {
   wake: (() => void) | undefined;
 }
 
+/** Resolves when `reading` settles or after a few microtasks, whichever is first: what a store in this process has at hand is there by then. */
+async function atHand(reading: Promise<void> | undefined): Promise<void> {
+  if (reading === undefined) return;
+  let settled = false;
+  void reading.then(() => void (settled = true));
+  for (let turn = 0; turn < 8 && !settled; turn++) await Promise.resolve();
+}
+
 /** The request a rejoinStream names: `request` as received, or the earlier form's members read into one. */
 function requestOf(p: P.RejoinStreamParams): { head: RequestHead; kind: RequestKind; threadId: unknown } | { missing: string } {
   if (p.request !== undefined) {
@@ -92,7 +100,10 @@ export class Rejoins {
     read.wake?.();
     this.ask(read);
     const waitMs = p.waitMs ?? READ_WAIT_MS;
-    if (read.ready !== undefined || waitMs === 0) return this.take(p.readId, read);
+    if (read.ready !== undefined) return this.take(p.readId, read);
+    // 0 answers with what the log has at hand: a page the store holds in this process arrives within a few
+    // microtasks (no timer, so it holds under fake timers too); one that must come from elsewhere waits for the next call.
+    if (waitMs === 0) return atHand(read.reading).then(() => (read.gone !== undefined ? err(unknownRead(p.readId, read.gone)) : this.take(p.readId, read)));
     return new Promise((done) => {
       const answer = () => {
         clearTimeout(timer);

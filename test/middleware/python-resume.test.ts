@@ -1,6 +1,6 @@
 import path from "node:path";
 import { HttpAgent } from "@ag-ui/client";
-import { afterEach, describe, expect } from "vitest";
+import { afterEach, describe, expect, vi } from "vitest";
 import { expectBrokenRejoins, pausingServer } from "../resume/broken-rejoin.js";
 import { expectOnlyRequester } from "../resume/refusals.js";
 import { runCollecting } from "../../scripts/harness/agui-client.js";
@@ -39,9 +39,13 @@ interface Server {
   port: number;
 }
 
-/** Starts uvicorn with the middleware (the kill registry ends it after the test) and reads its port. */
+/** Starts uvicorn with the middleware (the kill registry ends it after the test) and reads its port; `env` goes to its sidecar too. */
 async function startServer(...flags: string[]): Promise<Server> {
-  const child = start({ name: "uvicorn (middleware_server.py)", file: PYTHON, args: [SERVER, ...flags] }, [], { AGUI_STATE_BIN: BINARY, PYTHONDONTWRITEBYTECODE: "1" });
+  return startServerWith({}, ...flags);
+}
+
+async function startServerWith(env: Record<string, string>, ...flags: string[]): Promise<Server> {
+  const child = start({ name: "uvicorn (middleware_server.py)", file: PYTHON, args: [SERVER, ...flags] }, [], { AGUI_STATE_BIN: BINARY, PYTHONDONTWRITEBYTECODE: "1", ...env });
   await child.until(() => /listening on \d+\n/.test(child.stdout.toString("utf8")), "the server to listen", 30_000);
   const port = Number(/listening on (\d+)/.exec(child.stdout.toString("utf8"))?.[1]);
   return { child, url: `http://127.0.0.1:${port}`, port };
@@ -68,6 +72,9 @@ async function uninterrupted(server: Server, threadId: string, runId: string) {
   expect(await runCollecting(client, runId)).toEqual([]);
   return { state: client.state, messages: client.messages };
 }
+
+/** A credential (§16: by default the Authorization header): a run reloads only for the credential that started it. */
+const ALICE = { authorization: "Bearer alice" };
 
 /** A run read with the plain fetch: a page without the resume module, or one closed mid-run. */
 async function readAll(url: string, body: string, headers: Record<string, string> = {}): Promise<string> {
@@ -173,15 +180,19 @@ describe("a dropped stream continues where it stopped (Python middleware under u
     const relay = await relayTo([{ boundary: 2, extra: 0 }], server);
     void relay.cut().then(() => resume(server, "d"));
     // The first page's request is cut and does not resume: the page was closed.
-    await expect(readAll(`${relay.url}/agent?pause=d`, input("t4", "r1", CLIENT_KEYS))).rejects.toThrow();
-    // The reloaded page knows only its thread.
-    const reloaded = new ResumableHttpAgent({ url: `${server.url}/agent`, threadId: "t4", initialState: {} });
+    await expect(readAll(`${relay.url}/agent?pause=d`, input("t4", "r1", CLIENT_KEYS), ALICE)).rejects.toThrow();
+    // Without the credential the run started with: nothing to reload (204), and the app is not called.
+    const anonymous = await fetch(`${server.url}/agent/connect`, { method: "POST", headers: { "content-type": "application/json" }, body: input("t4", "r1") });
+    expect(anonymous.status).toBe(204);
+    expect(await anonymous.text()).toBe("");
+    // The reloaded page knows only its thread, and presents its credential.
+    const reloaded = new ResumableHttpAgent({ url: `${server.url}/agent`, threadId: "t4", initialState: {}, headers: ALICE });
     await reloaded.connectAgent();
     expect(await hits(server)).toBe(2);
     expect(reloaded.state).toEqual(expected.state);
     expect(reloaded.messages).toEqual(expected.messages);
     // A thread with no run: 204, and the app is not called.
-    const none = await fetch(`${server.url}/agent/connect`, { method: "POST", headers: { "content-type": "application/json" }, body: input("nobody", "r1") });
+    const none = await fetch(`${server.url}/agent/connect`, { method: "POST", headers: { "content-type": "application/json", ...ALICE }, body: input("nobody", "r1") });
     expect(none.status).toBe(204);
     expect(await none.text()).toBe("");
     expect(await hits(server)).toBe(2);
@@ -224,9 +235,39 @@ describe("only the requester rejoins (Python middleware)", () => {
   }, 120_000);
 });
 
+describe("a run whose app raised (Python middleware under uvicorn)", () => {
+  test("fails on the client at once: the run and one rejoin reach the server, the rejoin answered 410, then the client errs", async () => {
+    const server = await startServer();
+    // The agent writes three events, then raises: uvicorn closes the connection with the answer unended.
+    const statuses: number[] = [];
+    const counting = async (url: string, init: RequestInit): Promise<Response> => {
+      const res = await fetch(url, init);
+      statuses.push(res.status);
+      return res;
+    };
+    const client = new ResumableHttpAgent({ url: `${server.url}/agent?raise=3`, threadId: "t10", initialState: {}, resume: { backoffMs: 1, fetch: counting } });
+    // @ag-ui/client 1.0.0 (runHttpRequest) cancels the failed body's reader and rethrows what that cancel
+    // rejects with (the body's error) from a promise nobody holds: an unhandled rejection of the library's,
+    // after the run already failed. Here a cancel of an errored reader resolves, for this test only.
+    const cancel = ReadableStreamDefaultReader.prototype.cancel;
+    const handled = vi.spyOn(ReadableStreamDefaultReader.prototype, "cancel").mockImplementation(function (this: ReadableStreamDefaultReader, reason?: unknown) {
+      return cancel.call(this, reason).catch(() => undefined);
+    });
+    try {
+      await expect(runCollecting(client, "r1")).rejects.toThrow();
+    } finally {
+      handled.mockRestore();
+    }
+    expect(Number(await (await fetch(`${server.url}/requests`)).json()), "the run and one rejoin, not dozens").toBe(2);
+    expect(statuses).toEqual([200, 410]);
+    expect(await hits(server)).toBe(1);
+  }, 120_000);
+});
+
 describe("a rejoin cut short (Python middleware under uvicorn)", () => {
   test("a rejoin whose run is evicted mid-answer breaks off, one whose client leaves ends: one line of the middleware's each, no traceback, and uvicorn goes on serving", async () => {
-    const server = await startServer("--log-bytes", "1K", "--verbose");
+    // 1.5 KiB: the filler run (about 1.3 KiB with its prelude) fits alone, and evicts the paused one.
+    const server = await startServer("--log-bytes", "1536", "--verbose");
     await expectBrokenRejoins(
       pausingServer(server.url, server.child),
       { evicted: /^WARNING agui_state\.asgi: \/agent: the rejoin's answer ended early: the run ended evicted$/m, left: /^INFO agui_state\.asgi: \/agent: the rejoin's answer ended early: the client left$/m },
@@ -238,12 +279,14 @@ describe("a rejoin cut short (Python middleware under uvicorn)", () => {
 describe("resume across uvicorn servers (Redis)", () => {
   redis.test("two uvicorn servers share a Redis: the relay's rejoin reaches the other one, which serves it from the log without calling its app", async () => {
     const store = await startRedis();
-    const a = await startServer("--store", store.url);
-    const b = await startServer("--store", store.url);
+    // One secret for both (§16): a credentialed run is then reloaded through either; rejoins by id need none.
+    const secret = { AGUI_STATE_SECRET: "a-test-secret-of-at-least-32-bytes-for-both" };
+    const a = await startServerWith(secret, "--store", store.url);
+    const b = await startServerWith(secret, "--store", store.url);
     const expected = await uninterrupted(a, "u5", "r1");
     const relay = await relayTo([{ boundary: 2, extra: 5 }], a, b);
     void relay.cut().then(() => resume(a, "f"));
-    const client = new ResumableHttpAgent({ url: `${relay.url}/agent?pause=f`, threadId: "t5", initialState: structuredClone(CLIENT_KEYS), resume: { backoffMs: 1 } });
+    const client = new ResumableHttpAgent({ url: `${relay.url}/agent?pause=f`, threadId: "t5", initialState: structuredClone(CLIENT_KEYS), headers: ALICE, resume: { backoffMs: 1 } });
     expect(await runCollecting(client, "r1")).toEqual([]);
     expect(relay.connections).toBe(2);
     expect(await hits(a)).toBe(2); // the uninterrupted run, and this one
@@ -252,7 +295,7 @@ describe("resume across uvicorn servers (Redis)", () => {
     expect(client.messages).toEqual(expected.messages);
 
     // A reload on b, of a run a executed.
-    const reloaded = new ResumableHttpAgent({ url: `${b.url}/agent`, threadId: "t5", initialState: {} });
+    const reloaded = new ResumableHttpAgent({ url: `${b.url}/agent`, threadId: "t5", initialState: {}, headers: ALICE });
     await reloaded.connectAgent();
     expect(reloaded.state).toEqual(expected.state);
     expect(reloaded.messages).toEqual(expected.messages);

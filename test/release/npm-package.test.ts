@@ -15,7 +15,7 @@ import { itRunsAsInstalled, runInstalled, setUp, withoutNpm } from "./steps.js";
  * checkout, it could not borrow anything from node_modules/ here.
  */
 const pkg = JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8")) as { name: string; version: string };
-const EXPECTED_FILES = ["CHANGELOG.md", "LICENSE", "README.md", "dist/agui-state.cjs", "package.json", "protocol/openrpc.json", ...["agent.d.ts", "fetch.d.ts", "fetch.js", "index.d.ts", "index.js", "resumable-fetch.d.ts"].map((f) => `dist/resume/${f}`)];
+const EXPECTED_FILES = ["CHANGELOG.md", "LICENSE", "README.md", "dist/agui-state.cjs", "package.json", "protocol/openrpc.json", ...["agent.d.ts", "announce.d.ts", "fetch.d.ts", "fetch.js", "index.d.ts", "index.js", "resumable-fetch.d.ts", "sse-blocks.d.ts"].map((f) => `dist/resume/${f}`)];
 /** The browser module's shared code, split out by esbuild under a name with its hash. */
 const CHUNK = /^package\/dist\/resume\/chunks\/chunk-[A-Z0-9]+\.js$/;
 const MAX_BYTES = 2 * 1024 * 1024;

@@ -42,8 +42,8 @@ const input = (threadId: string, state: Record<string, unknown> = {}): string =>
  * (HttpAgent itself, when its body fails, rethrows the failure from its reader's cancel() as an
  * unhandled rejection: @ag-ui/client 1.0.0, runHttpRequest.)
  */
-async function readAll(url: string, threadId: string, state: Record<string, unknown> = {}): Promise<string> {
-  const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json", accept: "text/event-stream" }, body: input(threadId, state) });
+async function readAll(url: string, threadId: string, state: Record<string, unknown> = {}, headers: Record<string, string> = {}): Promise<string> {
+  const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json", accept: "text/event-stream", ...headers }, body: input(threadId, state) });
   return res.text();
 }
 
@@ -143,10 +143,12 @@ describe("a dropped stream continues where it stopped (memory store)", () => {
     const relay = await Relay.start([{ boundary: 3, extra: 0 }], () => portOf(proxy.url));
     closers.push(() => relay.close());
     void agent.paused().then(() => agent.go());
-    // The first page's request is cut and does not resume: the page was closed.
-    await expect(readAll(`${relay.url}/agent`, "t3", initialState)).rejects.toThrow();
-    // The reloaded page knows only its thread.
-    const reloaded = new ResumableHttpAgent({ url: `${proxy.url}/agent`, threadId: "t3", initialState: {} });
+    // The first page's request is cut and does not resume: the page was closed. Its user is signed in:
+    // a reload needs the credential the run started with (§16; an anonymous run is never reloaded).
+    const signedIn = { authorization: "Bearer alice" };
+    await expect(readAll(`${relay.url}/agent`, "t3", initialState, signedIn)).rejects.toThrow();
+    // The reloaded page knows only its thread, and its user.
+    const reloaded = new ResumableHttpAgent({ url: `${proxy.url}/agent`, threadId: "t3", initialState: {}, headers: signedIn });
     await reloaded.connectAgent();
     expect(upstream.seen).toHaveLength(1);
     expect(reloaded.state).toEqual(expected.state);

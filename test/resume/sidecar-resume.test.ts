@@ -1,3 +1,6 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { Peer } from "../../scripts/harness/peer.js";
 import { redis, startRedis } from "../../scripts/harness/redis.js";
@@ -66,7 +69,7 @@ describe("resume through the sidecar's stream methods, in memory", () => {
     expect(blocks(sent).map(idOf)).toEqual([expect.stringMatching(`^${run as string}\\.1\\.`), expect.stringMatching(`^${run as string}\\.2\\.`), expect.stringMatching(`^${run as string}\\.3\\.`)]);
     expect(bare(sent)).toBe(EVENTS.slice(0, 3).join(""));
     const { readId, status, headers } = await p.ok("rejoinStream", { ...ASK, lastEventId: idOf(blocks(sent)[0] as string) });
-    expect({ status, headers }).toEqual({ status: 200, headers: { "content-type": "text/event-stream" } });
+    expect({ status, headers }).toEqual({ status: 200, headers: { "content-type": "text/event-stream", "ag-ui-resumable": "true" } });
     expect(await readEvents(p, readId as string, 2)).toBe(blocks(sent).slice(1).join(""));
     const tail = (await p.ok("fixStream", { streamId, text: EVENTS.slice(3).join("") }))["text"] as string;
     const closed = await p.ok("closeStream", { streamId });
@@ -119,8 +122,11 @@ describe("resume through two sidecars sharing a real redis-server", () => {
   redis.test("a run written by one sidecar is rejoined, reloaded and refused through the other, exactly", async () => {
     // Ended by the harness's kill registry after the test.
     const store = await startRedis();
-    const a = sidecar(["--store", store.url]);
-    const b = sidecar(["--store", store.url]);
+    // Both replicas key credentials by the same secret (§16), as an operator runs them; the key is never in Redis.
+    const secret = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "agui-secret-")), "secret");
+    fs.writeFileSync(secret, "a secret of more than thirty-two bytes, shared by replicas\n");
+    const a = sidecar(["--store", store.url, "--secret-file", secret]);
+    const b = sidecar(["--store", store.url, "--secret-file", secret]);
     const { streamId, run } = await a.ok("openStream", { state: { n: 0 }, resume: RESUME });
     const sent = (await a.ok("fixStream", { streamId, text: EVENTS.slice(0, 3).join("") }))["text"] as string;
     const ids = blocks(sent).map(idOf);
@@ -146,7 +152,7 @@ describe("resume through two sidecars sharing a real redis-server", () => {
     expect(r).toBe(run);
     for (const ask of [
       { ...ASK, authorization: "Bearer b", lastEventId: ids[0] },
-      { ...ASK, cookie: "s=2", lastEventId: ids[0] },
+      { threadId: "t1", path: "/agent", cookie: "s=1", lastEventId: ids[0] },
       { ...ASK, threadId: "t2", lastEventId: ids[0] },
       { ...ASK, lastEventId: `${r}.${seq}.AAAAAAAAAAA` },
       { ...ASK, lastEventId: `${r}.2.${nonce}` },

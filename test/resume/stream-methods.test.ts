@@ -48,6 +48,7 @@ function started(svc: StreamService, n: number, resume: ResumeRun = RESUME) {
   return { streamId, run, text };
 }
 
+/** Every page a read has at hand, until the run's end or until nothing more is there yet (readRejoin with waitMs 0). */
 async function readAll(svc: StreamService, readId: string): Promise<{ text: string; end: string | undefined }> {
   let text = "";
   for (;;) {
@@ -57,6 +58,9 @@ async function readAll(svc: StreamService, readId: string): Promise<{ text: stri
     if (r.text === "") return { text, end: undefined };
   }
 }
+
+/** The headers every rejoin of these runs is answered with: the run's own (the default), and the announcement (§16). */
+const REJOIN_HEADERS = { "content-type": "text/event-stream", "ag-ui-resumable": "true" };
 
 describe("openStream with resume", () => {
   it("files the stream as a run: every event gets an id line first, and the text is otherwise the repaired text", () => {
@@ -90,7 +94,7 @@ describe("rejoinStream and readRejoin", () => {
     const { streamId, text } = started(svc, 3);
     const last = idOf(blocks(text)[1] as string) as string;
     const { readId, status, headers } = value(await svc.rejoins.rejoinStream({ threadId: "t1", path: "/agent", authorization: "Bearer a", cookie: "s=1", lastEventId: last }));
-    expect({ readId, status, headers }).toEqual({ readId: "r1", status: 200, headers: { "content-type": "text/event-stream" } });
+    expect({ readId, status, headers }).toEqual({ readId: "r1", status: 200, headers: REJOIN_HEADERS });
     const first = await readAll(svc, readId);
     expect(first).toEqual({ text: blocks(text)[2], end: undefined });
     // A read that waits is answered by the next event the stream writes.
@@ -99,8 +103,8 @@ describe("rejoinStream and readRejoin", () => {
     const more = value(svc.fixStream({ streamId, text: EVENTS.slice(3, 5).map(sse).join("") })).text;
     expect(value(await waiting)).toEqual({ text: more, done: false });
     const end = value(svc.closeStream({ streamId }));
-    const rest = value(await svc.rejoins.readRejoin({ readId, waitMs: 0 }));
-    expect(rest).toEqual({ text: end.text, done: true, end: "finished" });
+    // The last page, then the end: `done` comes once every event was handed over.
+    expect(await readAll(svc, readId)).toEqual({ text: end.text, end: "finished" });
     // A done read is closed.
     expect(failure(await svc.rejoins.readRejoin({ readId })).data).toEqual({ code: "UNKNOWN_READ", readId, reason: "closed" });
   });
@@ -117,7 +121,7 @@ describe("rejoinStream and readRejoin", () => {
     expect(await readAll(svc, readId)).toEqual({ text, end: "finished" });
     expect(blocks(text).map((b) => idOf(b)?.split(".")[1])).toEqual(["1", "2", "3", "4", "5", "6"]);
     const forged = `${id.slice(0, -1)}${id.endsWith("A") ? "B" : "A"}`;
-    expect(failure(await svc.rejoins.rejoinStream({ threadId: "t1", path: "/agent", authorization: "Bearer a", cookie: "s=1", lastEventId: forged })).data).toEqual({ code: "RESUME_UNKNOWN", status: 410 });
+    expect(failure(await svc.rejoins.rejoinStream({ threadId: "t1", path: "/agent", authorization: "Bearer a", cookie: "s=1", lastEventId: forged })).data).toMatchObject({ code: "RESUME_UNKNOWN", status: 410 });
     // Without resume, no opening.
     expect(value(svc.openStream({ state: { n: 0 } }))).toEqual({ streamId: "s2" });
   });
@@ -140,7 +144,7 @@ describe("rejoinStream and readRejoin", () => {
     const ask = { threadId: "t1", path: "/agent", authorization: "Bearer a", cookie: "s=1" };
     const asks = [
       { ...ask, authorization: "Bearer b", lastEventId: id },
-      { threadId: "t1", path: "/agent", authorization: "Bearer a", lastEventId: id },
+      { threadId: "t1", path: "/agent", cookie: "s=1", lastEventId: id },
       { ...ask, threadId: "t2", lastEventId: id },
       { ...ask, path: "/other", lastEventId: id },
       { ...ask, lastEventId: `${run}.${seq}.AAAAAAAAAAA` },
@@ -150,10 +154,10 @@ describe("rejoinStream and readRejoin", () => {
     ];
     for (const a of asks) {
       const e = failure(await svc.rejoins.rejoinStream(a));
-      expect({ kind: e.kind, data: e.data }, JSON.stringify(a)).toEqual({ kind: "ResumeUnknown", data: { code: "RESUME_UNKNOWN", status: 410 } });
+      expect({ kind: e.kind, data: e.data }, JSON.stringify(a)).toMatchObject({ kind: "ResumeUnknown", data: { code: "RESUME_UNKNOWN", status: 410 } });
     }
     for (const a of [{ ...ask, authorization: "Bearer b" }, { ...ask, threadId: "t2" }, { ...ask, path: "/other" }]) {
-      expect(failure(await svc.rejoins.rejoinStream(a)).data, JSON.stringify(a)).toEqual({ code: "RESUME_UNKNOWN", status: 204 });
+      expect(failure(await svc.rejoins.rejoinStream(a)).data, JSON.stringify(a)).toEqual({ code: "RESUME_UNKNOWN", status: 204, headers: {}, body: "" });
     }
     // The right ask still works: the refusals above are not a broken lookup.
     expect(value(await svc.rejoins.rejoinStream({ ...ask, lastEventId: id })).status).toBe(200);

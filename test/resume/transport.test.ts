@@ -11,7 +11,7 @@ type Reply = { id: number; result?: Record<string, unknown>; error?: { code: num
 
 const RS = 'data: {"type":"RUN_STARTED","threadId":"t1","runId":"r1"}\n\n';
 const TM = 'data: {"type":"TEXT_MESSAGE_START","messageId":"a1","role":"assistant"}\n\n';
-const resume = { threadId: "t1", path: "/agent", cookie: "s=1" };
+const resume = { threadId: "t1", path: "/agent", authorization: "Bearer s1" };
 
 /** A paired server with one resumable stream (s1) fed RUN_STARTED, and a reload's read of it (r1) that has read everything so far. */
 async function withRead() {
@@ -19,7 +19,7 @@ async function withRead() {
   p.input.write(requestLine(1, "openStream", { resume }));
   p.input.write(requestLine(2, "fixStream", { streamId: "s1", text: RS }));
   await p.lines(2);
-  p.input.write(requestLine(3, "rejoinStream", { threadId: "t1", path: "/agent", cookie: "s=1" }));
+  p.input.write(requestLine(3, "rejoinStream", { threadId: "t1", path: "/agent", authorization: "Bearer s1" }));
   await p.lines(3);
   p.input.write(requestLine(4, "readRejoin", { readId: "r1", waitMs: 0 }));
   const lines = (await p.lines(4)) as Reply[];
@@ -48,7 +48,7 @@ describe("methods that answer later", () => {
 
   it("a batch with a member that answers later is one array, in order, once all have answered", async () => {
     const p = await withRead();
-    p.input.write(JSON.stringify([{ jsonrpc: "2.0", id: 5, method: "rejoinStream", params: { threadId: "t1", path: "/agent", cookie: "s=1" } }, { jsonrpc: "2.0", id: 6, method: "stats", params: {} }, { jsonrpc: "2.0", method: "stats" }]) + "\n");
+    p.input.write(JSON.stringify([{ jsonrpc: "2.0", id: 5, method: "rejoinStream", params: { threadId: "t1", path: "/agent", authorization: "Bearer s1" } }, { jsonrpc: "2.0", id: 6, method: "stats", params: {} }, { jsonrpc: "2.0", method: "stats" }]) + "\n");
     const lines = await p.lines(5);
     const batch = lines[4] as Reply[];
     expect(batch.map((r) => r.id)).toEqual([5, 6]);

@@ -1,6 +1,7 @@
 import pino from "pino";
 import { describe, expect, it } from "vitest";
 import { COOL_DOWN, effectiveCeiling, HeapCeiling, HIGH, TARGET, v8Heap, type HeapProbe } from "../../src/runtime/heap-ceiling.js";
+import { MemoryLog } from "../../src/resume/memory-log.js";
 import { StateService } from "../../src/service/state-service.js";
 import { StreamService } from "../../src/service/stream-service.js";
 import { LOADED_PIPELINE } from "../../scripts/harness/paired.js";
@@ -118,6 +119,53 @@ describe("HeapCeiling", () => {
     expect(ok(streams.fixStream({ streamId: "s20", text: "" })).text).toBe("");
     expect(streams.stats()).toMatchObject({ streams: 20 - gone.length, streamsEvicted: gone.length });
     expect(logged).toEqual([{ msg: "the heap neared --max-heap: evicted the least recently used threads, then open streams", fields: expect.objectContaining({ evicted: 1, streamsEvicted: gone.length, firstStream: "s2" }) as unknown }]);
+  });
+
+  /** Threads, runs of a memory run log (one of `runBytes` each, by its prelude) and open streams, all over HIGH of 64 MB together. */
+  async function withRuns(runs: number, streamCount: number) {
+    const service = setup(2);
+    const runLog = new MemoryLog({ retentionMs: 1000, maxRunBytes: 1e9, maxTotalBytes: 1e10 }, () => 0);
+    for (let i = 0; i < runs; i++) await runLog.begin(`r${i}`, { threadId: `t${i}`, path: "/agent", credential: "", status: 200, headers: {}, prelude: ["p".repeat(1_000_000)], opening: `r${i}.0.x` });
+    const streams = new StreamService({ limits: { maxStreams: 100 }, pipeline: LOADED_PIPELINE });
+    const ids = Array.from({ length: streamCount }, (_, i) => ok(streams.openStream({ state: { blob: "y".repeat(1_000_000), i } })).streamId);
+    // Threads and streams cost 3 heap bytes a byte; the run log 1 (at most, in the process: its sealed events are off the heap).
+    const heap = { used: () => 4 * MB + 3 * (service.stateBytes() + streams.stateBytes()) + runLog.stats().bytes, collect: () => true };
+    const logged: { msg: string; fields: Record<string, unknown> }[] = [];
+    const log = { warn: (fields: Record<string, unknown>, msg: string) => void logged.push({ msg, fields }) } as unknown as typeof silent;
+    const ceiling = new HeapCeiling(64 * MB, heap, service, log, 4 * MB, streams, runLog);
+    expect(heap.used()).toBeGreaterThan(HIGH * 64 * MB);
+    return { runLog, streams, ids, heap, logged, ceiling };
+  }
+
+  it("sheds the run log's least recently used runs once the threads are not enough, before any open stream", async () => {
+    const { runLog, streams, heap, logged, ceiling } = await withRuns(45, 5);
+    const evicted = ceiling.check();
+    expect(evicted[0]).toBe("t0");
+    const runs = evicted.slice(1);
+    expect(runs.length).toBeGreaterThan(10);
+    expect(runs).toEqual(runs.map((_, i) => `r${i}`));
+    // Nothing more to do at the next check, and every stream kept.
+    expect(heap.used()).toBeLessThan(HIGH * 64 * MB);
+    expect(streams.stats()).toMatchObject({ streams: 5, streamsEvicted: 0 });
+    expect(runLog.stats()).toMatchObject({ runs: 45 - runs.length, evicted: runs.length });
+    expect(await runLog.find("r0")).toBeUndefined();
+    expect(await runLog.find("r44")).toBeDefined();
+    expect(logged).toEqual([{ msg: "the heap neared --max-heap: evicted the least recently used threads, then runs of the run log", fields: expect.objectContaining({ evicted: 1, runsEvicted: runs.length, firstRun: "r0" }) as unknown }]);
+  });
+
+  it("sheds open streams only for what the threads and the runs could not give", async () => {
+    const { runLog, heap, logged, ceiling } = await withRuns(5, 20);
+    const evicted = ceiling.check();
+    // The most recent run is kept, as the most recent thread and stream are.
+    expect(evicted.slice(0, 5)).toEqual(["t0", "r0", "r1", "r2", "r3"]);
+    const gone = evicted.slice(5);
+    expect(gone.length).toBeGreaterThan(0);
+    expect(gone).toEqual(gone.map((_, i) => `s${i + 1}`));
+    // Near TARGET: the run log's heap, counted in the heap per thread and stream byte, makes that a little dear.
+    expect(heap.used()).toBeLessThan(HIGH * 64 * MB);
+    expect(heap.used()).toBeLessThan((TARGET + 0.02) * 64 * MB);
+    expect(runLog.stats().runs).toBe(1);
+    expect(logged).toEqual([{ msg: "the heap neared --max-heap: evicted the least recently used threads, then runs of the run log, then open streams", fields: expect.objectContaining({ runsEvicted: 4, streamsEvicted: gone.length }) as unknown }]);
   });
 
   it("weighs an open stream by its mirror and by the unfinished event it holds", () => {

@@ -236,13 +236,14 @@ class Methods(Generic[R]):
     def open_stream(self, *, state: Optional[Dict[str, JSON]] = None, own: Optional[Iterable[str]] = None,
                     snapshots: Optional[str] = None, join_keys: bool = False, framing: Optional[str] = None,
                     resume: Optional[Dict[str, JSON]] = None) -> R:
-        """openStream: {streamId, run?, opening?}. `state` is the client's baseline (RunAgentInput.state); own, snapshots
-        ("pass" or "delta") and join_keys are `fix --own`, `--snapshots`, `--join-keys`; framing is "sse" or
-        "ndjson" (None: told apart from the first line). `resume` ({threadId, path, authorization?, cookie?,
-        messages?, headers?}, protocol/README.md §16) files the stream as a resumable run: every event of
-        the returned text then carries an `id:` line and goes into the run log, and the result has `run` and
-        `opening`, the id block to write to the client first, before any text (so that a client cut before
-        the first event holds an id to rejoin from)."""
+        """openStream: {streamId, run?, opening?, headers?}. `state` is the client's baseline (RunAgentInput.state);
+        own, snapshots ("pass" or "delta") and join_keys are `fix --own`, `--snapshots`, `--join-keys`; framing is
+        "sse" or "ndjson" (None: told apart from the first line). `resume` ({threadId?, messages?, path,
+        requestHeaders, responseHeaders}: the request's and the response's header pairs as the server has them,
+        protocol/README.md §16) files the stream as a resumable run: every event of the returned text then
+        carries an `id:` line and goes into the run log, and the result has `run`, `opening`, the id block to
+        write to the client first, before any text (so that a client cut before the first event holds an id to
+        rejoin from), and `headers`, to add to the response's head (the announcement, `ag-ui-resumable`)."""
         own = _optional_sequence("open_stream", "own", own, "str")
         return self.call("openStream", _params(state=state, own=own, snapshots=snapshots,
                                                join_keys=join_keys or None, framing=framing, resume=resume))
@@ -271,18 +272,33 @@ class Methods(Generic[R]):
         a reply says `cancel`. graceMs 0: not resumable, cancel now. UnknownStreamError for an unknown id."""
         return self.call("detachStream", {"streamId": stream_id})
 
-    def rejoin_stream(self, thread_id: str, path: str, *, authorization: Optional[str] = None,
-                      cookie: Optional[str] = None, last_event_id: Optional[str] = None) -> R:
-        """rejoinStream: {readId, status, headers}, the read of a run to answer a rejoin with (status and
-        headers are the run's own). With `last_event_id` (the Last-Event-ID header): the events after it,
-        then the tail; without it, a reload (POST <path>/connect): the thread's latest run at `path` from
-        RUN_STARTED. Raises ResumeUnknownError (`.status` 410 or 204) when there is nothing to rejoin."""
-        return self.call("rejoinStream", _params(thread_id=thread_id, path=path, authorization=authorization,
-                                                 cookie=cookie, last_event_id=last_event_id))
+    def classify_request(self, method: str, path: str, headers: Iterable[Sequence[str]]) -> R:
+        """classifyRequest: {kind}, what a request a middleware received is (protocol/README.md §16): "rejoin"
+        (answer it with rejoin_stream), "reload" (the same) or "forward" (the app's). `headers` are the
+        request's header pairs, [name, value] as received (any case, repeats kept)."""
+        pairs = [list(p) for p in _sequence("classify_request", "headers", headers, "name and value pairs")]
+        return self.call("classifyRequest", {"method": method, "path": path, "headers": pairs})
+
+    def rejoin_stream(self, request: Optional[Dict[str, JSON]] = None, *, thread_id: Optional[str] = None,
+                      path: Optional[str] = None, authorization: Optional[str] = None, cookie: Optional[str] = None,
+                      last_event_id: Optional[str] = None) -> R:
+        """rejoinStream: {readId, status, headers}, the read of a run to answer a rejoin or a reload with: the
+        status and headers to answer with (the run's own, with the announcement), then read_rejoin's text.
+        `request` ({method, path, headers, body}: the request as received, its header pairs and its body as
+        text) is what a middleware passes: the sidecar tells a rejoin (Last-Event-ID: the events after it,
+        then the tail) from a reload (POST <path>/connect: the thread's latest run from RUN_STARTED) and
+        checks who asks. (The keywords are the earlier form, by the same rules: the body's threadId, the agent
+        path, the Authorization and Cookie headers, the Last-Event-ID.)
+        Raises ResumeUnknownError when there is nothing to rejoin: its `.status`, `.headers` and `.body` are
+        the answer to write."""
+        return self.call("rejoinStream", _params(request=request, thread_id=thread_id, path=path,
+                                                 authorization=authorization, cookie=cookie,
+                                                 last_event_id=last_event_id))
 
     def read_rejoin(self, read_id: str, *, wait_ms: Optional[int] = None) -> R:
-        """readRejoin: {text, done, end?}: the run's next events as SSE with their ids, written to the client
-        as they are; answers once there is one, the run ended, or wait_ms passed (default 1000). With done,
+        """readRejoin: {text, done, end?}: the run's next events as SSE with their ids (one page at most),
+        written to the client as they are; answers once there is one, the run ended, or wait_ms passed (left
+        out: the sidecar's default, what a middleware passes). With done,
         `end` is "finished" (end the response) or "cancelled", "evicted", "unresumable" (break it off).
         Raises UnknownReadError for an unknown read. The client's reply timeout is lengthened by the wait."""
         limit: Optional[float] = getattr(self, "timeout", None)

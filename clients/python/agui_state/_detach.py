@@ -1,11 +1,13 @@
-"""Resume in agui_state.asgi, the detach side (protocol/README.md §16): a response whose client left mid-run
-goes on into the sidecar's run log for the grace period, and its app is cancelled once the sidecar says
-nobody rejoined. A part of FixedBody (_fixing.py), which holds the state these methods use."""
+"""Resume in agui_state.asgi, the run side (protocol/README.md §16): a response filed as a run, whose client,
+if it leaves mid-run, leaves it going on into the sidecar's run log for the grace period, its app cancelled
+once the sidecar says nobody rejoined; and whose app, if it raises, has what it wrote go out first. A part of
+FixedBody (_fixing.py), which holds the state these methods use."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Dict
 
+from ._errors import InvalidParamsError
 from ._sidecar import log
 
 __all__ = ["Detach", "RunCancelled"]
@@ -16,9 +18,9 @@ class RunCancelled(Exception):
 
 
 class Detach:
-    """FixedBody's resume methods: `send_opening` after the response's head; `client_left` (from the disconnect,
-    or a write that failed), then, in the stream's pump, `_detach`, `_wait_or_poll` while the app is silent,
-    and `_cancel_run`."""
+    """FixedBody's resume methods: `_open` (openStream, with `resume`), `send_opening` after the response's head,
+    `settle` when the app raised; `client_left` (from the disconnect, or a write that failed), then, in the
+    stream's pump, `_detach`, `_wait_or_poll` while the app is silent, and `_cancel_run`."""
 
     # FixedBody's, set in its __init__ (see there); so are abandon, raw, _fix, _gone and _close_later.
     run: Any
@@ -36,6 +38,42 @@ class Detach:
     path: str
     send: Any
     opening_block: Any
+    idle: asyncio.Event
+    pump: "asyncio.Task[None]"
+    resume: Any
+    state: Any
+    framing: str
+    policy: Any
+
+    async def _open(self) -> Dict[str, Any]:
+        """openStream, with `resume`; one the sidecar refuses (a sidecar older than §16) is left out, with a
+        warning, and the stream is repaired without it."""
+        try:
+            opened: Dict[str, Any] = await self.client.open_stream(state=self.state, framing=self.framing,
+                                                                   resume=self.resume, **self.policy)
+            return opened
+        except InvalidParamsError as e:
+            if self.resume is None or not str((e.data or {}).get("field", "")).startswith("/resume"):
+                raise
+            log.warning("%s: the sidecar cannot file the stream as a resumable run (%s); it is repaired without "
+                        "resume", self.path, e)
+            self.resume = None
+            fallback: Dict[str, Any] = await self.client.open_stream(state=self.state, framing=self.framing,
+                                                                     **self.policy)
+            return fallback
+
+    async def settle(self) -> None:
+        """The app raised mid-response: every whole event it wrote goes out first, into the run log and to the
+        client, before the stream is abandoned (broken off). So the client holds what the log holds, and its
+        rejoin is refused at once (410: nothing after its id in a broken run) rather than answered with the
+        rest and cut again (issue 38 item 5); and it gets what it would have got without the middleware."""
+        if self.closed or self.pump.done():
+            return
+        idle = asyncio.ensure_future(self.idle.wait())
+        try:
+            await asyncio.wait({self.pump, idle}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            idle.cancel()
 
     async def send_opening(self) -> None:
         """Writes the opening block right behind the response's head, so the client holds an id before the app's

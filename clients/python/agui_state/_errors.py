@@ -46,12 +46,23 @@ class UnknownStreamError(AguiStateError):
 class ResumeUnknownError(AguiStateError):
     """-32007: nothing to rejoin (an unknown, expired, forged or refused id, another thread, path or
     credentials, a thread with no run): one answer for every reason (protocol/README.md §16). `data` is
-    {code, status}; `.status` is what to answer the client with: 410 for a rejoin, 204 for a reload."""
+    {code, status, headers, body}: the answer to write, exactly (`.status`, `.headers`, `.body`): 410 with
+    a JSON body for a rejoin, 204 empty for a reload."""
 
     @property
     def status(self) -> int:
         status = (self.data or {}).get("status")
         return status if isinstance(status, int) else 410
+
+    @property
+    def headers(self) -> Dict[str, str]:
+        headers = (self.data or {}).get("headers")
+        return {str(k): str(v) for k, v in headers.items()} if isinstance(headers, dict) else {}
+
+    @property
+    def body(self) -> str:
+        body = (self.data or {}).get("body")
+        return body if isinstance(body, str) else ""
 
 
 class UnknownReadError(AguiStateError):

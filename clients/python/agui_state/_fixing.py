@@ -11,7 +11,7 @@ from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optiona
 
 from ._async import AsyncAguiState
 from ._detach import Detach, RunCancelled
-from ._errors import InvalidParamsError, SidecarExitedError, UnknownStreamError
+from ._errors import SidecarExitedError, UnknownStreamError
 from ._sidecar import SharedSidecar, log
 
 Message = MutableMapping[str, Any]
@@ -68,6 +68,8 @@ class FixedBody(Detach):
         # head (send_opening), before the app's first event. Only the first stream's: one opened again on a
         # new sidecar starts a new run, whose opening the client never needs (it has the first).
         self.opening_block: Optional[str] = None
+        # openStream's `headers` (§16): what the response's head gets (the announcement). The first stream's.
+        self.headers: Dict[str, str] = {}
         self.left = self.detached = False
         self.poll = 0.0
         self.released = asyncio.Event()  # the run is over for the app: ended, cancelled or abandoned
@@ -89,6 +91,7 @@ class FixedBody(Detach):
         self.ending = self.closed = False  # closed: ended, or abandoned
         self.wake, self.room = asyncio.Event(), asyncio.Event()
         self.room.set()
+        self.idle = asyncio.Event()  # the pump waits for text, with nothing queued: what the app wrote went out
         self.error: Optional[BaseException] = None
         self.pump: "asyncio.Task[None]" = asyncio.get_running_loop().create_task(self._pump())
 
@@ -138,19 +141,10 @@ class FixedBody(Detach):
             try:
                 self.client = await self.sidecar.get()
                 self.generation = self.sidecar.generation
-                try:
-                    opened = await self.client.open_stream(state=self.state, framing=self.framing,
-                                                           resume=self.resume, **self.policy)
-                except InvalidParamsError as e:
-                    if self.resume is None or not str((e.data or {}).get("field", "")).startswith("/resume"):
-                        raise
-                    log.warning("%s: the sidecar cannot file the stream as a resumable run (%s); it is "
-                                "repaired without resume", self.path, e)
-                    self.resume = None  # a sidecar older than §16
-                    opened = await self.client.open_stream(state=self.state, framing=self.framing, **self.policy)
+                opened = await self._open()
                 self.id, self.run = opened["streamId"], opened.get("run")
                 if died is None:
-                    self.opening_block = opened.get("opening")
+                    self.opening_block, self.headers = opened.get("opening"), opened.get("headers") or {}
                 if died is not None:
                     replayed = await self._replay()
                     log.warning("%s: the stream resumes on the new agui-state sidecar, %s", self.path, replayed)
@@ -271,6 +265,7 @@ class FixedBody(Detach):
         if text:
             self.queue.append(text)
             self.queued += len(text)
+            self.idle.clear()
             self.wake.set()
 
     def _boundary(self, text: str) -> int:
@@ -370,6 +365,7 @@ class FixedBody(Detach):
                     return  # the run was cancelled
                 if not self.queue:
                     self.wake.clear()
+                    self.idle.set()
                     if not self.detached:
                         await self.wake.wait()
                     elif not await self._wait_or_poll():

@@ -10,9 +10,10 @@ client, unrepaired from the point where it cannot be repaired, with a warning on
 logger; the findings of each stream are said there at INFO.
 
 Resume (protocol/README.md §16, on by default): every SSE event gets an `id:`, and the sidecar logs the run.
-A client that drops mid-run leaves the app running for the grace period; the same request sent again with
-Last-Event-ID, or a POST to <path>/connect (a reloaded page), is answered from the log without calling the
-app (_rejoin.py). With store="redis://..." every worker's sidecar serves every worker's runs.
+A client that drops mid-run leaves the app running for the grace period; a request the sidecar classifies as a
+rejoin or a reload is answered from the log without calling the app (_rejoin.py). The sidecar decides every
+rule of resume; the middleware passes it the raw request and response heads and writes what comes back. With
+store="redis://..." every worker's sidecar serves every worker's runs.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from typing import Any, Awaitable, Callable, Deque, Dict, Iterable, List, Mutabl
 from ._async import AsyncAguiState
 from ._fixing import FixedBody, RunCancelled
 from ._lifespan import Lifespan
-from ._rejoin import credentials, filed_headers, rejoin, rejoin_of
+from ._rejoin import classify, header_pairs, rejoin
 from ._sidecar import SharedSidecar, log, shared
 
 Scope = MutableMapping[str, Any]
@@ -52,7 +53,8 @@ class AguiStateMiddleware:
 
     `resume` (default True; protocol/README.md §16): SSE events get ids and the run is logged by the sidecar;
     a client that leaves mid-run is detached (the app goes on for the grace period, and is cancelled if
-    nobody rejoins); a POST with Last-Event-ID, or to <path>/connect, is answered from the log and never
+    nobody rejoins); every handled request is classified by the sidecar (classifyRequest), and a rejoin
+    (a POST with Last-Event-ID) or a reload (a POST to <path>/connect) is answered from the log and never
     reaches the app. False: none of this, as before resume. `store` ("memory", "none" or
     "redis://HOST:PORT[/DB]") and `detach_grace` (seconds; 0 cancels the app as soon as its client
     leaves) are the sidecar's --store and --detach-grace, for the sidecar the middleware starts (not one
@@ -98,10 +100,10 @@ class AguiStateMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await Lifespan(self.app, self.sidecar, receive, send).run(scope)
-        elif scope["type"] == "http" and self.resume and (back := rejoin_of(scope, self._handles)) is not None:
-            await rejoin(self.sidecar, scope, receive, send, *back)  # never the app
         elif scope["type"] != "http" or not self._handles(scope.get("path", "")):
             await self.app(scope, receive, send)
+        elif self.resume and (kind := await classify(self.sidecar, scope)) != "forward":
+            await rejoin(self.sidecar, scope, receive, send, kind)  # never the app
         else:
             exchange = _Exchange(self, scope, receive, send)
             await exchange.read_request()
@@ -150,17 +152,25 @@ def _baseline(run_input: Dict[str, Any]) -> Tuple[Optional[Any], Optional[str]]:
     return None, "RunAgentInput.state is not an object"
 
 
-def _resume(run_input: Dict[str, Any], scope: Scope, headers: List[Tuple[bytes, bytes]]) -> Optional[Dict[str, Any]]:
-    """openStream's `resume` for this request and response (protocol/README.md §16), or None when the run
-    cannot be resumed (no threadId to find it by)."""
-    thread_id, path = run_input.get("threadId"), scope.get("path", "")
-    if not isinstance(thread_id, str) or not path.startswith("/"):
-        return None
-    resume: Dict[str, Any] = {"threadId": thread_id, "path": path, **credentials(scope),
-                              "headers": filed_headers(headers)}
+def _resume(run_input: Dict[str, Any], scope: Scope, headers: List[Tuple[bytes, bytes]]) -> Dict[str, Any]:
+    """openStream's `resume` for this request and response (protocol/README.md §16): the raw heads, and the
+    RunAgentInput's threadId and messages where it has them (the sidecar decides what a run without a
+    threadId may be: rejoined by id, never reloaded)."""
+    resume: Dict[str, Any] = {"path": scope.get("path", ""), "requestHeaders": header_pairs(scope.get("headers", ())),
+                              "responseHeaders": header_pairs(headers)}
+    if isinstance(run_input.get("threadId"), str):
+        resume["threadId"] = run_input["threadId"]
     if isinstance(run_input.get("messages"), list):
         resume["messages"] = run_input["messages"]  # what a reload replays after RUN_STARTED
     return resume
+
+
+def _with(headers: List[Tuple[bytes, bytes]], added: Dict[str, str]) -> List[Tuple[bytes, bytes]]:
+    """The response head's headers with openStream's `headers` in place of any of the same name (the sidecar
+    gives each whole: access-control-expose-headers with the app's names and the announcement's)."""
+    names = {k.lower().encode("latin-1") for k in added}
+    return [(n, v) for n, v in headers if n.lower() not in names] + \
+        [(k.encode("latin-1"), v.encode("latin-1")) for k, v in added.items()]
 
 
 class _Exchange:
@@ -201,6 +211,8 @@ class _Exchange:
             raise
         if self.cancelled and (task.cancelled() or isinstance(task.exception(), RunCancelled)):
             return  # our cancel: the client is gone, and the response with it
+        if self.stream is not None and not task.cancelled() and task.exception() is not None:
+            await self.stream.settle()  # the app raised: what it wrote goes out before the run breaks off
         task.result()  # the app's own outcome, error or cancel, goes up as it would without the middleware
 
     def _cancel_app(self) -> None:
@@ -254,7 +266,8 @@ class _Exchange:
                 if self.stream.run is not None:
                     self.watch = asyncio.ensure_future(self._watch())
                 # Repairing changes the body's length; the server then sends it chunked.
-                message = {**message, "headers": [(n, v) for n, v in headers if n.lower() != b"content-length"]}
+                headers = _with([(n, v) for n, v in headers if n.lower() != b"content-length"], self.stream.headers)
+                message = {**message, "headers": headers}
         elif kind == "http.response.body" and self.stream is not None:
             await self.stream.body(message.get("body", b""), message.get("more_body", False))
             return

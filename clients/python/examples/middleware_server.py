@@ -16,7 +16,9 @@ the middleware's store, detach_grace and resume=False; `--log-bytes SIZE` gives 
 started with that run log cap (--log-bytes: past it the least recently used run is evicted); `--verbose` logs
 the middleware's INFO lines too. With ?pause=NAME a run stops after its fourth event
 until POST /resume?name=NAME; GET /paused?name=NAME answers once it stopped there, GET /cancelled?name=NAME
-once it was cancelled there. GET /hits counts the runs that reached the app at /agent.
+once it was cancelled there. GET /hits counts the runs that reached the app at /agent, GET /requests the
+requests that reached the server at /agent and below (the middleware's answers too). With ?raise=N a run
+raises after its Nth event (an app that failed mid-run).
 """
 from __future__ import annotations
 
@@ -58,6 +60,7 @@ gates: Dict[str, asyncio.Event] = {}
 PAUSE_AFTER = 4  # events
 pauses: Dict[str, Dict[str, asyncio.Event]] = {}
 hits = 0
+requests = 0
 
 
 def pause(name: str) -> Dict[str, asyncio.Event]:
@@ -72,9 +75,12 @@ async def run(request: Request) -> StreamingResponse:
     run_input = await request.json()
     gate = run_input.get("forwardedProps", {}).get("gate")
     name = request.query_params.get("pause")
+    fail = request.query_params.get("raise")
 
     async def events() -> AsyncIterator[bytes]:
         for i, event in enumerate(agent_events(run_input)):
+            if fail is not None and i == int(fail):
+                raise RuntimeError("the agent failed mid-run")
             if i == gate:
                 await gates.setdefault(run_input["runId"], asyncio.Event()).wait()
             if i == PAUSE_AFTER and name:
@@ -97,6 +103,11 @@ app.post("/raw")(run)
 @app.get("/hits")
 async def count() -> int:
     return hits
+
+
+@app.get("/requests")
+async def requests_seen() -> int:
+    return requests
 
 
 @app.get("/paused")
@@ -129,13 +140,23 @@ async def http_only(scope: Dict[str, Any], receive: Callable[..., Any], send: Ca
     await app(scope, receive, send)
 
 
+def counted(inner: Callable[..., Any]) -> Callable[..., Any]:
+    """The server's app: `inner`, with each request at /agent and below counted, whoever answers it."""
+    async def count(scope: Dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+        global requests
+        if scope["type"] == "http" and scope["path"].startswith("/agent"):
+            requests += 1
+        await inner(scope, receive, send)
+    return count
+
+
 async def main() -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     lifespan = sys.argv[sys.argv.index("--lifespan") + 1] if "--lifespan" in sys.argv else "on"
     served = AguiStateMiddleware(http_only, **OPTIONS) \
         if WITHOUT_LIFESPAN else app
-    server = uvicorn.Server(uvicorn.Config(served, log_level="warning", lifespan=lifespan))
+    server = uvicorn.Server(uvicorn.Config(counted(served), log_level="warning", lifespan=lifespan))
     serving = asyncio.ensure_future(server.serve(sockets=[sock]))
     while not server.started and not serving.done():
         await asyncio.sleep(0.01)

@@ -35,7 +35,7 @@ def schema_types(doc: Dict[str, Any], schema: Dict[str, Any]) -> Set[str]:
 def required_args(method: Dict[str, Any]) -> Dict[str, Any]:
     """Valid keyword arguments for the method's required params (a thread "t" that need not exist)."""
     values = {"thread_id": "t", "message_id": "m", "activity_type": "plan", "content": {}, "value": 1,
-              "ops": [], "path": [], "pointer": ""}
+              "ops": [], "path": [], "pointer": "", "method": "POST", "headers": []}
     return {snake(p["name"]): values[snake(p["name"])] for p in method["params"] if p.get("required")}
 
 

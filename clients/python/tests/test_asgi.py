@@ -147,7 +147,8 @@ async def test_the_app_gets_the_request_as_sent_and_its_state_is_the_baseline() 
         sent = await serve(mw, request(body, 3))
         assert seen == request(body, 3), "the very messages, in order"
         assert body_of(sent) == fix(stream, STATE)
-        assert headers_of(sent) == {b"content-type": b"text/event-stream"}, "no Content-Length once rewritten"
+        # No Content-Length once rewritten; the announcement of a resumable answer (§16) from openStream.
+        assert headers_of(sent) == {b"content-type": b"text/event-stream", b"ag-ui-resumable": b"true"}
         state = replay(STATE, body_of(sent))
         assert {k: state[k] for k in STATE} == STATE, "the client's keys stand under own"
         assert state["toolState"] == {"raster-ops/zoom": 3, "raster-ops/dataset": "era5", "run": "r1"}
@@ -205,7 +206,8 @@ async def test_other_responses_pass_untouched() -> None:
                                request(body, 2, path), path)
             assert sent == await serve(app, request(body, 2, path), path), name
             assert headers_of(sent).get(b"content-length") is not None, name
-        assert (await s.stats())["requests"] == before + 1, "no stream was opened (only this stats call came)"
+        # No stream was opened: only the classifyRequest of each request on a handled path (§16), and this stats call.
+        assert (await s.stats())["requests"] == before + 2 + 1
     with pytest.raises(TypeError):
         AguiStateMiddleware(stream_app([]), own="/toolState")
     with pytest.raises(ValueError):

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
-from helpers import BIN, child_env
+from helpers import BIN, DIE_AFTER_ONE, PY, child_env
 from test_asgi import ID_LINE, OPENING, RUN_INPUT, STATE, body_of, fix, request, stream_app
 
-from agui_state import AsyncAguiState, ResumeUnknownError, UnknownReadError
+from agui_state import AguiState, AsyncAguiState, ResumeUnknownError, UnknownReadError
 from agui_state.asgi import AguiStateMiddleware
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -205,7 +205,7 @@ async def test_nobody_rejoins_within_the_grace_the_app_is_cancelled_and_its_run_
         assert reload[0]["status"] == 200 and reload[1]["more_body"] is True
         assert all(m.get("more_body") for m in reload[1:]), "the answer is not ended as whole"
         assert [(r.levelname, r.getMessage()) for r in caplog.records] == \
-            [("WARNING", "/agent: the rejoin's answer ended early: the run ended cancelled")]
+            [("WARNING", "/agent/connect: the rejoin's answer ended early: the run ended cancelled")]
 
 
 async def test_fail_open_a_rejoin_the_sidecar_cannot_serve_is_410_and_a_stream_completes() -> None:
@@ -222,20 +222,73 @@ async def test_fail_open_a_rejoin_the_sidecar_cannot_serve_is_410_and_a_stream_c
         await s.close()
 
 
-async def test_client_wrappers_raise_the_resume_errors() -> None:
+# A stand-in sidecar that tells every request a rejoin (a reload at .../connect), then dies on the next call:
+# what the real one cannot be made to do on demand, a rejoinStream that cannot be served even after a restart.
+DIES_ON_REJOIN = ("import sys, json, os\n"
+                  "for line in sys.stdin:\n"
+                  "    r = json.loads(line)\n"
+                  "    if r['method'] != 'classifyRequest':\n"
+                  "        os._exit(3)\n"
+                  "    kind = 'reload' if r['params']['path'].endswith('/connect') else 'rejoin'\n"
+                  "    print(json.dumps({'jsonrpc': '2.0', 'id': r['id'], 'result': {'kind': kind}}), flush=True)\n")
+
+
+async def test_fail_open_a_sidecar_that_cannot_be_reached_410_or_204_empty_and_unclassified_goes_to_the_app(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """§16: rejoinStream failing even after the restart answers 410 (204 for a reload) with an empty body and
+    one line; classifyRequest failing sends the request to the app."""
+    async with AsyncAguiState(PY, ["-c", DIES_ON_REJOIN], timeout=30) as s:
+        app = Counting(stream_app(EVENTS))
+        mw = AguiStateMiddleware(app, sidecar=s)
+        with caplog.at_level(logging.WARNING, logger="agui_state.asgi"):
+            gone = await serve(mw, headers=[*ALICE, (b"last-event-id", b"x")])
+            reload = await serve(mw, path="/agent/connect", headers=ALICE)
+        assert [(m["status"], m["headers"]) for m in (gone[0], reload[0])] == [(410, []), (204, [])]
+        assert gone[1]["body"] == reload[1]["body"] == b"" and app.calls == 0
+        lines = [r.getMessage() for r in caplog.records if "could not be served" in r.getMessage()]
+        assert len(lines) == 2 and lines[0].startswith("/agent: the rejoin could not be served (SidecarExitedError"), lines
+        assert lines[1].startswith("/agent/connect: the reload could not be served") and lines[1].endswith("answered 204")
+    async with AsyncAguiState(*DIE_AFTER_ONE, timeout=30) as s:
+        app = Counting(stream_app(EVENTS))
+        sent = await serve(AguiStateMiddleware(app, sidecar=s), headers=[*ALICE, (b"last-event-id", b"x")])
+        assert app.calls == 1 and sent[0]["status"] == 200 and sent[-1]["more_body"] is False
+
+
+async def test_client_wrappers_classify_and_raise_the_resume_errors() -> None:
     async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        heads = [("Authorization", "Bearer alice"), ("Last-Event-ID", "nonsense")]
+        assert (await s.classify_request("POST", "/agent", heads))["kind"] == "rejoin"
+        assert (await s.classify_request("POST", "/agent/connect?x=1", []))["kind"] == "reload"
+        assert (await s.classify_request("GET", "/agent", heads))["kind"] == "forward"
+        request = {"method": "POST", "path": "/agent", "headers": [list(h) for h in heads], "body": BODY.decode()}
         with pytest.raises(ResumeUnknownError) as e:
-            await s.rejoin_stream("t1", "/agent", last_event_id="nonsense")
+            await s.rejoin_stream(request)
+        assert (e.value.status, e.value.headers) == (410, {"content-type": "application/json"})
+        assert json.loads(e.value.body)["error"]["code"] == "resume_unknown"
+        with pytest.raises(ResumeUnknownError) as e:
+            await s.rejoin_stream({**request, "path": "/agent/connect", "headers": []})
+        assert (e.value.status, e.value.headers, e.value.body) == (204, {}, "")
+        with pytest.raises(ResumeUnknownError) as e:  # the earlier form, by the same rules
+            await s.rejoin_stream(thread_id="t1", path="/agent", last_event_id="nonsense")
         assert e.value.status == 410
-        with pytest.raises(ResumeUnknownError) as e:
-            await s.rejoin_stream("t1", "/agent")
-        assert e.value.status == 204
         with pytest.raises(UnknownReadError):
             await s.read_rejoin("r99", wait_ms=0)
-        opened = await s.open_stream(framing="sse", resume={"threadId": "t1", "path": "/agent"})
+        opened = await s.open_stream(framing="sse", resume={
+            "threadId": "t1", "path": "/agent", "requestHeaders": [["Authorization", "Bearer alice"]],
+            "responseHeaders": [["Content-Type", "text/event-stream"], ["Access-Control-Allow-Origin", "*"]]})
         assert isinstance(opened.get("run"), str)
+        assert opened["headers"] == {"ag-ui-resumable": "true", "access-control-expose-headers": "ag-ui-resumable"}
         assert (await s.detach_stream(opened["streamId"]))["graceMs"] > 0
         assert (await s.close_stream(opened["streamId"], broken=True))["text"] == ""
+
+
+def test_the_sync_client_classifies_and_refuses_alike() -> None:
+    with AguiState(BIN, env=child_env(), timeout=30) as s:
+        assert s.classify_request("POST", "/agent", [("Last-Event-ID", "x")])["kind"] == "rejoin"
+        assert s.classify_request("POST", "/agent", [("Last-Event-ID", "")])["kind"] == "forward"
+        with pytest.raises(ResumeUnknownError) as e:
+            s.rejoin_stream({"method": "POST", "path": "/a/connect", "headers": [], "body": BODY.decode()})
+        assert (e.value.status, e.value.headers, e.value.body) == (204, {}, "")
 
 
 def test_store_and_grace_are_the_started_sidecar_s_flags() -> None:

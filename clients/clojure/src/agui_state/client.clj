@@ -341,9 +341,12 @@
   client's baseline (RunAgentInput.state), the repair policy of `fix --own`
   (pointers), `--snapshots` (\"pass\" or \"delta\") and `--join-keys`, \"sse\" or
   \"ndjson\", and, to file the stream as a resumable run (protocol/README.md
-  §16), :resume {:thread-id :path :authorization :cookie :messages :headers}
-  (its keys spelled as the top level's are). Returns {:stream-id}, and :run and :opening
-  (the id block to write first, protocol/README.md §16) with :resume."
+  §16), :resume {:thread-id :messages :path :request-headers :response-headers}
+  (its keys spelled as the top level's are; the headers as [name value] pairs,
+  as received and as sent): the sidecar derives the credential and the headers a
+  rejoin gets from them. Returns {:stream-id}, and with :resume :run, :opening
+  (the id block to write first) and :headers (a map, to add to the response's
+  head: the announcement, protocol/README.md §16)."
   [client params]
   (call client "openStream" (wire-resume (check-colls "open-stream" params {"own" ["pointers (strings)"]}))))
 
@@ -375,22 +378,33 @@
   close-stream. 0: cancel now (the stream is not resumable)."
   [client params] (call client "detachStream" (if (map? params) params {:stream-id params})))
 
+(defn classify-request
+  "{:method :path :headers}: what a request is (protocol/README.md §16), its
+  headers the [name value] pairs as received. Returns {:kind}: \"rejoin\" or
+  \"reload\" (answer it with rejoin-stream, never the app) or \"forward\" (the
+  app's)."
+  [client params]
+  (call client "classifyRequest" (check-colls "classify-request" params {"headers" ["[name value] pairs"]})))
+
 (defn rejoin-stream
-  "{:thread-id :path :authorization :cookie :last-event-id}: a request that
-  rejoins a run (with :last-event-id, its Last-Event-ID header) or reloads a
-  thread (without it: POST <path>/connect, :path without /connect). Returns
-  {:read-id :status :headers}: answer with that status and those headers, then
-  read-rejoin until :done. Nothing to rejoin (unknown, expired, forged, another
-  thread, path or credentials) throws :kind :resume-unknown, whose (:data
-  (ex-data e)) holds \"status\": 410 for a rejoin, 204 for a reload."
+  "{:request {\"method\" \"path\" \"headers\" \"body\"}}: a request that rejoins a run
+  or reloads a thread, as received (its headers [name value] pairs, its body as
+  text); the sidecar reads the rest from it. Returns {:read-id :status
+  :headers}: answer with that status and those headers, then read-rejoin until
+  :done. Nothing to rejoin (unknown, expired, forged, another thread, path or
+  credential) throws :kind :resume-unknown, whose (:data (ex-data e)) holds the
+  answer to write exactly: \"status\", \"headers\" and \"body\". (The older
+  params, {:thread-id :path :authorization :cookie :last-event-id}, are still
+  taken.)"
   [client params] (call client "rejoinStream" params))
 
 (defn read-rejoin
   "{:read-id :wait-ms}, or just the read id. Returns {:text :done :end}: the next
-  events (SSE with their ids) to write to the client as they are, waiting up to
-  :wait-ms (default 1000) for one; once :done, :end says how the run ended
-  (\"finished\": end the response cleanly; anything else: break it off). An
-  unknown read throws :kind :unknown-read."
+  events (SSE with their ids, at most one page) to write to the client as they
+  are, waiting up to :wait-ms (else the sidecar's default, which a server should
+  leave to it) for one; once :done, :end says how the run ended (\"finished\":
+  end the response cleanly; anything else: break it off). An unknown read
+  throws :kind :unknown-read."
   [client params] (call client "readRejoin" (if (map? params) params {:read-id params})))
 
 (defn close-rejoin

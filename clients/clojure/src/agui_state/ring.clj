@@ -27,10 +27,13 @@
   Resume (§16, on unless :resume false): every repaired SSE event gets an id
   and the run goes into the sidecar's run log; a client that leaves mid-run is
   detached (agui-state.ring.stream: the app's output goes on into the log for
-  the grace); a request with Last-Event-ID, or a POST to <path>/connect, is
+  the grace); a request the sidecar classes as a rejoin or a reload is
   answered from the log (agui-state.ring.rejoin) and never reaches the
-  handler."
-  (:require [agui-state.ring.rejoin :as rejoin]
+  handler. Every rule of it is the sidecar's (classifyRequest, rejoinStream,
+  openStream's resume): the middleware passes the request and the response's
+  headers as they are, and writes what comes back."
+  (:require [agui-state.client :as client]
+            [agui-state.ring.rejoin :as rejoin]
             [agui-state.ring.sidecar :as sidecar]
             [agui-state.ring.stream :as stream]
             [clojure.data.json :as json]
@@ -77,6 +80,19 @@
 (defn- without-header [headers ^String name]
   (into {} (remove (fn [[k _]] (.equalsIgnoreCase name (str k)))) headers))
 
+(defn- with-headers
+  "headers with each of `more` set, replacing a header of the same name in any
+  case: openStream gives a header's whole value (§16)."
+  [headers more]
+  (reduce (fn [hs [k v]] (assoc (without-header hs k) k v)) headers more))
+
+(defn- header-pairs
+  "Ring headers as [name value] pairs, as the sidecar takes them: a request's as
+  the adapter gives them (it joined repeated ones), a response's as the handler
+  wrote them (a value may be a seq of several)."
+  [headers]
+  (vec (for [[k v] headers, v (if (sequential? v) v [v])] [(name k) (str v)])))
+
 (def ^:private ndjson-types #{"application/x-ndjson" "application/ndjson" "application/jsonl"})
 
 (defn- framing
@@ -103,28 +119,20 @@
   [input]
   (let [state (get input "state")] (when (map? state) state)))
 
-(def ^:private per-response-headers
-  "Headers a rejoin is not answered with again (§16): they were this response's."
-  #{"set-cookie" "content-length" "content-encoding"})
-
 (defn- resume-params
-  "openStream's :resume for a response to `request` (§16): the thread, the agent
-  path, the credentials, the messages a reload is given back, and the headers a
-  rejoin is answered with. nil when the request names no thread: nothing could
-  rejoin it."
+  "openStream's :resume for a response to `request` (§16): the thread and the
+  messages a reload is given back, when the RunAgentInput has them, the path,
+  and both sets of headers as they are; the sidecar derives the rest. A run
+  with no threadId is filed too: it is rejoined by its id."
   [request input response]
   (let [thread-id (get input "threadId")
         messages (get input "messages")]
-    (when (and (string? thread-id) (not= "" thread-id))
-      (cond-> {:thread-id thread-id
-               :path (:uri request)
-               :authorization (get-in request [:headers "authorization"])
-               :cookie (get-in request [:headers "cookie"])
-               :headers (into {} (for [[k v] (:headers response)
-                                       :let [k (str/lower-case (name k))]
-                                       :when (not (per-response-headers k))]
-                                   [k (if (sequential? v) (str/join ", " v) (str v))]))}
-        (vector? messages) (assoc :messages messages)))))
+    (cond-> {:path (:uri request)
+             :request-headers (header-pairs (:headers request))
+             :response-headers (header-pairs (:headers response))}
+      ;; Any string, as it came: which one names a thread is the sidecar's to say (§16).
+      (string? thread-id) (assoc :thread-id thread-id)
+      (vector? messages) (assoc :messages messages))))
 
 ;;; The repairing stream (agui-state.ring.stream)
 
@@ -134,36 +142,39 @@
   stream on unread (protocol/README.md §13 SSE_BUFFER_LIMIT, §14)."
   stream/client-sse-limit)
 
+(defn- open-repair
+  "Opens the sidecar's stream for a response, before its head is sent, so that
+  what openStream adds to the head (the announcement, §16) goes in it:
+  {:client :opened :params}, or nil, with a warning, when it cannot be opened
+  (the response then goes as it is)."
+  [framing state resume {:keys [own snapshots join-keys client warn]}]
+  (let [params (cond-> {:framing framing}
+                 state (assoc :state state)
+                 (seq own) (assoc :own (vec own))
+                 snapshots (assoc :snapshots snapshots)
+                 join-keys (assoc :join-keys true)
+                 resume (assoc :resume resume))]
+    ;; Starting the sidecar is inside the try: a missing binary fails open too.
+    (try (let [c (or client (default-client))]
+           {:client c :opened (sidecar/open! c params) :params params})
+         (catch Exception e
+           (warn (str "agui-state.ring: openStream failed: " (.getMessage e)
+                      "; this response goes out unrepaired"))
+           nil))))
+
 (defn- repaired-body
-  "A StreamableResponseBody that writes `body` through a repairing stream,
-  opened when the adapter starts writing. If the stream cannot be opened, the
-  body goes as it is, with a warning."
-  [body response framing state resume {:keys [own snapshots join-keys client warn] :as opts}]
+  "A StreamableResponseBody that writes `body` through a repairing stream on the
+  sidecar's stream `opened`."
+  [body response framing {:keys [client opened params]} opts]
   (reify protocols/StreamableResponseBody
     (write-body-to-stream [_ _ out]
-      (let [params (cond-> {:framing framing}
-                     state (assoc :state state)
-                     (seq own) (assoc :own (vec own))
-                     snapshots (assoc :snapshots snapshots)
-                     join-keys (assoc :join-keys true)
-                     resume (assoc :resume resume))
-            ;; Starting the sidecar is inside the try: a missing binary fails open too.
-            c (volatile! nil)
-            opened (try (vreset! c (or client (default-client)))
-                        (sidecar/open! @c params)
-                        (catch Exception e
-                          (warn (str "agui-state.ring: openStream failed: " (.getMessage e)
-                                     "; this response goes out unrepaired"))
-                          nil))]
-        (if-not opened
-          (protocols/write-body-to-stream body response out)
-          (let [{:keys [^OutputStream stream abandon]}
-                (stream/repairing-stream out @c opened params framing opts)]
-            (try (protocols/write-body-to-stream body response stream)
-                 ;; Ring's protocol closes the stream after the body; a body that
-                 ;; does not is closed here (closing twice is nothing).
-                 (.close stream)
-                 (catch Throwable t (abandon) (throw t)))))))))
+      (let [{:keys [^OutputStream stream abandon]}
+            (stream/repairing-stream out client opened params framing opts)]
+        (try (protocols/write-body-to-stream body response stream)
+             ;; Ring's protocol closes the stream after the body; a body that
+             ;; does not is closed here (closing twice is nothing).
+             (.close stream)
+             (catch Throwable t (abandon) (throw t)))))))
 
 (defn- stderr-warning [^String message] (.println System/err message))
 
@@ -176,7 +187,8 @@
     :snapshots  \"pass\" (default) or \"delta\" (`fix --snapshots`)
     :join-keys  true to read an unescaped /toolState/a/b as the key \"a/b\" when
                 that is the only way the op applies (`fix --join-keys`)
-    :paths      the request URIs to repair (exact :uri values); nil, every one
+    :paths      the request URIs to repair (exact :uri values), and with resume
+                each one's <uri>/connect (a reload's); nil, every one
     :client     an agui-state.client to use; default (default-client), one per
                 process, shared by every wrap-agui-state
     :start      true (default): without :client, start the shared sidecar now
@@ -196,7 +208,10 @@
                 log, for the sidecar's detach grace); a request with
                 Last-Event-ID, or a POST to <path>/connect, is answered from the
                 log and never reaches the handler (410, or 204 for connect, when
-                there is nothing to give). false: none of it, as before.
+                there is nothing to give). The sidecar decides all of it: each
+                request on a handled path is classed by classifyRequest first
+                (one call; if the sidecar cannot be had, the request goes to the
+                handler). false: none of it, as before.
     :store      the shared sidecar's `--store`: \"memory\" (its default: this
                 process serves the rejoins of its runs), \"redis://HOST:PORT/DB\"
                 (every process on that database serves any run's rejoin), or
@@ -236,25 +251,38 @@
                     ((:warn opts) (str "agui-state.ring: the sidecar did not start: " (.getMessage e)
                                        "; the first stream tries again")))))
          paths (some-> (:paths opts) set)
-         wanted-uri? (fn [uri] (or (nil? paths) (contains? paths uri)))
-         wanted? (fn [request] (wanted-uri? (:uri request)))
+         wanted? (fn [request] (or (nil? paths) (contains? paths (:uri request))))
+         ;; A path's reload is POSTed to <path>/connect: those are classed too. Which
+         ;; request is a reload is the sidecar's to say (§16); these are only the paths.
+         handled (some->> paths (mapcat (fn [p] [p (if (= p "/") "/connect" (str p "/connect"))])) set)
+         handled? (fn [request] (or (nil? handled) (contains? handled (:uri request))))
+         ;; Starting the shared sidecar may throw (a missing binary): each caller fails open.
+         sidecar-client (fn [] (or (:client opts) (default-client)))
          prepare (fn [request]
                    ;; The body is read once, here, and the handler gets the same bytes.
                    (let [body (when (instance? InputStream (:body request))
                                 (.readAllBytes ^InputStream (:body request)))]
                      [(cond-> request body (assoc :body (ByteArrayInputStream. body))) body]))
-         ;; A rejoin or a reload, when resume is on: answered from the log (§16).
-         rejoin-kind (fn [request] (when resume? (rejoin/kind request wanted-uri?)))
+         head (fn [request] {"method" (str/upper-case (name (or (:request-method request) :get)))
+                             "path" (:uri request)
+                             "headers" (header-pairs (:headers request))})
+         ;; "rejoin" or "reload" when the sidecar says so (resume on, a handled path);
+         ;; nil for the handler. Failing open: a sidecar that cannot be had sends
+         ;; the request to the handler, with one line.
+         rejoin-kind (fn [request]
+                       (when (and resume? (handled? request))
+                         (let [kind (try (:kind (second (sidecar/call! (sidecar-client)
+                                                                       #(client/classify-request % (head request)))))
+                                         (catch Exception e
+                                           ((:warn opts) (str "agui-state.ring: " (:uri request) ": classifyRequest failed ("
+                                                              (.getMessage e) "); the request goes to the app"))
+                                           nil))]
+                           (when (#{"rejoin" "reload"} kind) kind))))
          answer-rejoin (fn [kind request]
-                         (let [[_ body] (prepare request)
-                               ;; A sidecar that died is brought back first: with a shared
-                               ;; store, a new one serves the rejoin as well.
-                               c (try (sidecar/alive! (or (:client opts) (default-client)))
-                                      (catch Exception e
-                                        ((:warn opts) (str "agui-state.ring: the sidecar did not start: "
-                                                           (.getMessage e)))
-                                        nil))]
-                           (rejoin/respond kind request (run-input body) c (select-keys opts [:warn :log]))))
+                         (let [[_ body] (prepare request)]
+                           (rejoin/respond kind (head request)
+                                           (if body (String. ^bytes body StandardCharsets/UTF_8) "")
+                                           sidecar-client (select-keys opts [:warn :log]))))
          repair (fn [request body response]
                   (let [type (header response "Content-Type")
                         framing (framing type)
@@ -267,14 +295,17 @@
                                              " the compression middleware"))
                           response)
                       :else
-                      (-> response
-                          (update :headers without-header "Content-Length")
-                          (assoc :body (let [input (run-input body)]
-                                         (repaired-body (:body response) response framing
-                                                        (baseline input)
-                                                        (when (and resume? (= framing "sse"))
-                                                          (resume-params request input response))
-                                                        opts)))))))]
+                      (let [input (run-input body)
+                            opened (open-repair framing (baseline input)
+                                                (when (and resume? (= framing "sse"))
+                                                  (resume-params request input response))
+                                                opts)]
+                        (if-not opened
+                          response
+                          (-> response
+                              (update :headers without-header "Content-Length")
+                              (update :headers with-headers (:headers (:opened opened)))
+                              (assoc :body (repaired-body (:body response) response framing opened opts))))))))]
      (fn
        ([request]
         (if-let [kind (rejoin-kind request)]

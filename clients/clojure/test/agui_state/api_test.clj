@@ -115,7 +115,8 @@
    [c/get-state "getState" :path true {:thread-id "t"}]
    [c/apply-activity-ops "applyActivityOps" :ops false {:thread-id "t" :message-id "m"}]
    [c/escape-pointer "escapePointer" :path false {}]
-   [c/open-stream "openStream" :own false {}]])
+   [c/open-stream "openStream" :own false {}]
+   [c/classify-request "classifyRequest" :headers false {:method "POST" :path "/agent"}]])
 
 (defn- array-params
   "[method param] for every param of protocol/openrpc.json whose schema admits an array."

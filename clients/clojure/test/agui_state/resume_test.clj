@@ -109,9 +109,11 @@
       (testing ":resume false: no ids, as before"
         (let [app (r/wrap-agui-state (counting (raw-sse "t1") calls) (assoc opts :client cl :resume false))]
           (is (= (fix client-keys (raw-sse "t1")) (written (app (request "/agent" (input "t1" client-keys))))))))
-      (testing "a request that names no thread: no ids (nothing could rejoin it)"
-        (let [body (utf8 (json/write-str {"runId" "r1" "state" client-keys}))]
-          (is (= (fix client-keys (raw-sse "t1")) (written (app (request "/agent" body))))))))))
+      (testing "a request that names no thread is filed too: it is rejoined by its ids, never reloaded (§16)"
+        (let [body (utf8 (json/write-str {"runId" "r1" "state" client-keys}))
+              out (written (app (request "/agent" body)))]
+          (is (re-find opening out))
+          (is (= (fix client-keys (raw-sse "t1")) (without-ids out))))))))
 
 (deftest a-client-that-leaves-is-detached-and-its-rejoin-gets-the-rest
   (with-open [cl (s/start-client)]
@@ -122,6 +124,7 @@
           creds {"authorization" "Bearer alice" "cookie" "s=1"}
           response (app (request "/agent" (input "t2" client-keys) creds))
           got (ByteArrayOutputStream.)]
+      (is (= "true" (get-in response [:headers "ag-ui-resumable"])) "the answer announces resume (§16)")
       ;; The third write fails: the client has the opening block and the first
       ;; reply only. The app's body still runs to its end, into the run log, and
       ;; nothing is thrown at it.
@@ -138,6 +141,7 @@
                 rest (written rejoin)]
             (is (= 200 (:status rejoin)))
             (is (= "text/event-stream" (get-in rejoin [:headers "content-type"])))
+            (is (= "true" (get-in rejoin [:headers "ag-ui-resumable"])))
             (is (= whole (str (without-ids before) (without-ids rest))) "no event twice, none missing")
             (is (not-any? #{last-id} (ids rest)))
             (is (= 1 @calls) "the handler was not called again")))
@@ -147,10 +151,11 @@
             (is (str/includes? reload "\"type\":\"MESSAGES_SNAPSHOT\""))
             (is (str/includes? reload "\"type\":\"RUN_FINISHED\""))
             (is (= 1 @calls))))
-        (testing "other credentials, another thread, a forged id: 410, one answer, the handler not called"
+        (testing "another credential, none, another thread, a forged id: 410, one answer, the handler not called"
+          ;; The credential is Authorization alone (the sidecar's default): the cookie is not one.
           (let [ask (fn [thread headers] (app (request "/agent" (input thread client-keys) headers)))
                 refused [(ask "t2" (assoc creds "authorization" "Bearer mallory" "last-event-id" last-id))
-                         (ask "t2" {"authorization" "Bearer alice" "last-event-id" last-id})
+                         (ask "t2" {"cookie" "s=1" "last-event-id" last-id})
                          (ask "t3" (assoc creds "last-event-id" last-id))
                          (ask "t2" (assoc creds "last-event-id" (str (subs last-id 0 (.lastIndexOf ^String last-id ".")) ".AAAAAAAAAAAAAAAA")))
                          (ask "t2" (assoc creds "last-event-id" "nonsense"))]]
@@ -161,7 +166,7 @@
         (testing "a reload of a thread with no run: 204, empty"
           (let [none (app (request "/agent/connect" (input "no-run" {}) creds))]
             (is (= 204 (:status none)))
-            (is (nil? (:body none)))
+            (is (= "" (written none)))
             (is (= 1 @calls))))))))
 
 (deftest a-client-cut-after-the-opening-block-rejoins-from-its-id
@@ -252,15 +257,39 @@
         (is (some? last-id))
         (.destroyForcibly p)
         (.waitFor p)
-        (testing "a rejoin that cannot be served (the sidecar is gone for good): 410, the handler not called"
+        (testing "a request that cannot be classed (the sidecar is gone for good) goes to the app, with one line"
           (let [rejoin (app (request "/agent" (input "t5" client-keys) {"last-event-id" last-id}))]
-            (is (= 410 (:status rejoin)))
-            (is (= "resume_unknown" (get-in (json/read-str (:body rejoin)) ["error" "code"])))
-            (is (= 1 @calls))))
+            (is (= (raw-sse "t5") (written rejoin)))
+            (is (= 2 @calls))
+            (is (some #(re-find #"^agui-state\.ring: /agent: classifyRequest failed \(.*\); the request goes to the app$" %)
+                      @warnings))))
         (testing "a stream whose sidecar is gone still completes, as the app wrote it"
           (is (= (raw-sse "t5") (written (app (request "/agent" (input "t5" client-keys))))))
-          (is (= 2 @calls)))
+          (is (= 3 @calls)))
         (is (some #(re-find #"openStream failed" %) @warnings))))))
+
+(deftest a-rejoin-the-sidecar-cannot-answer-gets-an-empty-410-or-204
+  ;; classifyRequest sends no body, rejoinStream does: past the sidecar's
+  ;; --max-message-bytes it fails with -32003, not -32007, and the middleware
+  ;; fails open with one line (§16), never calling the app.
+  (with-open [cl (s/start-client {:args ["--max-message-bytes" "4096"]})]
+    (let [calls (atom 0)
+          warnings (atom [])
+          app (r/wrap-agui-state (counting (raw-sse "t7") calls)
+                                 (assoc opts :client cl :warn #(swap! warnings conj %) :log (fn [_])))
+          big (utf8 (json/write-str {"threadId" "t7" "runId" "r1" "state" {"pad" (apply str (repeat 8000 "x"))}}))]
+      (doseq [[uri headers status] [["/agent" {"last-event-id" "AAAAAAAAAAAA.1.AAAAAAAAAAA"} 410]
+                                    ["/agent/connect" {"authorization" "Bearer alice"} 204]]]
+        (testing uri
+          (let [answer (app (request uri big headers))]
+            (is (= status (:status answer)))
+            (is (= "" (written answer)))
+            (is (= {} (:headers answer))))))
+      (is (= 0 @calls))
+      (is (= 2 (count @warnings)))
+      (is (every? #(re-find #"^agui-state\.ring: /agent(/connect)?: rejoinStream failed \(.*maxMessageBytes.*\); answered (410|204) with an empty body$" %)
+                  @warnings)
+          (pr-str @warnings)))))
 
 (deftest a-rejoin-of-a-run-that-breaks-off-is-broken-off-too
   (with-open [cl (s/start-client)]

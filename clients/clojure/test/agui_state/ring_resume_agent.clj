@@ -19,10 +19,14 @@
     POST /agent-late   the same, but it waits before its first event (its head sent):
                        the opening id block (§16) goes out alone
     POST /agent-now    the same agent without the pause: the uninterrupted run
+    POST /agent-raise  the same agent, but it throws after its first 3 events (an app
+                       that raised mid-run)
     POST /gate/open    lets every run that waits, and every later one, write the rest
     POST /gate/close   makes later runs wait again
     GET  /paused?n=N   waits until N runs of /agent wrote their first events (default 1)
-    GET  /calls        how many times the handler of /agent ran"
+    GET  /calls        how many times the handler of /agent ran
+    GET  /requests?path=P  how many requests for path P reached the server (the
+                       middleware's included: a rejoin it answers counts)"
   (:require [agui-state.client :as client]
             [agui-state.ring :as agui-ring]
             [clojure.data.json :as json]
@@ -56,6 +60,7 @@
 (defonce ^:private gate (atom (promise)))
 (defonce ^:private ^Semaphore paused (Semaphore. 0))
 (defonce ^:private ^AtomicLong calls (AtomicLong.))
+(defonce ^:private requests (atom {}))   ; path -> requests that reached the server
 
 (defn- write-event [^OutputStream out event]
   (.write out (.getBytes (str "data: " (json/write-str event :escape-unicode false :escape-slash false) "\n\n")
@@ -80,6 +85,19 @@
                      (deref open hang-guard-ms nil))
                    (write-event out e)))))}))
 
+(defn raising-handler
+  "The agent's first 3 events, then a throw: the app failed mid-run. The
+  adapter breaks the response off (§16: the run ends cancelled)."
+  [request]
+  (let [input (json/read-str (slurp (:body request) :encoding "UTF-8"))
+        events (take 3 (run-events (get input "threadId") (get input "runId")))]
+    {:status 200
+     :headers {"Content-Type" "text/event-stream" "Cache-Control" "no-cache"}
+     :body (reify protocols/StreamableResponseBody
+             (write-body-to-stream [_ _ out]
+               (doseq [e events] (write-event out e))
+               (throw (IllegalStateException. "the agent failed mid-run"))))}))
+
 (defn- text [status body] {:status status :headers {"Content-Type" "text/plain"} :body (str body)})
 
 (defn router [request]
@@ -87,6 +105,7 @@
     [:post "/agent"] (agent-handler request true pause)
     [:post "/agent-late"] (agent-handler request true 0)
     [:post "/agent-now"] (agent-handler request false pause)
+    [:post "/agent-raise"] (raising-handler request)
     [:post "/gate/open"] (do (deliver @gate true) (text 200 "open"))
     [:post "/gate/close"] (do (when (realized? @gate) (reset! gate (promise))) (text 200 "closed"))
     [:get "/paused"] (let [n (or (some->> (:query-string request) (re-find #"n=(\d+)") second Long/parseLong) 1)]
@@ -94,6 +113,7 @@
                          (text 200 "paused")
                          (text 504 "no run reached its pause")))
     [:get "/calls"] (text 200 (.get calls))
+    [:get "/requests"] (text 200 (get @requests (some->> (:query-string request) (re-find #"path=([^&]*)") second) 0))
     (text 404 "not found")))
 
 (defn- stamped
@@ -110,14 +130,21 @@
 
 (def ^:private async? (= "1" (System/getenv "RING_AGENT_ASYNC")))
 
+(defn- counted
+  "The handler, each request counted by its path before anything answers it."
+  [handler]
+  (fn ([request] (swap! requests update (:uri request) (fnil inc 0)) (handler request))
+      ([request respond raise] (swap! requests update (:uri request) (fnil inc 0)) (handler request respond raise))))
+
 (defn app []
-  (agui-ring/wrap-agui-state (if async? async-router router) (cond-> {:paths ["/agent" "/agent-late" "/agent-now"] :log stamped :warn stamped}
+  (counted
+   (agui-ring/wrap-agui-state (if async? async-router router) (cond-> {:paths ["/agent" "/agent-late" "/agent-now" "/agent-raise"] :log stamped :warn stamped}
                                       (System/getenv "RING_AGENT_STORE")
                                       (assoc :store (System/getenv "RING_AGENT_STORE"))
                                       ;; A sidecar of the app's own, with that run log cap.
                                       (System/getenv "RING_AGENT_LOG_BYTES")
                                       (assoc :client (client/start {:timeout-ms 30000
-                                                                    :args ["--log-bytes" (System/getenv "RING_AGENT_LOG_BYTES")]})))))
+                                                                    :args ["--log-bytes" (System/getenv "RING_AGENT_LOG_BYTES")]}))))))
 
 (defn -main [& _]
   (let [^Server server (jetty/run-jetty (app) {:host "127.0.0.1" :port 0 :join? false :async? async?})

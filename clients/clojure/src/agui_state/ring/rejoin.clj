@@ -1,55 +1,19 @@
 (ns agui-state.ring.rejoin
   "The rejoins of agui-state.ring/wrap-agui-state (protocol/README.md §16): a
-  request that carries Last-Event-ID (a dropped stream sent again) or a POST to
-  <agent path>/connect (a reloaded page) is answered from the sidecar's run log
+  request the sidecar classed as a rejoin (a dropped stream sent again) or a
+  reload (a reloaded page) is answered from the sidecar's run log
   (rejoinStream, then readRejoin until the run ends), and never reaches the
-  handler. The run may be one another process executes: with a shared
+  handler. The sidecar decides everything about it (who may, which headers,
+  the refusal): this namespace only carries the request there and the answer
+  back. The run may be one another process executes: with a shared
   `--store redis://...`, any worker serves it."
   (:require [agui-state.client :as client]
-            [clojure.data.json :as json]
-            [clojure.string :as str]
+            [agui-state.ring.sidecar :as sidecar]
             [ring.core.protocols :as protocols])
   (:import (java.io IOException OutputStream)
            (java.nio.charset StandardCharsets)))
 
 (set! *warn-on-reflection* true)
-
-(def ^:private connect-suffix
-  "A reload's path is the agent's with this after it (CopilotKit's convention)."
-  "/connect")
-
-(defn kind
-  ":rejoin (a Last-Event-ID header), :connect (a POST to a path ending in
-  /connect, the rest of which is an agent path `wanted?`), or nil."
-  [request wanted?]
-  (let [last-id (get-in request [:headers "last-event-id"])
-        uri (str (:uri request))]
-    (cond
-      (and (not (str/blank? last-id)) (wanted? uri)) :rejoin
-      (and (= :post (:request-method request))
-           (str/ends-with? uri connect-suffix)
-           (> (count uri) (count connect-suffix))
-           (wanted? (subs uri 0 (- (count uri) (count connect-suffix)))))
-      :connect)))
-
-(def gone-body
-  "The body of a refused or unknown rejoin, the proxy's (§16): one answer for
-  every case, so a refusal tells nothing."
-  (json/write-str {"error" {"code" "resume_unknown"
-                            "message" (str "no run to resume from this Last-Event-ID: it is unknown,"
-                                           " expired, or not yours; start a new run")}}))
-
-(defn- refused
-  "410 Gone for a rejoin, 204 No Content (an empty stream) for a reload."
-  [kind]
-  (if (= kind :rejoin)
-    {:status 410 :headers {"Content-Type" "application/json"} :body gone-body}
-    {:status 204 :headers {} :body nil}))
-
-(def ^:private wait-ms
-  "How long one readRejoin waits for an event: well within the client's call
-  timeout, and short enough that a rejoin whose client left is noticed soon."
-  2000)
 
 (defn- write-text [^OutputStream out ^String s]
   (when (pos? (.length s)) (.write out (.getBytes s StandardCharsets/UTF_8))))
@@ -68,7 +32,7 @@
         (.newInstance ^java.lang.reflect.Constructor eof (object-array [message]))
         (IOException. message)))))
 
-(defn- body
+(defn- body-of
   "Streams the read until the run ends: a run that finished ends the response;
   any other end (cancelled, evicted, unresumable), or a sidecar lost in the
   middle, throws out of the body (broken-off), which breaks the response off,
@@ -81,7 +45,9 @@
       (write-body-to-stream [_ _ out]
         (let [^OutputStream out out]
           (loop []
-            (let [r (try (client/read-rejoin view {:read-id read-id :wait-ms wait-ms})
+            ;; No :wait-ms: the sidecar's default decides (§16). Each reply is at most a
+            ;; page; the flush below waits for the client to take it before the next.
+            (let [r (try (client/read-rejoin view {:read-id read-id})
                          (catch Exception e e))]
               (if (instance? Exception r)
                 (do (ended warn (str "readRejoin failed (" (.getMessage ^Exception r) ")"))
@@ -101,29 +67,25 @@
                                                         ": the rejoin is broken off"))))))))))))))
 
 (defn respond
-  "The answer to a rejoin or a reload (`kind`), given the request's RunAgentInput
-  (`input`, a map or nil) and the sidecar's client `c` (nil if it could not be
-  had). Whatever fails, the answer is the refusal's (fail open: a rejoin that
-  cannot be served is 410, a reload 204), and the handler is never called.
+  "The answer to a rejoin or a reload (`kind`, \"rejoin\" or \"reload\", as
+  classifyRequest said), given the request (`head`: its method, path and header
+  pairs) and its body's text, through the sidecar's client (`c` gives it, or
+  throws). The sidecar's refusal is written exactly as it gives it. If the
+  sidecar cannot be reached (fail open), a rejoin is answered 410 and a reload
+  204, with an empty body, and one line says why. The handler is never called.
   `say` holds the middleware's :warn and :log."
-  [kind request input c {:keys [warn] :as say}]
-  (let [thread-id (get input "threadId")
-        uri (str (:uri request))
-        path (if (= kind :connect) (subs uri 0 (- (count uri) (count connect-suffix))) uri)
-        headers (:headers request)]
-    (if-not (and c (string? thread-id) (not= "" thread-id))
-      (refused kind)
-      (let [view (client/pinned c)
-            r (try (client/rejoin-stream view (cond-> {:thread-id thread-id :path path
-                                                       :authorization (get headers "authorization")
-                                                       :cookie (get headers "cookie")}
-                                                (= kind :rejoin)
-                                                (assoc :last-event-id (get headers "last-event-id"))))
-                   (catch Exception e e))]
-        (cond
-          (not (instance? Exception r))
-          {:status (:status r) :headers (:headers r) :body (body view (:read-id r) path say)}
-          (= :resume-unknown (:kind (ex-data r))) (refused kind)
-          :else (do (warn (str "agui-state.ring: rejoinStream failed: " (.getMessage ^Exception r)
-                               "; answered as nothing to resume"))
-                    (refused kind)))))))
+  [kind head ^String body c {:keys [warn] :as say}]
+  (let [r (try (sidecar/call! (c) #(client/rejoin-stream % {:request (assoc head "body" body)}))
+               (catch Exception e e))]
+    (cond
+      (vector? r)
+      (let [[view {:keys [read-id status headers]}] r]
+        {:status status :headers headers :body (body-of view read-id (get head "path") say)})
+      (= :resume-unknown (:kind (ex-data r)))
+      (let [{:strs [status headers body]} (:data (ex-data r))]
+        {:status status :headers headers :body body})
+      :else
+      (do (warn (str "agui-state.ring: " (get head "path") ": rejoinStream failed ("
+                     (.getMessage ^Exception r) "); answered " (if (= kind "rejoin") 410 204)
+                     " with an empty body"))
+          {:status (if (= kind "rejoin") 410 204) :headers {} :body ""}))))

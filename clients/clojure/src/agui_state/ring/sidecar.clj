@@ -105,11 +105,12 @@
   "openStream through a view pinned to c's current process (client/pinned):
   every later call of the stream goes through that view, so that none reaches
   another process, where the same id names another stream (§14). Returns
-  {:view :stream-id}, or {:lost e :view v} when that process is gone."
+  {:view :stream-id}, and :run :opening :headers for a resumable run, or {:lost
+  e :view v} when that process is gone."
   [c params]
   (let [v (client/pinned c)]
-    (try (let [{:keys [stream-id run opening]} (client/open-stream v params)]
-           (cond-> {:view v :stream-id stream-id} run (assoc :run run :opening opening)))
+    (try (let [{:keys [stream-id run opening headers]} (client/open-stream v params)]
+           (cond-> {:view v :stream-id stream-id} run (assoc :run run :opening opening :headers headers)))
          (catch ExceptionInfo e
            (if (lost? e) {:lost e :view v} (throw e))))))
 
@@ -121,12 +122,26 @@
     (when-not (.isAlive p) (restart-if-current! c p)))
   c)
 
+(defn call!
+  "(f v) on a view v pinned to c's process, the sidecar restarted first if it is
+  gone, and once more after a call that found it gone (unless another caller
+  already restarted it). Returns [v (f v)]: a rejoin's reads go to the process
+  that holds its read. Throws what the second try throws."
+  [c f]
+  (alive! c)
+  (let [v (client/pinned c)
+        r (try [v (f v)] (catch ExceptionInfo e (if (lost? e) e (throw e))))]
+    (if (vector? r)
+      r
+      (do (restart-if-current! c (client/process v))
+          (let [v (client/pinned c)] [v (f v)])))))
+
 (defn open!
   "Opens a stream on c, restarting the sidecar first if it is gone, or once
   after an openStream that found it gone: the next request after a failure is
-  repaired again. Returns {:view :stream-id}, and :run and :opening (the id
-  block to write first) when the stream was filed as a resumable run (params'
-  :resume, protocol/README.md §16); throws
+  repaired again. Returns {:view :stream-id}, and :run, :opening (the id block
+  to write first) and :headers (to add to the response's head) when the stream
+  was filed as a resumable run (params' :resume, protocol/README.md §16); throws
   what the second try throws."
   [c params]
   (alive! c)
