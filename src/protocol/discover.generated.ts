@@ -4540,7 +4540,7 @@ export const DISCOVER_JSON = String.raw`{
       "examples": [
         {
           "name": "01-connect",
-          "description": "A reload's read: RUN_STARTED with its id, then the STATE_SNAPSHOT and MESSAGES_SNAPSHOT the run started from (the id differs on every run, so the text is not compared here); the run goes on, so done is false. Setup: openStream {\"state\":{\"count\":1},\"resume\":{\"threadId\":\"t-connect\",\"path\":\"/agent\",\"cookie\":\"session=1\"}}; fixStream {\"streamId\":\"s1\",\"text\":\"data: {\\\"type\\\":\\\"RUN_STARTED\\\",\\\"threadId\\\":\\\"t-connect\\\",\\\"runId\\\":\\\"r\\\"}\\n\\n\"}; rejoinStream {\"threadId\":\"t-connect\",\"path\":\"/agent\",\"cookie\":\"session=1\"}.",
+          "description": "A reload's read: RUN_STARTED with its id, then the STATE_SNAPSHOT and MESSAGES_SNAPSHOT the run started from (the id differs on every run, so the text is not compared here); the run goes on, so done is false. Setup: openStream {\"state\":{\"count\":1},\"resume\":{\"threadId\":\"t-connect\",\"path\":\"/agent\",\"authorization\":\"Bearer alice\"}}; fixStream {\"streamId\":\"s1\",\"text\":\"data: {\\\"type\\\":\\\"RUN_STARTED\\\",\\\"threadId\\\":\\\"t-connect\\\",\\\"runId\\\":\\\"r\\\"}\\n\\n\"}; rejoinStream {\"threadId\":\"t-connect\",\"path\":\"/agent\",\"authorization\":\"Bearer alice\"}.",
           "params": [
             {
               "name": "readId",
@@ -4562,7 +4562,7 @@ export const DISCOVER_JSON = String.raw`{
         },
         {
           "name": "02-finished",
-          "description": "The run ended while the read was open: its last events, done, and how it ended. The read is then closed. Setup: openStream {\"state\":{\"count\":1},\"resume\":{\"threadId\":\"t-connect\",\"path\":\"/agent\",\"cookie\":\"session=1\"}}; fixStream {\"streamId\":\"s1\",\"text\":\"data: {\\\"type\\\":\\\"RUN_STARTED\\\",\\\"threadId\\\":\\\"t-connect\\\",\\\"runId\\\":\\\"r\\\"}\\n\\n\"}; rejoinStream {\"threadId\":\"t-connect\",\"path\":\"/agent\",\"cookie\":\"session=1\"}; readRejoin {\"readId\":\"r1\",\"waitMs\":0}; closeStream {\"streamId\":\"s1\"}.",
+          "description": "The run ended while the read was open: its last events, done, and how it ended. The read is then closed. Setup: openStream {\"state\":{\"count\":1},\"resume\":{\"threadId\":\"t-connect\",\"path\":\"/agent\",\"authorization\":\"Bearer alice\"}}; fixStream {\"streamId\":\"s1\",\"text\":\"data: {\\\"type\\\":\\\"RUN_STARTED\\\",\\\"threadId\\\":\\\"t-connect\\\",\\\"runId\\\":\\\"r\\\"}\\n\\n\"}; rejoinStream {\"threadId\":\"t-connect\",\"path\":\"/agent\",\"authorization\":\"Bearer alice\"}; readRejoin {\"readId\":\"r1\",\"waitMs\":0}; closeStream {\"streamId\":\"s1\"}.",
           "params": [
             {
               "name": "readId",
@@ -4638,7 +4638,7 @@ export const DISCOVER_JSON = String.raw`{
       "examples": [
         {
           "name": "01-close",
-          "description": "The rejoin's client went away: the read is forgotten. Setup: openStream {\"state\":{\"count\":1},\"resume\":{\"threadId\":\"t-connect\",\"path\":\"/agent\",\"cookie\":\"session=1\"}}; fixStream {\"streamId\":\"s1\",\"text\":\"data: {\\\"type\\\":\\\"RUN_STARTED\\\",\\\"threadId\\\":\\\"t-connect\\\",\\\"runId\\\":\\\"r\\\"}\\n\\n\"}; rejoinStream {\"threadId\":\"t-connect\",\"path\":\"/agent\",\"cookie\":\"session=1\"}.",
+          "description": "The rejoin's client went away: the read is forgotten. Setup: openStream {\"state\":{\"count\":1},\"resume\":{\"threadId\":\"t-connect\",\"path\":\"/agent\",\"authorization\":\"Bearer alice\"}}; fixStream {\"streamId\":\"s1\",\"text\":\"data: {\\\"type\\\":\\\"RUN_STARTED\\\",\\\"threadId\\\":\\\"t-connect\\\",\\\"runId\\\":\\\"r\\\"}\\n\\n\"}; rejoinStream {\"threadId\":\"t-connect\",\"path\":\"/agent\",\"authorization\":\"Bearer alice\"}.",
           "params": [
             {
               "name": "readId",

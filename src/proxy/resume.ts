@@ -1,11 +1,11 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
 import type { Log } from "../log.js";
-import { announcement, classify, headerMap, type HeaderMap, type RequestHead, type RequestKind } from "../resume/edge.js";
+import { announcement, classify, headerMap, threadIdIn, type HeaderMap, type RequestHead, type RequestKind } from "../resume/edge.js";
 import type { RunEnd } from "../resume/log.js";
 import { Recorder, type ResumeOptions } from "../resume/recorder.js";
 import { readPages, PAGE_BYTES } from "../resume/pages.js";
 import { resolve, runStart, type Resolution } from "../resume/rejoin.js";
-import { baselineOf, MAX_BASELINE_BYTES, type Baseline } from "./baseline.js";
+import { MAX_BASELINE_BYTES, type Baseline } from "./baseline.js";
 
 /** The request's head as the resume edge reads it (src/resume/edge.ts): every header as the client sent it. */
 function headOf(req: IncomingMessage): RequestHead {
@@ -55,7 +55,7 @@ export class Resume {
   async serve(kind: "rejoin" | "reload", req: IncomingMessage, res: ServerResponse): Promise<void> {
     const body = await readBody(req);
     if (res.destroyed) return;
-    const found = await resolve(this.opts, kind, headOf(req), body === undefined ? undefined : baselineOf(body).threadId);
+    const found = await resolve(this.opts, kind, headOf(req), body === undefined ? undefined : threadIdIn(body));
     if (found.refused) {
       this.logger.info({ kind }, kind === "rejoin" ? "rejoin refused: 410" : "nothing to connect to: 204");
       const { status, headers, body: text } = found.refused;

@@ -66,6 +66,16 @@ export function agentPath(req: RequestHead, kind: RequestKind): string {
   return kind === "reload" ? path.slice(0, -CONNECT.length) || "/" : path;
 }
 
+/** RunAgentInput.threadId in a request body's text, as the client's JSON.parse reads it; undefined when the body is no JSON object. */
+export function threadIdIn(body: string): unknown {
+  try {
+    const input: unknown = JSON.parse(body);
+    return typeof input === "object" && input !== null ? (input as Record<string, unknown>)["threadId"] : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** A threadId a run may be filed and found under: a string of 1 to MAX_THREAD_ID units; anything else names no thread (""). */
 export const threadOf = (v: unknown): string => (typeof v === "string" && v.length <= MAX_THREAD_ID ? v : "");
 

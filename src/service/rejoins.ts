@@ -1,8 +1,7 @@
 import { err, ok } from "../core/index.js";
 import { invalidParams, resumeUnknown, unknownRead, type CallResult } from "../protocol/errors.js";
 import type * as P from "../protocol/types.js";
-import { baselineOf } from "../proxy/baseline.js";
-import { classify, headerMap, refusal, type RequestHead, type RequestKind } from "../resume/edge.js";
+import { classify, headerMap, refusal, threadIdIn, type RequestHead, type RequestKind } from "../resume/edge.js";
 import type { Cursor, Page, RunEnd } from "../resume/log.js";
 import { PAGE_BYTES } from "../resume/pages.js";
 import type { ResumeOptions } from "../resume/recorder.js";
@@ -39,7 +38,7 @@ async function atHand(reading: Promise<void> | undefined): Promise<void> {
 function requestOf(p: P.RejoinStreamParams): { head: RequestHead; kind: RequestKind; threadId: unknown } | { missing: string } {
   if (p.request !== undefined) {
     const head = { method: p.request.method, path: p.request.path, headers: headerMap(p.request.headers as [string, string][]) };
-    return { head, kind: classify(head), threadId: p.request.body === undefined ? undefined : baselineOf(p.request.body).threadId };
+    return { head, kind: classify(head), threadId: p.request.body === undefined ? undefined : threadIdIn(p.request.body) };
   }
   if (p.threadId === undefined) return { missing: "/threadId" };
   if (p.path === undefined) return { missing: "/path" };
@@ -76,7 +75,11 @@ export class Rejoins {
     return ok({ kind: classify({ method: p.method, path: p.path, headers: headerMap(p.headers as [string, string][]) }) });
   }
 
-  async rejoinStream(p: P.RejoinStreamParams): Promise<CallResult<P.RejoinStreamResult>> {
+  /**
+   * Params that cannot be served are answered at once, in order with the calls around them, as every
+   * other method's are (the fuzzer's invariant); only a lookup in the log answers later.
+   */
+  rejoinStream(p: P.RejoinStreamParams): CallResult<P.RejoinStreamResult> | Promise<CallResult<P.RejoinStreamResult>> {
     const asked = requestOf(p);
     if ("missing" in asked) return err(invalidParams(asked.missing, "MISSING", `${asked.missing.slice(1)}: required without request`));
     if (p.request !== undefined && (p.threadId ?? p.path ?? p.authorization ?? p.cookie ?? p.lastEventId) !== undefined) return err(invalidParams("/request", "CONFLICTING_PARAMS", "request: give the request alone, or the earlier members (threadId, path, ...) without it"));
@@ -84,6 +87,10 @@ export class Rejoins {
     if (kind === "forward") return err(invalidParams("/request", "INVALID_VALUE", "request: neither a rejoin (a POST with Last-Event-ID) nor a reload (a POST to <agent path>/connect); it is the app's (classifyRequest)"));
     const opts = this.resume;
     if (!opts) return err(resumeUnknown(refusal(kind)));
+    return this.openRead(opts, kind, head, threadId);
+  }
+
+  private async openRead(opts: ResumeOptions, kind: "rejoin" | "reload", head: RequestHead, threadId: unknown): Promise<CallResult<P.RejoinStreamResult>> {
     const found = await resolve(opts, kind, head, threadId);
     if (found.refused) return err(resumeUnknown(found.refused));
     const cursor = await opts.log.open(found.info.run, found.after);

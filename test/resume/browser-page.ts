@@ -16,6 +16,8 @@ export interface PageRun {
   agent: "plain" | "resumable";
   /** runAgent(), or connectAgent() (a reloaded page). */
   mode: "run" | "connect";
+  /** Request headers the agent sends: a signed-in user's Authorization (a reload needs the run's credential, §16). */
+  headers?: Record<string, string>;
 }
 
 export interface PageResult {
@@ -59,7 +61,7 @@ async function counting(url: string, init: RequestInit): Promise<Response> {
 }
 
 async function aguiRun(run: PageRun): Promise<PageResult> {
-  const config = { url: run.url, threadId: run.threadId, initialState: run.initialState };
+  const config = { url: run.url, threadId: run.threadId, initialState: run.initialState, ...(run.headers ? { headers: run.headers } : {}) };
   const agent = run.agent === "plain" ? new HttpAgent(config) : new ResumableHttpAgent({ ...config, fetch: counting, resume: { backoffMs: 1, onRetry: () => void seen.retries++ } });
   const subscriber = { onEvent: () => void seen.events++ };
   try {

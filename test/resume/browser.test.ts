@@ -237,7 +237,8 @@ describe("the resume module in chromium, through the proxy", () => {
     const { agent, upstream } = await upstreamWith(4);
     const proxy = await startProxy(upstream.url);
     const { page, said } = await openPage(proxy.url);
-    const run: PageRun = { url: `${proxy.url}/agent`, threadId: THREAD, initialState: INITIAL, agent: "resumable", mode: "run" };
+    // The page's user is signed in: a reload needs the credential its run started with (§16).
+    const run: PageRun = { url: `${proxy.url}/agent`, threadId: THREAD, initialState: INITIAL, agent: "resumable", mode: "run", headers: { authorization: "Bearer alice" } };
     // The page's run is left running; the reload ends it (and its evaluate) from the browser's side.
     const abandoned = runIn(page, run).catch(() => undefined);
     await page.waitForFunction(() => (globalThis as unknown as PageGlobals).aguiSeen.events >= 3);
@@ -245,7 +246,7 @@ describe("the resume module in chromium, through the proxy", () => {
     await page.waitForFunction(() => typeof (globalThis as unknown as { aguiRun?: unknown }).aguiRun === "function");
     await abandoned;
 
-    // The reloaded page knows only its thread.
+    // The reloaded page knows only its thread (and its user).
     // HttpAgent 1.0.0's connect() throws AGUIConnectNotImplementedError, which connectAgent() swallows: the page stays empty.
     const plain = await runIn(page, { ...run, initialState: {}, agent: "plain", mode: "connect" });
     expect(plain).toMatchObject({ state: {}, messages: [] });

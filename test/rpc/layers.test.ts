@@ -26,7 +26,8 @@ const LAYERS: Record<string, RegExp> = {
   "src/json": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE})$`),
   "src/service": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/protocol\/[\w-]+\.js|\.\.\/(store|resume)\/[\w-]+\.js|\.\.\/log\.js)$`),
   // Resume's run side (protocol/README.md §16): ids, the keyed credential hash, the stamper, the run log in memory or in Redis.
-  "src/resume": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/(log|json\/stringify|stream\/events)\.js|node:crypto|ioredis)$`),
+  // The announcement's name and value come from the browser module, which has no Node and says it to its fetch.
+  "src/resume": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/(log|json\/stringify|stream\/events|web\/resume\/announce)\.js|node:crypto|node:stream|ioredis)$`),
   "src/rpc/common": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/\.\.\/(${CORE}|(json\/[\w-]+|log|protocol\/[\w.-]+|service\/[\w-]+)\.js)|vscode-jsonrpc|ajv)$`),
   // The heap ceiling: V8's statistics and its gc(), the log; it sees the service only through an interface.
   "src/runtime": /^(node:(v8|vm)|\.\.\/log\.js)$/,
