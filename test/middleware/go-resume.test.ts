@@ -16,6 +16,7 @@ import { ResumableHttpAgent, resumableFetch } from "../../src/web/resume/index.j
 import { OPENING } from "../../scripts/harness/sse-ids.js";
 import { cutName, Relay, type Cut } from "../resume/relay.js";
 import { expectRejoinedFromOpening } from "../resume/from-opening.js";
+import { readToFailure } from "../resume/failing-body.js";
 
 /**
  * Issue 34 item 8, Go: resume through aguistate.Middleware (protocol/README.md §16), with the
@@ -205,22 +206,14 @@ describe("a run whose app failed (Go middleware)", () => {
     const res = await resumableFetch({ fetch: counting, backoffMs: 1 })(`${server.url}/agent?raise=3`, { method: "POST", headers: { "content-type": "application/json" }, body: input("t6", "r1") });
     expect(res.status).toBe(200);
     expect(res.headers.get("ag-ui-resumable")).toBe("true");
-    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-    let text = "";
-    const failed = await (async () => {
-      for (;;) {
-        const chunk = await reader.read();
-        if (chunk.done) return undefined;
-        text += new TextDecoder().decode(chunk.value);
-      }
-    })().catch((e: unknown) => e);
+    const { failed, types } = await readToFailure(res);
     expect(failed).toBeInstanceOf(Error);
     expect(asked.map((a) => a.status)).toEqual([200, 410]);
     expect(asked[1]?.lastEventId).toMatch(/\.3\.[A-Za-z0-9_-]+$/);
     expect(await requests(server)).toBe(2);
     expect(await hits(server)).toBe(1);
     // What the handler wrote before it panicked reached the client, repaired.
-    expect([...text.matchAll(/"type":"([A-Z_]+)"/g)].map((m) => m[1])).toEqual(["RUN_STARTED", "STATE_DELTA", "STATE_DELTA"]);
+    expect(types).toEqual(["RUN_STARTED", "STATE_DELTA", "STATE_DELTA"]);
   }, 120_000);
 });
 

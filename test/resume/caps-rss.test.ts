@@ -1,4 +1,4 @@
-import http from "node:http";
+import type http from "node:http";
 import net from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { startProxy, type RunningProxy } from "../proxy/proxy-process.js";
