@@ -112,20 +112,6 @@ const maxBaselineBytes = 64 << 20
 // buffer would send it.
 const flushAt = 16 << 10
 
-// closeTimeout bounds closeStream, which runs when the handler has returned
-// or its client has gone, so no request context bounds it.
-const closeTimeout = 10 * time.Second
-
-// callTimeout bounds each openStream and fixStream: a sidecar that stops
-// answering without exiting must not hold the user's stream (fail open), as
-// the Python and Clojure middlewares bound theirs.
-const callTimeout = 30 * time.Second
-
-// withCallTimeout is the request's context, bounded by callTimeout.
-func withCallTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, callTimeout)
-}
-
 // Middleware repairs the AG-UI event streams a handler writes (a response
 // whose Content-Type is text/event-stream, or NDJSON: application/x-ndjson,
 // application/jsonl) through the sidecar's stream methods, with the
@@ -358,7 +344,7 @@ func (m *middleware) onSidecar(ctx context.Context, call func(c *Client, on *pro
 func (m *middleware) open(ctx context.Context, p OpenStreamParams) (*proc, openedStream, OpenStreamParams, error) {
 	var o openedStream
 	c, on, err := m.onSidecar(ctx, func(c *Client, on *proc) (err error) {
-		o, err = c.openStreamOn(ctx, on, p)
+		o, err = m.openOn(ctx, c, on, p)
 		return err
 	})
 	if c == nil {
@@ -379,14 +365,23 @@ func (m *middleware) open(ctx context.Context, p OpenStreamParams) (*proc, opene
 			m.log.Printf("agui-state: the request's resume was refused (%v); the stream is repaired without resume", err)
 			p.Resume = nil
 		}
-		o, err = c.openStreamOn(ctx, on, p)
+		o, err = m.openOn(ctx, c, on, p)
 	}
 	if p.State != nil && (errors.Is(err, ErrInvalidParams) || errors.Is(err, ErrLimitExceeded)) {
 		m.log.Printf("agui-state: the request's RunAgentInput.state was refused (%v); the stream is repaired from {}", err)
 		p.State = nil
-		o, err = c.openStreamOn(ctx, on, p)
+		o, err = m.openOn(ctx, c, on, p)
 	}
 	return on, o, p, err
+}
+
+// openOn is openStream on the process on, within repairCallLimit.
+func (m *middleware) openOn(ctx context.Context, c *Client, on *proc, p OpenStreamParams) (o openedStream, err error) {
+	err = bounded(ctx, on, "openStream", func(ctx context.Context) (err error) {
+		o, err = c.openStreamOn(ctx, on, p)
+		return err
+	})
+	return o, err
 }
 
 // runInput is what the middleware reads of the request's RunAgentInput.

@@ -118,13 +118,11 @@ func (s *streamWriter) recover(err error) error {
 
 // reopen is one try of recover: the error of the new sidecar, if it failed too.
 func (s *streamWriter) reopen(why error) error {
-	ctx, cancel := withCallTimeout(s.ctx)
-	defer cancel()
-	p, err := s.m.restart(ctx, s.p, why)
+	p, err := s.m.restart(s.ctx, s.p, why)
 	if err != nil {
 		return err
 	}
-	o, err := s.c.openStreamOn(ctx, p, s.params)
+	o, err := s.m.openOn(s.ctx, s.c, p, s.params)
 	if err != nil {
 		s.p = p // a process that failed here is the one to restart next
 		return err
@@ -136,7 +134,7 @@ func (s *streamWriter) reopen(why error) error {
 		// The run's RUN_STARTED alone, so that the rest is read as the same run (a new stream's first
 		// event must open a run, §13), its output dropped: the client has it.
 		if len(s.opening) > 0 {
-			if _, err := s.c.fixStreamOn(ctx, p, s.id, string(s.opening)); err != nil {
+			if _, err := s.fix(p, s.id, string(s.opening)); err != nil {
 				return err
 			}
 		}
@@ -145,7 +143,7 @@ func (s *streamWriter) reopen(why error) error {
 	}
 	// Each stream opened again is a line in the log (protocol §14), one that had taken nothing yet too.
 	if len(s.replay) > 0 {
-		r, err := s.c.fixStreamOn(ctx, p, s.id, string(s.replay))
+		r, err := s.fix(p, s.id, string(s.replay))
 		if err != nil {
 			return err
 		}

@@ -106,9 +106,11 @@ func (s *streamWriter) leave() {
 		return
 	}
 	s.left = true
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	r, err := s.c.detachStreamOn(ctx, s.p, s.id)
-	cancel()
+	var r *DetachStreamResult
+	err := bounded(context.Background(), s.p, "detachStream", func(ctx context.Context) (err error) {
+		r, err = s.c.detachStreamOn(ctx, s.p, s.id)
+		return err
+	})
 	if err != nil || r.GraceMs <= 0 {
 		s.cancelRun("")
 		return
@@ -194,19 +196,23 @@ func (m *middleware) handles(path string) bool {
 // or "reload". A sidecar that cannot be reached, even restarted, sends the
 // request to the handler (fail open).
 func (m *middleware) classify(r *http.Request) string {
-	ctx, cancel := withCallTimeout(r.Context())
-	defer cancel()
+	ctx := r.Context()
 	p := ClassifyRequestParams{Method: r.Method, Path: r.URL.RequestURI(), Headers: HeaderPairs(r.Header)}
 	var res *ClassifyRequestResult
-	_, _, err := m.onSidecar(ctx, func(c *Client, on *proc) (err error) {
-		res, err = c.classifyRequestOn(ctx, on, p)
-		return err
+	_, _, err := m.onSidecar(ctx, func(c *Client, on *proc) error {
+		return bounded(ctx, on, "classifyRequest", func(ctx context.Context) (err error) {
+			res, err = c.classifyRequestOn(ctx, on, p)
+			return err
+		})
 	})
+	var hung *hungError
 	switch {
 	case err == nil:
 		return res.Kind
 	case errors.Is(err, ErrMethodNotFound): // a sidecar older than classifyRequest
 		m.dropResume(err)
+	case errors.As(err, &hung):
+		m.logHung(r.URL.Path, hung, "and the request goes to the handler")
 	case r.Context().Err() == nil:
 		m.log.Printf("agui-state: %s: the request could not be classified (%v); it goes to the handler", r.URL.Path, err)
 	}
@@ -229,7 +235,7 @@ func (m *middleware) rejoin(w http.ResponseWriter, r *http.Request, kind string)
 	var on *proc
 	var res *RejoinStreamResult
 	if err == nil {
-		cctx, cancel := withCallTimeout(ctx)
+		cctx, cancel := context.WithTimeout(ctx, rejoinCallLimit)
 		p := RejoinStreamParams{Request: &HTTPRequest{Method: r.Method, Path: r.URL.RequestURI(), Headers: HeaderPairs(r.Header), Body: string(body)}}
 		c, on, err = m.onSidecar(cctx, func(c *Client, on *proc) (err error) {
 			res, err = c.rejoinStreamOn(cctx, on, p)
@@ -258,7 +264,7 @@ func (m *middleware) rejoin(w http.ResponseWriter, r *http.Request, kind string)
 	answer(w, res.Status, res.Headers, "")
 	flush(w)
 	for {
-		cctx, cancel := withCallTimeout(ctx)
+		cctx, cancel := context.WithTimeout(ctx, rejoinCallLimit)
 		rr, err := c.readRejoinOn(cctx, on, ReadRejoinParams{ReadID: res.ReadID})
 		cancel()
 		if err != nil {
@@ -300,7 +306,7 @@ func (m *middleware) endedEarly(path, why string) {
 // closeRejoin forgets a read whose client left, so that it no longer keeps
 // the run going past its grace.
 func (m *middleware) closeRejoin(c *Client, on *proc, readID string) {
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), repairCallLimit)
 	defer cancel()
 	_ = c.closeRejoinOn(ctx, on, readID)
 }

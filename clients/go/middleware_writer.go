@@ -136,8 +136,6 @@ func (s *streamWriter) writeHeader(code int) {
 // open opens the stream on the sidecar; it returns the opening block to write
 // first when the stream was filed as a resumable run, else "".
 func (s *streamWriter) open(f string) string {
-	ctx, cancel := withCallTimeout(s.ctx)
-	defer cancel()
 	if s.note != "" {
 		s.m.log.Printf("agui-state: %s: %s; the stream is repaired from the state {}", s.req.URL.Path, s.note)
 	}
@@ -146,9 +144,13 @@ func (s *streamWriter) open(f string) string {
 	if s.stop != nil && f == "sse" {
 		params.Resume = s.resumeRun()
 	}
-	p, opened, params, err := s.m.open(ctx, params)
+	p, opened, params, err := s.m.open(s.ctx, params)
 	if err != nil {
-		if s.req.Context().Err() == nil { // a client that went away needs no word; a timeout does
+		var hung *hungError
+		switch {
+		case errors.As(err, &hung):
+			s.m.logHung(s.req.URL.Path, hung, "and this response goes through unrepaired")
+		case s.req.Context().Err() == nil: // a client that went away needs no word
 			s.m.log.Printf("agui-state: %s: no stream repair (%v); the response goes through unrepaired", s.req.URL.Path, err)
 		}
 		return ""
@@ -355,10 +357,9 @@ func (s *streamWriter) drain() {
 		s.buf = s.buf[:copy(s.buf, s.buf[n:])]
 		s.cut, s.seen = s.cut-n, s.seen-n
 		s.cond.Broadcast() // room for a Write held back
+		p, id := s.p, s.id
 		s.mu.Unlock()
-		ctx, cancel := withCallTimeout(s.ctx)
-		r, err := s.c.fixStreamOn(ctx, s.p, s.id, part)
-		cancel()
+		r, err := s.fix(p, id, part)
 		s.mu.Lock()
 		if !s.feeding() {
 			return // the client went away meanwhile (watch): nothing is worth sending
@@ -418,15 +419,13 @@ func (s *streamWriter) finish(broken bool) {
 			continue
 		}
 		part := s.buf[:n]
-		ctx, cancel := withCallTimeout(s.ctx)
-		r, err := s.c.fixStreamOn(ctx, s.p, s.id, string(part))
+		r, err := s.fix(s.p, s.id, string(part))
 		for err != nil {
 			if err = s.recover(err); err != nil {
 				break
 			}
-			r, err = s.c.fixStreamOn(ctx, s.p, s.id, string(part))
+			r, err = s.fix(s.p, s.id, string(part))
 		}
-		cancel()
 		if err != nil {
 			s.fail(err)
 			return
@@ -479,23 +478,29 @@ func (s *streamWriter) out(text string) error {
 // has gone is not a failure of the repair, and is not logged.
 func (s *streamWriter) fail(err error) {
 	var exited *ExitError
+	var hung *hungError
+	// gone: the stream is not the sidecar's any more, and there is nothing to close.
+	gone := errors.As(err, &exited) || errors.As(err, &hung) || errors.Is(err, ErrUnknownStream)
 	if s.left { // detached: the run cannot go on into the log, and nobody reads the output
 		s.m.log.Printf("agui-state: %s: the stream repair failed while its client was away (%v); the run is cancelled", s.req.URL.Path, err)
-		if errors.As(err, &exited) || errors.Is(err, ErrUnknownStream) {
+		if gone {
 			s.end()
 		}
 		s.cancelRun("")
 		return
 	}
-	if s.req.Context().Err() == nil {
+	switch {
+	case hung != nil:
+		s.m.logHung(s.req.URL.Path, hung, "and the rest of this response goes through unrepaired")
+	case s.req.Context().Err() == nil:
 		again := ""
 		if s.reopens > 0 {
 			again = fmt.Sprintf(", after %d restarts", s.reopens)
 		}
 		s.m.log.Printf("agui-state: %s: the stream repair failed (%v%s); the rest of this response goes through unrepaired", s.req.URL.Path, err, again)
 	}
-	if errors.As(err, &exited) || errors.Is(err, ErrUnknownStream) {
-		s.end() // nothing to close
+	if gone {
+		s.end()
 	} else {
 		s.abandon()
 	}
@@ -523,10 +528,23 @@ func (s *streamWriter) abandon() {
 
 func (s *streamWriter) close() (*CloseStreamResult, error) { return s.closeAs(false) }
 
-func (s *streamWriter) closeAs(broken bool) (*CloseStreamResult, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-	defer cancel()
-	return s.c.closeStreamOn(ctx, s.p, s.id, broken && s.run != "")
+// closeAs runs when the handler has returned or its client has gone, so no
+// request context bounds it: repairCallLimit does.
+func (s *streamWriter) closeAs(broken bool) (r *CloseStreamResult, err error) {
+	err = bounded(context.Background(), s.p, "closeStream", func(ctx context.Context) (err error) {
+		r, err = s.c.closeStreamOn(ctx, s.p, s.id, broken && s.run != "")
+		return err
+	})
+	return r, err
+}
+
+// fix hands part to the stream id on p, within repairCallLimit.
+func (s *streamWriter) fix(p *proc, id, part string) (r *FixStreamResult, err error) {
+	err = bounded(s.ctx, p, "fixStream", func(ctx context.Context) (err error) {
+		r, err = s.c.fixStreamOn(ctx, p, id, part)
+		return err
+	})
+	return r, err
 }
 
 // end stops the repair: later writes go through as they are.

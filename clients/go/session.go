@@ -214,9 +214,16 @@ func (p *proc) end() {
 // unreadable ends a session whose stdout cannot be trusted: stdout carries
 // protocol frames only, so a line that is not one means the stream is lost.
 func (p *proc) unreadable(line []byte, err error) {
+	p.kill(fmt.Errorf("unreadable response %.200q: %v", line, err))
+}
+
+// kill ends the process for a reason of the client's (the first one given):
+// every call pending on it, or made on it later, fails with an *ExitError
+// that says why. A process stopped (SIGSTOP) dies of it too.
+func (p *proc) kill(why error) {
 	p.mu.Lock()
 	if p.cause == nil {
-		p.cause = fmt.Errorf("unreadable response %.200q: %v", line, err)
+		p.cause = why
 	}
 	p.mu.Unlock()
 	_ = p.cmd.Process.Kill()
