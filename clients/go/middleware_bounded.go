@@ -3,6 +3,7 @@ package aguistate
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,6 +34,9 @@ func (e *hungError) Error() string {
 // sidecar. A timer, not a deadline on ctx: a call blocked writing its
 // request to a sidecar that no longer reads its stdin is not bounded by ctx.
 func bounded(ctx context.Context, p *proc, method string, call func(context.Context) error) error {
+	if sent, _ := callSent.Load().(func(string)); sent != nil {
+		sent(method)
+	}
 	t := time.AfterFunc(repairCallLimit, func() {
 		p.kill(fmt.Errorf("it did not answer %s within %d ms; killed", method, repairCallLimit.Milliseconds()))
 	})
@@ -42,6 +46,10 @@ func bounded(ctx context.Context, p *proc, method string, call func(context.Cont
 	}
 	return err
 }
+
+// callSent, set by a test, is told the method of each bounded call as it is
+// made: the test then knows a call is out to a sidecar it has stopped.
+var callSent atomic.Value // func(method string)
 
 // logHung is the one line that says a sidecar was ended for not answering,
 // and what became of the request (then).

@@ -1,7 +1,9 @@
 package aguistate
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"syscall"
@@ -61,33 +63,13 @@ func TestMiddlewareEndsAHungSidecar(t *testing.T) {
 
 	resp := post(t, ctx, s.URL, `{}`)
 	stopped := c.Process()
-	t.Cleanup(func() { _ = stopped.Kill() }) // should the test fail before the middleware ends it
-	head := make([]byte, 0, 4096)
-	buf := make([]byte, 4096)
-	for !strings.Contains(string(head), `"e010"`) { // ten parts through the repair, then the stop
-		k, err := resp.Body.Read(buf)
-		if err != nil {
-			t.Fatalf("before the stop: %v, read %q", err, head)
-		}
-		head = append(head, buf[:k]...)
-	}
+	t.Cleanup(func() { _ = stopped.Kill() })  // should the test fail before the middleware ends it
+	head := readUntil(t, resp.Body, `"e010"`) // ten parts through the repair, then the stop
 	if err := stopped.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	out := string(head) + readAll(t, resp.Body)
+	everyEvent(t, head+readAll(t, resp.Body), n) // repaired up to the stop, as written after it
 
-	// Every event the app wrote, once, in order: repaired up to the stop, as written after it.
-	at := 0
-	for _, marker := range tickMarkers(n) {
-		k := strings.Index(out[at:], marker)
-		if k < 0 {
-			t.Fatalf("%s missing, or out of order, in %q", marker, out)
-		}
-		at += k + len(marker)
-		if c := strings.Count(out, marker); c != 1 {
-			t.Fatalf("%s sent %d times", marker, c)
-		}
-	}
 	log := logs.String()
 	if want := "agui-state: /: the sidecar did not answer fixStream within 5000 ms; it was ended, and the rest of this response goes through unrepaired; the next stream starts a new sidecar"; strings.Count(log, want) != 1 {
 		t.Errorf("log %s\nwant once: %s", log, want)
@@ -103,4 +85,93 @@ func TestMiddlewareEndsAHungSidecar(t *testing.T) {
 	if !strings.Contains(logs.String(), "it did not answer fixStream within 5000 ms; killed)); restarted it (pid ") {
 		t.Errorf("log %s", logs)
 	}
+}
+
+// With the sidecar stopped, a call out for one stream holds up no handler's
+// writes: neither those of the stream whose client left (its closeStream is
+// out, or its detachStream with resume), nor a second stream's. Both handlers
+// write every event while the sidecar is still stopped, before the call's
+// limit ends it, and the second stream's client gets them all.
+func TestMiddlewareWritesGoOnWhileACallHangs(t *testing.T) {
+	for _, resume := range []bool{false, true} {
+		name, opts, want := "without resume", ownToolState, "closeStream"
+		if resume {
+			name, opts, want = "with resume", ownResumable, "detachStream"
+		}
+		t.Run(name, func(t *testing.T) {
+			c, ctx := startClient(t), testCtx(t)
+			const n = 30
+			goOn, written, sent := make(chan struct{}), make(chan string, 2), make(chan struct{}, 1)
+			callSent.Store(func(method string) {
+				if method == want {
+					select {
+					case sent <- struct{}{}:
+					default:
+					}
+				}
+			})
+			t.Cleanup(func() { callSent.Store(func(string) {}) })
+			s, logs := serve(t, c, opts, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				for i, e := range tickEvents(n) {
+					if i == 3 {
+						<-goOn
+					}
+					_, _ = fmt.Fprintf(w, "data: %s\n\n", e)
+					w.(http.Flusher).Flush()
+				}
+				written <- r.URL.Query().Get("name")
+			})
+			leftCtx, leave := context.WithCancel(ctx)
+			a := post(t, leftCtx, s.URL+"?name=a", runBody)
+			b := post(t, ctx, s.URL+"?name=b", runBody)
+			readUntil(t, a.Body, `"e000"`)
+			head := readUntil(t, b.Body, `"e000"`)
+			stopped, hung := c.Process(), c.current()
+			t.Cleanup(func() { _ = stopped.Kill() }) // should the test fail before the middleware ends it
+			if err := stopped.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			leave()
+			<-sent // a's call is out to the stopped sidecar
+			close(goOn)
+			<-written
+			<-written
+			hung.mu.Lock()
+			cause := hung.cause
+			hung.mu.Unlock()
+			if cause != nil {
+				t.Fatalf("the handlers' writes waited for the hung sidecar to be ended (%v): %s", cause, logs)
+			}
+			everyEvent(t, head+readAll(t, b.Body), n)
+		})
+	}
+}
+
+// everyEvent checks that out holds every event of tickEvents(n), once each, in order.
+func everyEvent(t *testing.T, out string, n int) {
+	t.Helper()
+	at := 0
+	for _, marker := range tickMarkers(n) {
+		k := strings.Index(out[at:], marker)
+		if k < 0 || strings.Count(out, marker) != 1 {
+			t.Fatalf("%s missing, out of order or sent twice in %q", marker, out)
+		}
+		at += k + len(marker)
+	}
+}
+
+// readUntil reads r until what it read holds marker, and returns it.
+func readUntil(t *testing.T, r io.Reader, marker string) string {
+	t.Helper()
+	var got []byte
+	buf := make([]byte, 4096)
+	for !strings.Contains(string(got), marker) {
+		k, err := r.Read(buf)
+		if err != nil {
+			t.Fatalf("%v before %s, read %q", err, marker, got)
+		}
+		got = append(got, buf[:k]...)
+	}
+	return string(got)
 }

@@ -92,10 +92,11 @@ func (s *streamWriter) clientLeft() {
 }
 
 // leave: the client of a repaired stream is gone (its connection closed, or a
-// write to it failed). A resumable stream is detached; any other is closed,
-// and its handler cancelled. Called with mu held.
+// write to it failed). A resumable stream is detached (by drain, which holds
+// the turn to call the sidecar: detach); any other is closed, and its handler
+// cancelled. Called with mu held.
 func (s *streamWriter) leave() {
-	if s.mode != repairing {
+	if s.mode != repairing || s.left {
 		return
 	}
 	if s.run == "" {
@@ -105,12 +106,25 @@ func (s *streamWriter) leave() {
 		}
 		return
 	}
-	s.left = true
+	s.left, s.leaving = true, true // nothing more is written to the client, and the handler's writes see no error
+	s.kick()
+}
+
+// detach files the stream's run as detached (detachStream), for drain, with
+// mu released during the call: the handler's writes go on into buf, for
+// fixStream once it is detached.
+func (s *streamWriter) detach() {
+	c, p, id := s.c, s.p, s.id
+	s.mu.Unlock()
 	var r *DetachStreamResult
-	err := bounded(context.Background(), s.p, "detachStream", func(ctx context.Context) (err error) {
-		r, err = s.c.detachStreamOn(ctx, s.p, s.id)
+	err := bounded(context.Background(), p, "detachStream", func(ctx context.Context) (err error) {
+		r, err = c.detachStreamOn(ctx, p, id)
 		return err
 	})
+	s.mu.Lock()
+	if s.mode != repairing {
+		return // cancelled meanwhile
+	}
 	if err != nil || r.GraceMs <= 0 {
 		s.cancelRun("")
 		return
@@ -124,7 +138,6 @@ func (s *streamWriter) leave() {
 		every = 10 * time.Millisecond
 	}
 	go s.heartbeat(every, s.done)
-	s.kick()
 }
 
 // heartbeat makes drain call fixStream every so often while the stream is
@@ -149,21 +162,25 @@ func (s *streamWriter) heartbeat(every time.Duration, done <-chan struct{}) {
 
 // cancelRun ends a run whose client left: the stream is closed as broken off
 // (a rejoin breaks off too), the handler's context is cancelled, and its
-// writes fail from now on. Called with mu held.
+// writes fail from now on. Called with mu held, which it releases during
+// closeStream, once the stream is gone.
 func (s *streamWriter) cancelRun(why string) {
 	if why != "" {
 		s.m.log.Printf("agui-state: %s: the client left and %s: the handler is cancelled", s.req.URL.Path, why)
 	}
-	if s.feeding() {
+	open := s.feeding()
+	if open {
 		s.end()
-		_, _ = s.closeAs(true)
 	}
-	s.mode, s.left, s.buf = gone, true, nil
+	s.mode, s.left, s.leaving, s.buf = gone, true, false, nil
 	if s.werr == nil {
 		s.werr = errRunCancelled
 	}
 	if s.stop != nil {
 		s.stop()
+	}
+	if open {
+		_, _ = s.closeUnlocked(true)
 	}
 }
 

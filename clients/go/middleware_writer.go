@@ -31,6 +31,7 @@ const (
 	undecided mode = iota // no header yet: the Content-Type decides at WriteHeader
 	passing               // not an event stream, or no longer repaired: bytes go through as written
 	repairing             // an open stream: text goes through fixStream
+	closing               // the repair stops (passOn): closeStream is out, and what the handler writes waits in buf, to go after its text
 	detached              // the client left a resumable stream: text still goes through fixStream, its output to the run log only
 	gone                  // the client left and the run was cancelled: writes fail, the handler's context is cancelled
 )
@@ -47,9 +48,14 @@ const (
 // so the repair stops there (passOn) rather than hold, in the server's
 // memory, an event that may never end.
 //
-// One goroutine at a time (drain) talks to the sidecar, and the handler does
-// not wait for it: what the handler flushes while a call is out goes in the
-// next call, whole. At a low rate each flush is one call, sent at once; at a
+// One goroutine at a time (drain, or passOn's close, or finish: the one that
+// set sending) talks to the sidecar, and the handler does not wait for it:
+// what the handler flushes while a call is out goes in the next call, whole.
+// No sidecar call is made with mu held (but recover's, below), so a sidecar
+// that hangs holds up no Write, Flush, heartbeat or watch for its
+// repairCallLimit: each call's state is read under mu, the call made without
+// it, and its answer applied under mu again, to whatever the stream has
+// become meanwhile. At a low rate each flush is one call, sent at once; at a
 // high rate the calls carry many events each, so the stream is not held to
 // one round trip per event (docs/benchmarks.md, B13).
 type streamWriter struct {
@@ -78,12 +84,13 @@ type streamWriter struct {
 	cut     int              // buf[:cut] is whole events, ready for the sidecar
 	seen    int              // buf[:seen] has been read by scan
 	held    int              // a lower bound of buf[cut:seen]'s length in UTF-16 code units
-	sending bool             // drain is running
+	sending bool             // drain, passOn's close or finish is talking to the sidecar
 	werr    error            // the first error writing to w: the client is gone
 	done    chan struct{}    // closed when the stream ends, to stop the watch
 	run     string           // the run's handle when the stream is resumable (protocol §16), else ""
 	left    bool             // the client left: nothing more is written to w
 	poll    bool             // detached: drain calls fixStream even with nothing to send, to learn of a cancel
+	leaving bool             // the client of a resumable stream left: drain detaches it (leave)
 }
 
 func (s *streamWriter) Header() http.Header { return s.w.Header() }
@@ -201,6 +208,9 @@ func (s *streamWriter) Write(b []byte) (int, error) {
 	switch s.mode {
 	case gone:
 		return 0, s.werr
+	case closing: // after closeStream's text (passOn)
+		s.buf = append(s.buf, b...)
+		return len(b), s.werr
 	case repairing, detached:
 	default:
 		return s.w.Write(b)
@@ -224,9 +234,10 @@ func (s *streamWriter) Write(b []byte) (int, error) {
 func (s *streamWriter) feeding() bool { return s.mode == repairing || s.mode == detached }
 
 // writeErr is the error the handler's Write and Flush return: none while
-// the stream is detached, so that the handler goes on for a rejoin.
+// the stream is detached (or being detached), so that the handler goes on
+// for a rejoin.
 func (s *streamWriter) writeErr() error {
-	if s.mode == detached {
+	if s.left && s.mode != gone {
 		return nil
 	}
 	return s.werr
@@ -245,6 +256,8 @@ func (s *streamWriter) FlushError() error {
 	switch s.mode {
 	case gone:
 		return s.werr
+	case closing:
+		return s.werr // passOn flushes once it has written the held text
 	case detached:
 		s.kick()
 		return nil
@@ -273,7 +286,7 @@ func (s *streamWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h, ok := s.w.(http.Hijacker)
-	if !ok || s.mode == repairing {
+	if !ok || s.mode == repairing || s.mode == closing {
 		return nil, nil, errors.New("agui-state: this response cannot be hijacked")
 	}
 	s.mode = passing
@@ -310,8 +323,9 @@ func (s *streamWriter) scan() {
 // passOn gives the repair up at an event that has grown past the client's
 // limit without its end: the client fails the run there whatever is sent,
 // and the sidecar would pass that text and the rest on as they came. The
-// events before it are repaired first; then the stream is closed, and the
-// event's text and every later write go through as the handler wrote them.
+// events before it are repaired first; then the stream is closed, on a
+// goroutine of its own (passRest), and the event's text and every later
+// write go through as the handler wrote them.
 func (s *streamWriter) passOn() {
 	s.kick()
 	for s.sending {
@@ -321,17 +335,30 @@ func (s *streamWriter) passOn() {
 		return // the repair failed, or the client went away, meanwhile: the held text went with it
 	}
 	s.m.log.Printf("agui-state: %s: an event passed %d MiB without its end (the client's SSE limit); the rest of this response goes through unrepaired", s.req.URL.Path, clientLimit>>20)
-	s.end()
-	if r, err := s.close(); err == nil {
+	s.mode, s.sending = closing, true
+	go s.passRest()
+}
+
+// passRest closes a stream passOn gave up, writes closeStream's text, then
+// what the handler wrote, as it wrote it.
+func (s *streamWriter) passRest() {
+	s.mu.Lock()
+	defer func() {
+		s.sending = false
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	}()
+	if r, err := s.closeUnlocked(false); err == nil {
 		s.closed(r)
 		_ = s.out(r.Text) // nothing, as it was given only whole events; but its text comes first if any
 	}
+	s.end()
 	s.passHeld()
 }
 
 // kick starts drain if something is ready and it is not running.
 func (s *streamWriter) kick() {
-	if !s.sending && (s.ready() > 0 || s.poll) {
+	if !s.sending && (s.ready() > 0 || s.poll || s.leaving) {
 		s.sending = true
 		go s.drain()
 	}
@@ -348,6 +375,11 @@ func (s *streamWriter) drain() {
 		s.mu.Unlock()
 	}()
 	for s.feeding() {
+		if s.leaving {
+			s.leaving = false
+			s.detach()
+			continue
+		}
 		n := s.ready()
 		if n == 0 && !s.poll {
 			return
@@ -393,7 +425,9 @@ func (s *streamWriter) drain() {
 // finish ends the stream when the handler returns: what drain has not sent
 // goes to the sidecar, then closeStream gives the rest of the output. A
 // handler that panicked (broken) breaks its resumable run off: a rejoin then
-// breaks off too, rather than end as if the run were whole.
+// breaks off too, rather than end as if the run were whole. It holds the
+// turn (sending) from drain's last call to its own last, and makes each
+// call without mu.
 func (s *streamWriter) finish(broken bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -409,6 +443,11 @@ func (s *streamWriter) finish(broken bool) {
 	if !s.feeding() {
 		return
 	}
+	s.sending, s.leaving = true, false // a client that left now leaves a whole run: nothing to detach
+	defer func() {
+		s.sending = false
+		s.cond.Broadcast()
+	}()
 	var held []byte // the text of an event the input's end cut off: only closeStream answers it
 	for _, whole := range []bool{true, false} {
 		n := len(s.buf)
@@ -418,22 +457,28 @@ func (s *streamWriter) finish(broken bool) {
 		if n == 0 {
 			continue
 		}
-		part := s.buf[:n]
-		r, err := s.fix(s.p, s.id, string(part))
+		part := string(s.buf[:n])
+		p, id := s.p, s.id
+		s.mu.Unlock()
+		r, err := s.fix(p, id, part)
+		s.mu.Lock()
+		if !s.feeding() {
+			return // the client went away meanwhile (watch): nothing is worth sending
+		}
 		for err != nil {
 			if err = s.recover(err); err != nil {
 				break
 			}
-			r, err = s.fix(s.p, s.id, string(part))
+			r, err = s.fix(s.p, s.id, part)
 		}
 		if err != nil {
 			s.fail(err)
 			return
 		}
-		s.took(string(part), r)
+		s.took(part, r)
 		s.buf = s.buf[n:]
 		if r.Text == "" && len(s.buf) == 0 {
-			held = part
+			held = []byte(part)
 		}
 		if s.out(r.Text) != nil {
 			s.abandon()
@@ -441,14 +486,14 @@ func (s *streamWriter) finish(broken bool) {
 		}
 	}
 	s.end()
-	r, err := s.closeAs(broken && s.run != "")
+	r, err := s.closeUnlocked(broken && s.run != "")
 	// A new sidecar fed the replay holds the held text too; without the
 	// replay, it is sent as it came.
 	for err != nil && s.replay != nil {
 		if err = s.recover(err); err != nil {
 			break
 		}
-		r, err = s.close()
+		r, err = s.closeUnlocked(false)
 	}
 	s.replay = nil
 	if err != nil {
@@ -499,12 +544,11 @@ func (s *streamWriter) fail(err error) {
 		}
 		s.m.log.Printf("agui-state: %s: the stream repair failed (%v%s); the rest of this response goes through unrepaired", s.req.URL.Path, err, again)
 	}
-	if gone {
-		s.end()
-	} else {
-		s.abandon()
+	s.end()
+	s.passHeld() // before the close below lets the handler's writes through: they come after it
+	if !gone {
+		_, _ = s.closeUnlocked(true)
 	}
-	s.passHeld()
 }
 
 // passHeld writes what is held as the handler wrote it, once the repair has
@@ -521,18 +565,23 @@ func (s *streamWriter) passHeld() {
 
 // abandon closes the stream in the sidecar, its output unwanted: a response
 // that did not reach its end, so its run (if resumable) ends as broken off.
+// Called with mu held, which it releases during the call.
 func (s *streamWriter) abandon() {
 	s.end()
-	_, _ = s.closeAs(true)
+	_, _ = s.closeUnlocked(true)
 }
 
-func (s *streamWriter) close() (*CloseStreamResult, error) { return s.closeAs(false) }
-
-// closeAs runs when the handler has returned or its client has gone, so no
-// request context bounds it: repairCallLimit does.
-func (s *streamWriter) closeAs(broken bool) (r *CloseStreamResult, err error) {
-	err = bounded(context.Background(), s.p, "closeStream", func(ctx context.Context) (err error) {
-		r, err = s.c.closeStreamOn(ctx, s.p, s.id, broken && s.run != "")
+// closeUnlocked closes the stream, broken off or not (for a resumable run),
+// with mu released during the call: called with mu held, it returns with mu
+// held, and the caller reads the stream's state again. It runs when the
+// handler has returned or its client has gone, so no request context bounds
+// it: repairCallLimit does.
+func (s *streamWriter) closeUnlocked(broken bool) (r *CloseStreamResult, err error) {
+	c, p, id, broken := s.c, s.p, s.id, broken && s.run != ""
+	s.mu.Unlock()
+	defer s.mu.Lock()
+	err = bounded(context.Background(), p, "closeStream", func(ctx context.Context) (err error) {
+		r, err = c.closeStreamOn(ctx, p, id, broken)
 		return err
 	})
 	return r, err
@@ -549,7 +598,7 @@ func (s *streamWriter) fix(p *proc, id, part string) (r *FixStreamResult, err er
 
 // end stops the repair: later writes go through as they are.
 func (s *streamWriter) end() {
-	if s.mode == repairing || s.mode == detached {
+	if s.mode == repairing || s.mode == detached || s.mode == closing {
 		s.mode = passing
 	}
 	if s.done != nil {
