@@ -17,7 +17,10 @@
   The shared sidecar starts when wrap-agui-state is called (start! and stop!
   for a system's lifecycle). If it dies in the middle of a stream, it is
   restarted and the stream resumes, repaired, on a mirror rebuilt from the text
-  the old stream answered for (agui-state.ring.stream/repairing-stream). It fails open: if the sidecar cannot be
+  the old stream answered for (agui-state.ring.stream/repairing-stream). One
+  that does not answer a call within 5 s (sidecar/repair-call-ms) is hung: it
+  is ended, the rest of that response goes out as written, with one line, and
+  the next stream starts a new one. It fails open: if the sidecar cannot be
   brought back, or errors, the rest of that response goes out as the server
   wrote it and a warning is logged; the user's stream is never broken by the
   repair. An event that passes the client's SSE limit without its end
@@ -49,9 +52,9 @@
 (def ^{:arglists '([])} default-client
   "The client that every wrap-agui-state without :client shares: one sidecar per
   process, started by wrap-agui-state (or start!) from AGUI_STATE_BIN, else
-  agui-state on PATH; each call has a timeout, so that a sidecar that stops
-  answering cannot hold a response (it fails open instead). Starts it if it does
-  not run."
+  agui-state on PATH; each call has a limit (sidecar/repair-call-ms, 5 s), so
+  that a sidecar that stops answering cannot hold a response: it is ended, and
+  the response goes on unrepaired. Starts it if it does not run."
   sidecar/default-client)
 
 (defn start!

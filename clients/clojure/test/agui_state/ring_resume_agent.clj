@@ -29,6 +29,7 @@
                        middleware's included: a rejoin it answers counts)"
   (:require [agui-state.client :as client]
             [agui-state.ring :as agui-ring]
+            [agui-state.ring.sidecar :as sidecar]
             [clojure.data.json :as json]
             [ring.adapter.jetty :as jetty]
             [ring.core.protocols :as protocols])
@@ -143,7 +144,7 @@
                                       (assoc :store (System/getenv "RING_AGENT_STORE"))
                                       ;; A sidecar of the app's own, with that run log cap.
                                       (System/getenv "RING_AGENT_LOG_BYTES")
-                                      (assoc :client (client/start {:timeout-ms 30000
+                                      (assoc :client (client/start {:timeout-ms sidecar/repair-call-ms
                                                                     :args ["--log-bytes" (System/getenv "RING_AGENT_LOG_BYTES")]}))))))
 
 (defn -main [& _]

@@ -47,7 +47,7 @@
           (loop []
             ;; No :wait-ms: the sidecar's default decides (§16). Each reply is at most a
             ;; page; the flush below waits for the client to take it before the next.
-            (let [r (try (client/read-rejoin view {:read-id read-id})
+            (let [r (try (sidecar/on view #(client/read-rejoin % {:read-id read-id}))
                          (catch Exception e e))]
               (if (instance? Exception r)
                 (do (ended warn (str "readRejoin failed (" (.getMessage ^Exception r) ")"))
@@ -56,7 +56,7 @@
                          (.flush out)
                          (catch IOException e
                            (when-not (:done r)
-                             (try (client/close-rejoin view read-id) (catch Exception _ nil)))
+                             (try (sidecar/on view #(client/close-rejoin % read-id)) (catch Exception _ nil)))
                            (ended log "the client left")
                            (throw e)))
                     (cond

@@ -161,7 +161,9 @@
         restarted (volatile! 0)
         why (volatile! nil)                ; why a lost sidecar was not restarted
         ;; Only on an abnormal end: a resumable run ends as cancelled, so a rejoin breaks off.
-        forget! (fn [] (try (client/close-stream @view {:stream-id @sid :broken true}) (catch Exception _ nil)))
+        ;; Every call of the stream: one that finds the sidecar hung ends it (sidecar/on).
+        rpc (fn [f & args] (sidecar/on @view #(apply f % args)))
+        forget! (fn [] (try (rpc client/close-stream {:stream-id @sid :broken true}) (catch Exception _ nil)))
         stop-tick! (fn [] (some-> ^ScheduledFuture @tick (.cancel false)) (vreset! tick nil))
         ;; The run was cancelled, or can no longer be kept: what the client's
         ;; leaving did before resume, late. The app's next write throws.
@@ -176,7 +178,7 @@
         ;; limit (§14), and the write fails as it did.
         gone! (fn [^IOException e]
                 (let [grace (when @resumable
-                              (try (:grace-ms (client/detach-stream @view @sid)) (catch Exception _ nil)))]
+                              (try (:grace-ms (rpc client/detach-stream @sid)) (catch Exception _ nil)))]
                   (if (and grace (pos? (long grace)))
                     (do (vreset! mode :detached)
                         (log (str "agui-state.ring: stream " @sid ": the client left ("
@@ -254,9 +256,14 @@
                     (.reset pending)
                     (.write pending (.array in) (.position in) (.remaining in))))
         fail-open! (fn [what ^Exception e ^String unanswered]
-                     (warn (str "agui-state.ring: " what " failed on stream " @sid ": "
-                                (.getMessage e) (some->> @why (str "; "))
-                                "; the rest of this response goes out unrepaired"))
+                     (warn (if (sidecar/hung? e)
+                             (str "agui-state.ring: the sidecar did not answer " what " within "
+                                  (:timeout-ms (ex-data e)) " ms; it was ended (pid "
+                                  (.pid (client/process @view)) "), the rest of stream " @sid
+                                  " goes out unrepaired, and the next stream starts a new sidecar")
+                             (str "agui-state.ring: " what " failed on stream " @sid ": "
+                                  (.getMessage e) (some->> @why (str "; "))
+                                  "; the rest of this response goes out unrepaired")))
                      (vreset! mode :raw)
                      (when-not (sidecar/lost? e) (forget!))
                      (write-text out unanswered)
@@ -273,7 +280,7 @@
                               " (the client's SSE limit); the rest of this response goes through"
                               " unrepaired"))
                    (vreset! mode :raw)
-                   (when-let [reply (try (client/close-stream @view {:stream-id @sid :broken true})
+                   (when-let [reply (try (rpc client/close-stream {:stream-id @sid :broken true})
                                          (catch Exception _ nil))]
                      (write-text out (:text reply)))
                    (write-text out (str tail))
@@ -285,7 +292,7 @@
         send! (fn [^String text]
                 (loop []
                   (vreset! called (System/currentTimeMillis))
-                  (let [reply (try (client/fix-stream @view {:stream-id @sid :text text})
+                  (let [reply (try (rpc client/fix-stream {:stream-id @sid :text text})
                                    (catch Exception e e))]
                     (cond
                       (not (instance? Exception reply))
@@ -298,7 +305,8 @@
                       (= @mode :detached) (do (cancel! (str "fixStream failed while detached: "
                                                             (.getMessage ^Exception reply)))
                                               nil)
-                      (and (sidecar/lost? reply) (recover! reply "fixStream")) (recur)
+                      ;; A hung sidecar was ended: the stream goes on unrepaired, the next one gets a new sidecar.
+                      (and (sidecar/lost? reply) (not (sidecar/hung? reply)) (recover! reply "fixStream")) (recur)
                       :else (do (fail-open! "fixStream" reply text) nil)))))
         ;; The held text is scanned in place from where the last scan stopped, and
         ;; only the whole events are copied out: a flush costs what it brought.
@@ -331,11 +339,11 @@
                       (when (pos? (.length rest)) (send! rest))
                       (loop []
                         (when (live?)
-                          (let [reply (try (client/close-stream @view @sid) (catch Exception e e))]
+                          (let [reply (try (rpc client/close-stream @sid) (catch Exception e e))]
                             (cond
                               (not (instance? Exception reply)) (emit! nil reply)
                               (= @mode :detached) nil
-                              (and (sidecar/lost? reply) (recover! reply "closeStream"))
+                              (and (sidecar/lost? reply) (not (sidecar/hung? reply)) (recover! reply "closeStream"))
                               ;; The replay holds what the old stream held, unless it was cut short.
                               (do (when (and (not @replayable) (pos? (.length rest))) (send! rest))
                                   (recur))
