@@ -36,6 +36,7 @@
   openStream's resume): the middleware passes the request and the response's
   headers as they are, and writes what comes back."
   (:require [agui-state.client :as client]
+            [agui-state.ring.pool :as pool]
             [agui-state.ring.rejoin :as rejoin]
             [agui-state.ring.sidecar :as sidecar]
             [agui-state.ring.stream :as stream]
@@ -318,12 +319,20 @@
             (let [[request body] (prepare request)]
               (some->> (handler request) (repair request body))))))
        ([request respond raise]
-        (if-let [kind (rejoin-kind request)]
-          ;; raise only before the answer: once respond has begun it, the response is
-          ;; committed, and a body that breaks off throws to the adapter, which aborts it.
-          (when-let [answer (try (answer-rejoin kind request) (catch Throwable t (raise t) nil))]
-            (respond answer))
-          (if-not (wanted? request)
-            (handler request respond raise)
-            (let [[request body] (prepare request)]
-              (handler request #(respond (some->> % (repair request body))) raise)))))))))
+        ;; What blocks (the body read, classifyRequest, rejoinStream, a rejoin's
+        ;; answer) runs on a thread of the middleware's: the adapter's is given back.
+        (let [abort (rejoin/aborter)]
+          (pool/request!
+           (fn []
+             (let [begun (volatile! false)
+                   respond (fn [r] (vreset! begun true) (respond r))]
+               (try
+                 (if-let [kind (rejoin-kind request)]
+                   (respond (answer-rejoin kind request))
+                   (if-not (wanted? request)
+                     (handler request respond raise)
+                     (let [[request body] (prepare request)]
+                       (handler request #(respond (some->> % (repair request body))) raise))))
+                 ;; raise only before the answer: once respond has begun it, the
+                 ;; response is committed, and a body that broke off aborts it.
+                 (catch Throwable t (if @begun (abort t) (raise t)))))))))))))

@@ -32,6 +32,24 @@
         (.newInstance ^java.lang.reflect.Constructor eof (object-array [message]))
         (IOException. message)))))
 
+(def aborter
+  "Called on the adapter's thread, a function of a Throwable that aborts the
+  response being handled there, from any thread: the async arity writes an
+  answer on a thread of its own, where a body that throws reaches no adapter.
+  Under Jetty, its HttpChannel's abort (the client sees a failed body, never a
+  clean end), found while Jetty binds the connection to its thread; elsewhere,
+  one that rethrows."
+  (let [current (try (.getMethod (Class/forName "org.eclipse.jetty.server.HttpConnection")
+                                 "getCurrentConnection" (into-array Class []))
+                     (catch Exception _ nil))
+        rethrow (fn [^Throwable t] (throw t))]
+    (fn []
+      (if-let [conn (some-> ^java.lang.reflect.Method current (.invoke nil (object-array 0)))]
+        (let [channel (clojure.lang.Reflector/invokeInstanceMethod conn "getHttpChannel" (object-array 0))]
+          (fn [^Throwable t]
+            (clojure.lang.Reflector/invokeInstanceMethod channel "abort" (object-array [t]))))
+        rethrow))))
+
 (defn- body-of
   "Streams the read until the run ends: a run that finished ends the response;
   any other end (cancelled, evicted, unresumable), or a sidecar lost in the

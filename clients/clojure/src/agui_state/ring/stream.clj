@@ -4,13 +4,15 @@
   what comes back to the client; the sidecar brought back when it dies in the
   middle (agui-state.ring.sidecar/reopen!)."
   (:require [agui-state.client :as client]
+            [agui-state.ring.pool :as pool]
             [agui-state.ring.sidecar :as sidecar]
             [clojure.string :as str])
   (:import (java.io ByteArrayOutputStream IOException OutputStream)
            (java.nio ByteBuffer CharBuffer)
            (java.nio.charset CharsetDecoder CodingErrorAction StandardCharsets)
            (java.util.concurrent Executors ScheduledExecutorService ScheduledFuture ThreadFactory
-                                 TimeUnit)))
+                                 TimeUnit)
+           (java.util.concurrent.atomic AtomicBoolean)))
 
 (set! *warn-on-reflection* true)
 
@@ -93,7 +95,8 @@
     (when (seq said) (str/join ", " said))))
 
 (defonce ^:private ^ScheduledExecutorService ticker
-  ;; One daemon thread for every detached stream's grace check (detach!).
+  ;; One daemon thread that schedules every detached stream's grace check (gone!);
+  ;; the checks themselves call the sidecar, on threads of their own (pool/check!).
   (Executors/newSingleThreadScheduledExecutor
    (reify ThreadFactory
      (newThread [_ r] (doto (Thread. ^Runnable r "agui-state-detach") (.setDaemon true))))))
@@ -160,9 +163,9 @@
         opening (volatile! nil)            ; the response's first event, if it starts a run
         restarted (volatile! 0)
         why (volatile! nil)                ; why a lost sidecar was not restarted
-        ;; Only on an abnormal end: a resumable run ends as cancelled, so a rejoin breaks off.
         ;; Every call of the stream: one that finds the sidecar hung ends it (sidecar/on).
         rpc (fn [f & args] (sidecar/on @view #(apply f % args)))
+        ;; Only on an abnormal end: a resumable run ends as cancelled, so a rejoin breaks off.
         forget! (fn [] (try (rpc client/close-stream {:stream-id @sid :broken true}) (catch Exception _ nil)))
         stop-tick! (fn [] (some-> ^ScheduledFuture @tick (.cancel false)) (vreset! tick nil))
         ;; The run was cancelled, or can no longer be kept: what the client's
@@ -173,6 +176,19 @@
                   (forget!)
                   (vreset! cancelled true)
                   (vreset! mode :closed))
+        ;; A grace check: fixStream "" when the app was silent for half the grace, so
+        ;; that the cancel is learnt. Never on the ticker (one hung call would stall
+        ;; every detached stream), and one at a time: a check in flight skips the next.
+        checking (AtomicBoolean.)
+        check! (fn [grace]
+                 (when (.compareAndSet checking false true)
+                   (pool/check!
+                    (fn [] (try (locking lock
+                                  (when (and (= @mode :detached)
+                                             (>= (- (System/currentTimeMillis) (long @called))
+                                                 (quot (long grace) 2)))
+                                    (@send-ref "")))
+                                (finally (.set checking false)))))))
         ;; The client is gone: detached if the run can go on without it; else the
         ;; sidecar's stream is closed at once rather than left for its idle
         ;; limit (§14), and the write fails as it did.
@@ -186,11 +202,7 @@
                                   "); the run goes on for " grace " ms for a rejoin"))
                         (vreset! tick (.scheduleWithFixedDelay
                                        ticker
-                                       ^Runnable (fn [] (locking lock
-                                                          (when (and (= @mode :detached)
-                                                                     (>= (- (System/currentTimeMillis) (long @called))
-                                                                         (quot (long grace) 2)))
-                                                            (@send-ref ""))))
+                                       ^Runnable (fn [] (check! grace))
                                        (max 1 (quot (long grace) 4)) (max 1 (quot (long grace) 4))
                                        TimeUnit/MILLISECONDS)))
                     (do (forget!) (vreset! mode :closed) (throw e)))))
