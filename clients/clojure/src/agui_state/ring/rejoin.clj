@@ -50,12 +50,21 @@
             (clojure.lang.Reflector/invokeInstanceMethod channel "abort" (object-array [t]))))
         rethrow))))
 
+(def ^:private probe
+  "What a rejoin's answer gets when readRejoin comes back empty: an SSE comment,
+  which dispatches nothing (HTML Living Standard, 9.2.6; §16: a block without
+  data gets no id). The adapter sees a client that left only when a write to it
+  fails: without a write, the rejoin of a silent run would keep its read open,
+  and so the run, detached, from its cancel after the grace, for ever."
+  ":\n\n")
+
 (defn- body-of
   "Streams the read until the run ends: a run that finished ends the response;
   any other end (cancelled, evicted, unresumable), or a sidecar lost in the
   middle, throws out of the body (broken-off), which breaks the response off,
   so that the client never takes a cut run for a whole one. A client that
-  leaves closes the read. Either way, one line says why the answer ended early:
+  leaves closes the read, noticed while the run is silent too (probe). Either
+  way, one line says why the answer ended early:
   `warn` for the run's end or the sidecar, `log` for a client that left."
   [view read-id path {:keys [warn log]}]
   (let [ended (fn [say why] (say (str "agui-state.ring: " path ": the rejoin's answer ended early: " why)))]
@@ -70,7 +79,7 @@
               (if (instance? Exception r)
                 (do (ended warn (str "readRejoin failed (" (.getMessage ^Exception r) ")"))
                     (throw (broken-off "the rejoin could not be read to its end")))
-                (do (try (write-text out (:text r))
+                (do (try (write-text out (if (or (:done r) (seq (:text r))) (:text r) probe))
                          (.flush out)
                          (catch IOException e
                            (when-not (:done r)
