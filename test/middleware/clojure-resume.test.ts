@@ -349,8 +349,12 @@ async function brokenRejoins(jvm: Jvm): Promise<void> {
       log: jvm.stderr,
       logged: (line, what) => logged(jvm, line, what),
     },
-    // No `left`: Jetty tells the middleware its client left only when a write fails, and the run is silent.
-    { evicted: /^\d+ agui-state\.ring: \/agent: the rejoin's answer ended early: the run ended evicted$/m },
+    // The run is silent while its rejoin's client leaves: Jetty says so only when a write fails, and the
+    // middleware writes an SSE comment whenever readRejoin comes back empty.
+    {
+      evicted: /^\d+ agui-state\.ring: \/agent: the rejoin's answer ended early: the run ended evicted$/m,
+      left: /^\d+ agui-state\.ring: \/agent: the rejoin's answer ended early: the client left$/m,
+    },
     /\tat |Exception in|WARN/,
   );
 }
@@ -373,5 +377,36 @@ describe("wrap-agui-state with an async Ring handler (Jetty's :async? true)", ()
 
   test("a rejoin cut short: broken off when its run is evicted, ended when its client leaves, one line each, no stack trace, and Jetty goes on serving", async () => {
     await brokenRejoins(await startJvm({ RING_AGENT_ASYNC: "1", RING_AGENT_LOG_BYTES: "1K" }));
+  }, START_MS + 60_000);
+});
+
+describe("a rejoin whose client leaves while the run is silent (wrap-agui-state in Jetty, a 3 s detach grace)", () => {
+  test("is noticed, and the detached run it held is cancelled after the grace", async () => {
+    const jvm = await startJvm({ RING_AGENT_DETACH_GRACE: "3" });
+    expect((await post(`${jvm.url}/gate/close`)).status).toBe(200);
+    // The first client reads two events and leaves while the app waits at the gate.
+    const first = (await fetch(`${jvm.url}/agent-quiet`, { method: "POST", headers: { "content-type": "application/json" }, body: input("quiet") })).body as ReadableStream<Uint8Array>;
+    const reader = first.getReader();
+    let text = "";
+    while ((text.replace(OPENING, "").match(/\n\n/g) ?? []).length < 2) {
+      const chunk = await reader.read();
+      if (chunk.done) throw new Error(`the answer ended early: ${text}`);
+      text += new TextDecoder().decode(chunk.value);
+    }
+    await reader.cancel();
+    const id = /^id: (.+)$/m.exec(text.replace(OPENING, ""))?.[1] as string;
+    // The app's next writes find the client gone: the run is detached. Then the app falls silent.
+    expect((await post(`${jvm.url}/gate/open`)).status).toBe(200);
+    await logged(jvm, /^\d+ agui-state\.ring: stream s\d+: the client left \(.*\); the run goes on for 3000 ms for a rejoin$/m, "the detach");
+    // A rejoin within the grace follows the run, then its client leaves too, during the silence.
+    const rejoin = await fetch(`${jvm.url}/agent-quiet`, { method: "POST", headers: { "content-type": "application/json", "last-event-id": id }, body: input("quiet") });
+    expect(rejoin.status).toBe(200);
+    const following = (rejoin.body as ReadableStream<Uint8Array>).getReader();
+    expect((await following.read()).done).toBe(false);
+    await following.cancel();
+    await logged(jvm, /^\d+ agui-state\.ring: \/agent-quiet: the rejoin's answer ended early: the client left$/m, "the rejoin's departure noticed");
+    // Nobody reads the run any more: after the grace the middleware cancels it.
+    await logged(jvm, /^\d+ agui-state\.ring: stream s\d+: nobody rejoined within the grace period; the app's response is cancelled$/m, "the run's cancel");
+    expect(jvm.stderr()).not.toMatch(/\tat |Exception in|WARN/);
   }, START_MS + 60_000);
 });

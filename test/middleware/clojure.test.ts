@@ -220,4 +220,52 @@ describe("HttpAgent through wrap-agui-state in Jetty, in front of an agent with 
     expect(next.state).toMatchObject(CLIENT_KEYS);
     expect(await sidecarPid()).toBe(pid);
   });
+
+  test("SIGSTOP of the sidecar mid-stream: the call gives up after 5000 ms, the sidecar is ended, every event of the app arrives in order, and the next stream is repaired by a new sidecar", async () => {
+    const stopped = await sidecarPid();
+    expect(stopped).toBeGreaterThan(0);
+    const res = await fetch(`${url}/agent-paced`, { method: "POST", headers: { "content-type": "application/json" }, body: runInput({}, "p1") });
+    expect(res.status).toBe(200);
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    const decoder = new TextDecoder();
+    let text = "";
+    let sent = false;
+    try {
+      for (;;) {
+        const chunk = await reader.read();
+        if (chunk.done) break;
+        text += decoder.decode(chunk.value, { stream: true });
+        // Stopped mid-stream, after 10 of the app's 100 events (one every 20 ms) came repaired.
+        if (!sent && (text.match(/^data: /gm) ?? []).length >= 10) {
+          process.kill(stopped, "SIGSTOP");
+          sent = true;
+        }
+      }
+    } finally {
+      // The middleware has ended it by now; were it still there, it must not stay stopped.
+      try {
+        process.kill(stopped, "SIGCONT");
+      } catch {
+        // Gone, as it should be.
+      }
+    }
+    expect(sent).toBe(true);
+    // Every event the app wrote reached the client, in order, whole: the repaired ones with ids, the rest as written.
+    const events = [...text.matchAll(/^data: (.*)$/gm)].map((m) => JSON.parse(m[1] as string) as { type: string; delta?: string });
+    expect(events).toHaveLength(100);
+    expect(events.map((e) => e.type)).toEqual(["RUN_STARTED", "TEXT_MESSAGE_START", ...Array<string>(96).fill("TEXT_MESSAGE_CONTENT"), "TEXT_MESSAGE_END", "RUN_FINISHED"]);
+    expect(events.map((e) => e.delta ?? "").join("")).toBe(Array.from({ length: 96 }, (_, i) => `${i} `).join(""));
+    // One line names the limit and the sidecar it ended.
+    const lines = [...stderr.matchAll(/agui-state\.ring: the sidecar did not answer (\w+) within (\d+) ms; it was ended \(pid (\d+)\), the rest of stream s\d+ goes out unrepaired, and the next stream starts a new sidecar\n/g)];
+    expect(lines.map((m) => [m[1], Number(m[2]), Number(m[3])])).toEqual([["fixStream", 5000, stopped]]);
+    expect(exe(stopped)).toBe("");
+
+    // The next stream: a new sidecar, and repaired again.
+    const agent = new HttpAgent({ url: `${url}/agent`, threadId: "t1", initialState: structuredClone(CLIENT_KEYS) });
+    expect(await runCollecting(agent, "p2")).toEqual([]);
+    expect(agent.state).toEqual(await clientApply(structuredClone(CLIENT_KEYS), sseEvents(await fixed(structuredClone(CLIENT_KEYS), "p2"))));
+    const pid = await sidecarPid();
+    expect(pid).toBeGreaterThan(0);
+    expect(pid).not.toBe(stopped);
+  });
 });

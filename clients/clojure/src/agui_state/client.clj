@@ -200,31 +200,33 @@
   client)
 
 (defn call
-  "Sends one request and waits for its response. Returns the result with its
+  "Sends one request and waits for its response, at most `timeout-ms` (default
+  the client's :timeout-ms; nil waits for ever). Returns the result with its
   top-level keys as kebab-case keywords; throws ex-info (see the namespace doc)."
-  [client method params]
-  (let [conn @(:conn client)
-        {:keys [^BufferedWriter writer status]} conn
-        id (.incrementAndGet ^AtomicLong (:ids client))
-        line (json/write-str {"jsonrpc" "2.0" "id" id "method" method
-                              "params" (wire-params params)}
-                             :key-fn json-key :escape-slash false)
-        p (promise)
-        st (swap! status (fn [s] (if (:exit s) s (assoc-in s [:pending id] p))))]
-    (when-let [exit (:exit st)] (throw (exited-error method exit)))
-    (try
-      (locking writer (.write writer ^String line) (.write writer "\n") (.flush writer))
-      (catch IOException _ nil))          ; the reader reports the exit to p
-    (let [timeout (:timeout-ms (:opts client))
-          msg (if timeout (deref p timeout ::timeout) @p)]
-      (cond
-        (= msg ::timeout)
-        (do (swap! status update :pending dissoc id)
-            (throw (ex-info (str "agui-state " method ": no response in " timeout " ms")
-                            {:type :agui-state/error, :kind :timeout, :method method})))
-        (contains? msg ::exited) (throw (exited-error method (::exited msg)))
-        (contains? msg "error") (throw (rpc-error method (get msg "error")))
-        :else (result-keys (get msg "result"))))))
+  ([client method params] (call client method params (:timeout-ms (:opts client))))
+  ([client method params timeout-ms]
+   (let [conn @(:conn client)
+         {:keys [^BufferedWriter writer status]} conn
+         id (.incrementAndGet ^AtomicLong (:ids client))
+         line (json/write-str {"jsonrpc" "2.0" "id" id "method" method
+                               "params" (wire-params params)}
+                              :key-fn json-key :escape-slash false)
+         p (promise)
+         st (swap! status (fn [s] (if (:exit s) s (assoc-in s [:pending id] p))))]
+     (when-let [exit (:exit st)] (throw (exited-error method exit)))
+     (try
+       (locking writer (.write writer ^String line) (.write writer "\n") (.flush writer))
+       (catch IOException _ nil))          ; the reader reports the exit to p
+     (let [msg (if timeout-ms (deref p timeout-ms ::timeout) @p)]
+       (cond
+         (= msg ::timeout)
+         (do (swap! status update :pending dissoc id)
+             (throw (ex-info (str "agui-state " method ": no response in " timeout-ms " ms")
+                             {:type :agui-state/error, :kind :timeout, :method method
+                              :timeout-ms timeout-ms})))
+         (contains? msg ::exited) (throw (exited-error method (::exited msg)))
+         (contains? msg "error") (throw (rpc-error method (get msg "error")))
+         :else (result-keys (get msg "result")))))))
 
 (defn- thread-params [p] (if (string? p) {:thread-id p} p))
 
@@ -404,8 +406,12 @@
   are, waiting up to :wait-ms (else the sidecar's default, which a server should
   leave to it) for one; once :done, :end says how the run ended (\"finished\":
   end the response cleanly; anything else: break it off). An unknown read
-  throws :kind :unknown-read."
-  [client params] (call client "readRejoin" (if (map? params) params {:read-id params})))
+  throws :kind :unknown-read. It waits by design: the client's :timeout-ms
+  counts from the end of the wait (:wait-ms, else the sidecar's cap, 30,000)."
+  [client params]
+  (let [params (if (map? params) params {:read-id params})]
+    (call client "readRejoin" params
+          (some-> (:timeout-ms (:opts client)) (+ (long (:wait-ms params 30000)))))))
 
 (defn close-rejoin
   "{:read-id}, or just the read id: the rejoin's client went away. Returns {:closed true}."

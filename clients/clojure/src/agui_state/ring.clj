@@ -17,7 +17,10 @@
   The shared sidecar starts when wrap-agui-state is called (start! and stop!
   for a system's lifecycle). If it dies in the middle of a stream, it is
   restarted and the stream resumes, repaired, on a mirror rebuilt from the text
-  the old stream answered for (agui-state.ring.stream/repairing-stream). It fails open: if the sidecar cannot be
+  the old stream answered for (agui-state.ring.stream/repairing-stream). One
+  that does not answer a call within 5 s (sidecar/repair-call-ms) is hung: it
+  is ended, the rest of that response goes out as written, with one line, and
+  the next stream starts a new one. It fails open: if the sidecar cannot be
   brought back, or errors, the rest of that response goes out as the server
   wrote it and a warning is logged; the user's stream is never broken by the
   repair. An event that passes the client's SSE limit without its end
@@ -33,6 +36,7 @@
   openStream's resume): the middleware passes the request and the response's
   headers as they are, and writes what comes back."
   (:require [agui-state.client :as client]
+            [agui-state.ring.pool :as pool]
             [agui-state.ring.rejoin :as rejoin]
             [agui-state.ring.sidecar :as sidecar]
             [agui-state.ring.stream :as stream]
@@ -49,9 +53,9 @@
 (def ^{:arglists '([])} default-client
   "The client that every wrap-agui-state without :client shares: one sidecar per
   process, started by wrap-agui-state (or start!) from AGUI_STATE_BIN, else
-  agui-state on PATH; each call has a timeout, so that a sidecar that stops
-  answering cannot hold a response (it fails open instead). Starts it if it does
-  not run."
+  agui-state on PATH; each call has a limit (sidecar/repair-call-ms, 5 s), so
+  that a sidecar that stops answering cannot hold a response: it is ended, and
+  the response goes on unrepaired. Starts it if it does not run."
   sidecar/default-client)
 
 (defn start!
@@ -315,12 +319,20 @@
             (let [[request body] (prepare request)]
               (some->> (handler request) (repair request body))))))
        ([request respond raise]
-        (if-let [kind (rejoin-kind request)]
-          ;; raise only before the answer: once respond has begun it, the response is
-          ;; committed, and a body that breaks off throws to the adapter, which aborts it.
-          (when-let [answer (try (answer-rejoin kind request) (catch Throwable t (raise t) nil))]
-            (respond answer))
-          (if-not (wanted? request)
-            (handler request respond raise)
-            (let [[request body] (prepare request)]
-              (handler request #(respond (some->> % (repair request body))) raise)))))))))
+        ;; What blocks (the body read, classifyRequest, rejoinStream, a rejoin's
+        ;; answer) runs on a thread of the middleware's: the adapter's is given back.
+        (let [abort (rejoin/aborter)]
+          (pool/request!
+           (fn []
+             (let [begun (volatile! false)
+                   respond (fn [r] (vreset! begun true) (respond r))]
+               (try
+                 (if-let [kind (rejoin-kind request)]
+                   (respond (answer-rejoin kind request))
+                   (if-not (wanted? request)
+                     (handler request respond raise)
+                     (let [[request body] (prepare request)]
+                       (handler request #(respond (some->> % (repair request body))) raise))))
+                 ;; raise only before the answer: once respond has begun it, the
+                 ;; response is committed, and a body that broke off aborts it.
+                 (catch Throwable t (if @begun (abort t) (raise t)))))))))))))

@@ -241,6 +241,63 @@
       (deref writing 60000 nil)
       (is (= 0 (:streams (c/stats cl)))))))
 
+(defn- silent-detached
+  "A run of `thread-id` through wrap-agui-state on `cl` whose client leaves at
+  once and whose app then writes two events and stays silent until `release`:
+  the stream is detached, and its grace checks call the sidecar. Returns the
+  writing future; `logs` gets the middleware's lines."
+  [cl thread-id logs release]
+  (let [handler (fn [_]
+                  {:status 200 :headers {"Content-Type" "text/event-stream"}
+                   :body (reify protocols/StreamableResponseBody
+                           (write-body-to-stream [_ _ out]
+                             (try (doseq [e (take 2 (str/split (raw-sse thread-id) #"(?<=\n\n)"))]
+                                    (.write ^OutputStream out (utf8 e))
+                                    (.flush ^OutputStream out))
+                                  ;; A hang guard, not a pause: the test releases it.
+                                  (deref release 60000 nil)
+                                  (.write ^OutputStream out (utf8 "data: {}\n\n"))
+                                  (catch IOException _ nil))))})
+        app (r/wrap-agui-state handler (assoc opts :client cl :log #(swap! logs conj %)))
+        response (app (request "/agent" (input thread-id client-keys)))]
+    (future (protocols/write-body-to-stream (:body response) response (leaving (ByteArrayOutputStream.) 0)))))
+
+(defn- logged? [logs re] (some #(re-find re %) @logs))
+
+(defn- within
+  "Whether (ok?) comes true within `ms`: a hang guard, never an assertion on time."
+  [ms ok?]
+  (loop [n 0] (cond (ok?) true (> n (quot (long ms) 20)) false :else (do (Thread/sleep 20) (recur (inc n))))))
+
+(deftest a-hung-grace-check-stalls-no-other-stream
+  ;; Two sidecars. The first is stopped (SIGSTOP) while its stream is detached: that
+  ;; stream's grace check hangs, for up to its client's 60 s. The second stream's
+  ;; checks must go on meanwhile, and learn that nobody rejoined it: on one shared
+  ;; thread they would wait behind the hung call.
+  (with-open [hung (s/start-client {:args ["--detach-grace" "0.2"] :timeout-ms 60000})
+              cl (s/start-client {:args ["--detach-grace" "0.2"]})]
+    (let [release (promise)
+          [hung-logs logs] [(atom []) (atom [])]
+          pid (.pid (c/process hung))
+          signal (fn [sig] (.waitFor (.start (ProcessBuilder. ^java.util.List ["kill" sig (str pid)]))))
+          a (silent-detached hung "h1" hung-logs release)]
+      (try
+        (is (within 20000 #(logged? hung-logs #"the client left")) "the first stream was detached")
+        (signal "-STOP")
+        ;; Its next check (every 50 ms once the app is silent) is then in flight, and hangs.
+        (Thread/sleep 500)
+        (let [b (silent-detached cl "h2" logs release)]
+          (is (within 20000 #(logged? logs #"nobody rejoined within the grace period; the app's response is cancelled"))
+              "the second stream's grace check ran while the first one's hung")
+          (is (not (logged? hung-logs #"cancelled")) "the first stream's check still hangs")
+          (deliver release true)
+          (deref b 60000 nil))
+        (finally
+          (deliver release true)
+          (.destroyForcibly (c/process hung))
+          (signal "-CONT")
+          (deref a 60000 nil))))))
+
 (deftest failing-open-without-a-sidecar
   ;; A client whose sidecar cannot be started again once it dies.
   (with-open [cl (s/start-client)]

@@ -17,6 +17,7 @@
     POST /agent        the agent through wrap-agui-state {:own [\"/toolState\"] :join-keys true}
     POST /agent-gated  the same, but it stops after its first snapshot until POST /gate/open
     POST /raw          the agent without the middleware (left out by :paths)
+    POST /agent-paced  through the middleware: paced-events, one every 20 ms
     GET  /gate/reached?n=N  waits until N /agent-gated streams stopped (default 1), then
                        answers the sidecar's pid
     POST /gate/open    lets every stopped stream go on
@@ -89,6 +90,31 @@
                       (.release parked)
                       (deref open hang-guard-ms nil))))))})))
 
+(defn paced-events
+  "100 events that need no repair, for a stream written one every 20 ms: a
+  RUN_STARTED, a text message of 97 parts (its content the numbers 0 to 96,
+  each with a space), a RUN_FINISHED."
+  [thread-id run-id]
+  (let [m (str "m-" run-id)]
+    (mapv #(json/write-str % :escape-slash false)
+          (concat [{"type" "RUN_STARTED" "threadId" thread-id "runId" run-id}
+                   {"type" "TEXT_MESSAGE_START" "messageId" m "role" "assistant"}]
+                  (for [i (range 96)] {"type" "TEXT_MESSAGE_CONTENT" "messageId" m "delta" (str i " ")})
+                  [{"type" "TEXT_MESSAGE_END" "messageId" m}
+                   {"type" "RUN_FINISHED" "threadId" thread-id "runId" run-id}]))))
+
+(defn- paced-handler [request]
+  (let [input (json/read-str (slurp (:body request) :encoding "UTF-8"))]
+    {:status 200
+     :headers {"Content-Type" "text/event-stream" "Cache-Control" "no-cache"}
+     :body (reify protocols/StreamableResponseBody
+             (write-body-to-stream [_ _ out]
+               (with-open [^OutputStream out out]
+                 (doseq [e (paced-events (get input "threadId") (get input "runId"))]
+                   (.write out (sse-bytes e))
+                   (.flush out)
+                   (Thread/sleep 20)))))}))
+
 (defn- text [status body] {:status status :headers {"Content-Type" "text/plain"} :body (str body)})
 
 (defn- sidecar-pid [] (if-let [c (sidecar/running)] (.pid (client/process c)) 0))
@@ -97,6 +123,7 @@
   (case [(:request-method request) (:uri request)]
     [:post "/agent"] (agent-handler request)
     [:post "/agent-gated"] (agent-handler request 2)
+    [:post "/agent-paced"] (paced-handler request)
     [:post "/raw"] (agent-handler request)
     [:get "/gate/reached"] (let [n (or (some->> (:query-string request) (re-find #"n=(\d+)") second
                                                  Long/parseLong)
@@ -115,7 +142,7 @@
   "The router behind wrap-agui-state, which starts the sidecar."
   []
   (agui-ring/wrap-agui-state router {:own ["/toolState"] :join-keys true
-                                     :paths ["/agent" "/agent-gated"]}))
+                                     :paths ["/agent" "/agent-gated" "/agent-paced"]}))
 
 (defn -main [& _]
   (let [^Server server (jetty/run-jetty (app) {:host "127.0.0.1" :port 0 :join? false})

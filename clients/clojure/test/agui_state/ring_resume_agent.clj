@@ -15,12 +15,16 @@
     POST /agent        the paced agent through wrap-agui-state (resume on; :store from
                        RING_AGENT_STORE when set, else the sidecar's default, memory;
                        RING_AGENT_LOG_BYTES: a sidecar of its own with that --log-bytes;
-                       RING_AGENT_ASYNC=1: an async handler, in Jetty's async mode)
+                       RING_AGENT_ASYNC=1: an async handler, in Jetty's async mode;
+                       RING_AGENT_DETACH_GRACE: the shared sidecar's --detach-grace)
     POST /agent-late   the same, but it waits before its first event (its head sent):
                        the opening id block (§16) goes out alone
     POST /agent-now    the same agent without the pause: the uninterrupted run
     POST /agent-raise  the same agent, but it throws after its first 3 events (an app
                        that raised mid-run)
+    POST /agent-quiet  the same agent, but after the gate opens it writes all but its
+                       RUN_FINISHED and falls silent (until a hang guard): a run whose
+                       client left is detached by those writes, then silent
     POST /gate/open    lets every run that waits, and every later one, write the rest
     POST /gate/close   makes later runs wait again
     GET  /paused?n=N   waits until N runs of /agent wrote their first events (default 1)
@@ -29,6 +33,7 @@
                        middleware's included: a rejoin it answers counts)"
   (:require [agui-state.client :as client]
             [agui-state.ring :as agui-ring]
+            [agui-state.ring.sidecar :as sidecar]
             [clojure.data.json :as json]
             [ring.adapter.jetty :as jetty]
             [ring.core.protocols :as protocols])
@@ -85,6 +90,24 @@
                      (deref open hang-guard-ms nil))
                    (write-event out e)))))}))
 
+(defn quiet-handler
+  "The agent's first `pause` events; once the gate opens, the rest but its
+  RUN_FINISHED, then nothing until the hang guard."
+  [request]
+  (let [input (json/read-str (slurp (:body request) :encoding "UTF-8"))
+        events (run-events (get input "threadId") (get input "runId"))
+        open @gate]
+    {:status 200
+     :headers {"Content-Type" "text/event-stream" "Cache-Control" "no-cache"}
+     :body (reify protocols/StreamableResponseBody
+             (write-body-to-stream [_ _ out]
+               (with-open [^OutputStream out out]
+                 (doseq [e (take pause events)] (write-event out e))
+                 (deref open hang-guard-ms nil)
+                 (doseq [e (butlast (drop pause events))] (write-event out e))
+                 (Thread/sleep hang-guard-ms)
+                 (write-event out (last events)))))}))
+
 (defn raising-handler
   "The agent's first 3 events, then a throw: the app failed mid-run. The
   adapter breaks the response off (§16: the run ends cancelled)."
@@ -106,6 +129,7 @@
     [:post "/agent-late"] (agent-handler request true 0)
     [:post "/agent-now"] (agent-handler request false pause)
     [:post "/agent-raise"] (raising-handler request)
+    [:post "/agent-quiet"] (quiet-handler request)
     [:post "/gate/open"] (do (deliver @gate true) (text 200 "open"))
     [:post "/gate/close"] (do (when (realized? @gate) (reset! gate (promise))) (text 200 "closed"))
     [:get "/paused"] (let [n (or (some->> (:query-string request) (re-find #"n=(\d+)") second Long/parseLong) 1)]
@@ -138,12 +162,14 @@
 
 (defn app []
   (counted
-   (agui-ring/wrap-agui-state (if async? async-router router) (cond-> {:paths ["/agent" "/agent-late" "/agent-now" "/agent-raise"] :log stamped :warn stamped}
+   (agui-ring/wrap-agui-state (if async? async-router router) (cond-> {:paths ["/agent" "/agent-late" "/agent-now" "/agent-raise" "/agent-quiet"] :log stamped :warn stamped}
+                                      (System/getenv "RING_AGENT_DETACH_GRACE")
+                                      (assoc :detach-grace (System/getenv "RING_AGENT_DETACH_GRACE"))
                                       (System/getenv "RING_AGENT_STORE")
                                       (assoc :store (System/getenv "RING_AGENT_STORE"))
                                       ;; A sidecar of the app's own, with that run log cap.
                                       (System/getenv "RING_AGENT_LOG_BYTES")
-                                      (assoc :client (client/start {:timeout-ms 30000
+                                      (assoc :client (client/start {:timeout-ms sidecar/repair-call-ms
                                                                     :args ["--log-bytes" (System/getenv "RING_AGENT_LOG_BYTES")]}))))))
 
 (defn -main [& _]

@@ -160,6 +160,26 @@
         (app (request "/x" (input client-keys "r1")) #(deliver p %) #(deliver p %))
         (is (= expected (written (deref p 30000 nil))) "respond gets the repaired response")))))
 
+(deftest the-async-arity-gives-the-adapters-thread-back
+  (with-open [cl (s/start-client)]
+    (let [in (java.io.PipedInputStream.)
+          feed (java.io.PipedOutputStream. in)
+          handler (fn ([_] nil)
+                    ([req respond _] (respond {:status 200 :headers {"Content-Type" "text/plain"}
+                                               :body (slurp (:body req) :encoding "UTF-8")})))
+          app (r/wrap-agui-state handler {:client cl})
+          answer (promise)
+          ;; The request's body has not come yet: reading it, and asking the sidecar
+          ;; what the request is, must not hold the adapter's thread.
+          call (future (app {:request-method :post :uri "/agent" :headers {"content-type" "application/json"} :body in}
+                            #(deliver answer %) #(deliver answer %))
+                       :returned)]
+      (is (= :returned (deref call 20000 :blocked)) "the async arity returned before the body came")
+      (is (not (realized? answer)))
+      (.write feed (utf8 "{\"threadId\":\"t1\"}"))
+      (.close feed)
+      (is (= "{\"threadId\":\"t1\"}" (:body (deref answer 20000 nil))) "then the handler got the body whole"))))
+
 (deftest other-responses-pass-untouched
   (with-open [cl (s/start-client)]
     (let [seen (atom nil)

@@ -32,12 +32,39 @@
         (.newInstance ^java.lang.reflect.Constructor eof (object-array [message]))
         (IOException. message)))))
 
+(def aborter
+  "Called on the adapter's thread, a function of a Throwable that aborts the
+  response being handled there, from any thread: the async arity writes an
+  answer on a thread of its own, where a body that throws reaches no adapter.
+  Under Jetty, its HttpChannel's abort (the client sees a failed body, never a
+  clean end), found while Jetty binds the connection to its thread; elsewhere,
+  one that rethrows."
+  (let [current (try (.getMethod (Class/forName "org.eclipse.jetty.server.HttpConnection")
+                                 "getCurrentConnection" (into-array Class []))
+                     (catch Exception _ nil))
+        rethrow (fn [^Throwable t] (throw t))]
+    (fn []
+      (if-let [conn (some-> ^java.lang.reflect.Method current (.invoke nil (object-array 0)))]
+        (let [channel (clojure.lang.Reflector/invokeInstanceMethod conn "getHttpChannel" (object-array 0))]
+          (fn [^Throwable t]
+            (clojure.lang.Reflector/invokeInstanceMethod channel "abort" (object-array [t]))))
+        rethrow))))
+
+(def ^:private probe
+  "What a rejoin's answer gets when readRejoin comes back empty: an SSE comment,
+  which dispatches nothing (HTML Living Standard, 9.2.6; §16: a block without
+  data gets no id). The adapter sees a client that left only when a write to it
+  fails: without a write, the rejoin of a silent run would keep its read open,
+  and so the run, detached, from its cancel after the grace, for ever."
+  ":\n\n")
+
 (defn- body-of
   "Streams the read until the run ends: a run that finished ends the response;
   any other end (cancelled, evicted, unresumable), or a sidecar lost in the
   middle, throws out of the body (broken-off), which breaks the response off,
   so that the client never takes a cut run for a whole one. A client that
-  leaves closes the read. Either way, one line says why the answer ended early:
+  leaves closes the read, noticed while the run is silent too (probe). Either
+  way, one line says why the answer ended early:
   `warn` for the run's end or the sidecar, `log` for a client that left."
   [view read-id path {:keys [warn log]}]
   (let [ended (fn [say why] (say (str "agui-state.ring: " path ": the rejoin's answer ended early: " why)))]
@@ -47,16 +74,16 @@
           (loop []
             ;; No :wait-ms: the sidecar's default decides (§16). Each reply is at most a
             ;; page; the flush below waits for the client to take it before the next.
-            (let [r (try (client/read-rejoin view {:read-id read-id})
+            (let [r (try (sidecar/on view #(client/read-rejoin % {:read-id read-id}))
                          (catch Exception e e))]
               (if (instance? Exception r)
                 (do (ended warn (str "readRejoin failed (" (.getMessage ^Exception r) ")"))
                     (throw (broken-off "the rejoin could not be read to its end")))
-                (do (try (write-text out (:text r))
+                (do (try (write-text out (if (or (:done r) (seq (:text r))) (:text r) probe))
                          (.flush out)
                          (catch IOException e
                            (when-not (:done r)
-                             (try (client/close-rejoin view read-id) (catch Exception _ nil)))
+                             (try (sidecar/on view #(client/close-rejoin % read-id)) (catch Exception _ nil)))
                            (ended log "the client left")
                            (throw e)))
                     (cond

@@ -4,7 +4,8 @@
   a stream on it; and a stream's way back when the sidecar dies in the middle of
   it (protocol/README.md §14)."
   (:require [agui-state.client :as client])
-  (:import (clojure.lang ExceptionInfo)))
+  (:import (clojure.lang ExceptionInfo)
+           (java.util.concurrent TimeUnit)))
 
 (set! *warn-on-reflection* true)
 
@@ -38,16 +39,26 @@
         (str "the shared sidecar already runs with " (pr-str before) ", not " (pr-str (vec args))
              "; stop! it to start it with the new flags")))))
 
+(def repair-call-ms
+  "How long a call of the shared sidecar (openStream, fixStream, closeStream,
+  detachStream, classifyRequest, rejoinStream) waits for its answer: one answers
+  in well under a millisecond, so a call that takes 5 s means the sidecar hangs
+  (stopped, swapped out). It is then ended (hung!) and the stream goes on
+  unrepaired; 5 s leaves a loaded machine room and keeps the client's wait
+  under 10 s (protocol/README.md §14). readRejoin waits by design: its limit
+  counts from the end of its wait (agui-state.client/read-rejoin)."
+  5000)
+
 (defn default-client
   "The client that every wrap-agui-state without :client shares: one sidecar per
   process, started by the first call (wrap-agui-state makes it) from
   AGUI_STATE_BIN, else agui-state on PATH, with the flags of configure!. Each
-  call has a timeout, so that a sidecar that stops answering cannot hold a
-  response (it fails open instead)."
+  call has a limit (repair-call-ms), so that a sidecar that stops answering
+  cannot hold a response (it fails open instead)."
   []
   (or @shared
       (locking shared
-        (or @shared (reset! shared (client/start {:timeout-ms 30000 :args @shared-args}))))))
+        (or @shared (reset! shared (client/start {:timeout-ms repair-call-ms :args @shared-args}))))))
 
 (defn running
   "The shared client if it was started and not stopped, else nil; starts nothing."
@@ -92,13 +103,38 @@
   [e]
   (boolean (#{:sidecar-exited :timeout} (:kind (ex-data e)))))
 
+(defn hung?
+  "Whether an exception from a call says the sidecar did not answer within the
+  client's :timeout-ms."
+  [e]
+  (= :timeout (:kind (ex-data e))))
+
+(defn end!
+  "Ends the process p at once (SIGKILL, which a stopped process obeys too), and
+  waits a little for it to go: a hung sidecar is not asked to exit."
+  [^Process p]
+  (.destroyForcibly p)
+  (.waitFor p 5 TimeUnit/SECONDS))
+
+(defn on
+  "(f view), and when that call finds the sidecar hung (hung?), its process
+  ended (end!) before the exception goes on: every stream on it then sees it
+  gone, and the next stream starts a new one."
+  [view f]
+  (try (f view)
+       (catch ExceptionInfo e
+         (when (hung? e) (end! (client/process view)))
+         (throw e))))
+
 (defn- restart-if-current!
   "Restarts c, unless another stream already did: `seen` is the process that
   failed, and only while it is still c's process is it replaced, so that
-  streams that all saw it die start one new sidecar, not one each in turn."
+  streams that all saw it die start one new sidecar, not one each in turn. It
+  is ended first: a hung one would not exit when asked."
   [c ^Process seen]
   (locking c
     (when (identical? seen (client/process c))
+      (end! seen)
       (client/restart c))))
 
 (defn- open-on
@@ -109,7 +145,7 @@
   e :view v} when that process is gone."
   [c params]
   (let [v (client/pinned c)]
-    (try (let [{:keys [stream-id run opening headers]} (client/open-stream v params)]
+    (try (let [{:keys [stream-id run opening headers]} (on v #(client/open-stream % params))]
            (cond-> {:view v :stream-id stream-id} run (assoc :run run :opening opening :headers headers)))
          (catch ExceptionInfo e
            (if (lost? e) {:lost e :view v} (throw e))))))
@@ -130,11 +166,11 @@
   [c f]
   (alive! c)
   (let [v (client/pinned c)
-        r (try [v (f v)] (catch ExceptionInfo e (if (lost? e) e (throw e))))]
+        r (try [v (on v f)] (catch ExceptionInfo e (if (lost? e) e (throw e))))]
     (if (vector? r)
       r
       (do (restart-if-current! c (client/process v))
-          (let [v (client/pinned c)] [v (f v)])))))
+          (let [v (client/pinned c)] [v (on v f)])))))
 
 (defn open!
   "Opens a stream on c, restarting the sidecar first if it is gone, or once
@@ -188,7 +224,7 @@
       r
       (let [{v :view id :stream-id} r]
         (try (doseq [part (parts replay replay-part)]
-               (client/fix-stream v {:stream-id id :text part}))
+               (on v #(client/fix-stream % {:stream-id id :text part})))
              r
              (catch ExceptionInfo e
                (if (lost? e) {:lost e :view v} (throw e))))))))

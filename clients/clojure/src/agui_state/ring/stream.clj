@@ -4,13 +4,15 @@
   what comes back to the client; the sidecar brought back when it dies in the
   middle (agui-state.ring.sidecar/reopen!)."
   (:require [agui-state.client :as client]
+            [agui-state.ring.pool :as pool]
             [agui-state.ring.sidecar :as sidecar]
             [clojure.string :as str])
   (:import (java.io ByteArrayOutputStream IOException OutputStream)
            (java.nio ByteBuffer CharBuffer)
            (java.nio.charset CharsetDecoder CodingErrorAction StandardCharsets)
            (java.util.concurrent Executors ScheduledExecutorService ScheduledFuture ThreadFactory
-                                 TimeUnit)))
+                                 TimeUnit)
+           (java.util.concurrent.atomic AtomicBoolean)))
 
 (set! *warn-on-reflection* true)
 
@@ -93,7 +95,8 @@
     (when (seq said) (str/join ", " said))))
 
 (defonce ^:private ^ScheduledExecutorService ticker
-  ;; One daemon thread for every detached stream's grace check (detach!).
+  ;; One daemon thread that schedules every detached stream's grace check (gone!);
+  ;; the checks themselves call the sidecar, on threads of their own (pool/check!).
   (Executors/newSingleThreadScheduledExecutor
    (reify ThreadFactory
      (newThread [_ r] (doto (Thread. ^Runnable r "agui-state-detach") (.setDaemon true))))))
@@ -160,8 +163,10 @@
         opening (volatile! nil)            ; the response's first event, if it starts a run
         restarted (volatile! 0)
         why (volatile! nil)                ; why a lost sidecar was not restarted
+        ;; Every call of the stream: one that finds the sidecar hung ends it (sidecar/on).
+        rpc (fn [f & args] (sidecar/on @view #(apply f % args)))
         ;; Only on an abnormal end: a resumable run ends as cancelled, so a rejoin breaks off.
-        forget! (fn [] (try (client/close-stream @view {:stream-id @sid :broken true}) (catch Exception _ nil)))
+        forget! (fn [] (try (rpc client/close-stream {:stream-id @sid :broken true}) (catch Exception _ nil)))
         stop-tick! (fn [] (some-> ^ScheduledFuture @tick (.cancel false)) (vreset! tick nil))
         ;; The run was cancelled, or can no longer be kept: what the client's
         ;; leaving did before resume, late. The app's next write throws.
@@ -171,12 +176,25 @@
                   (forget!)
                   (vreset! cancelled true)
                   (vreset! mode :closed))
+        ;; A grace check: fixStream "" when the app was silent for half the grace, so
+        ;; that the cancel is learnt. Never on the ticker (one hung call would stall
+        ;; every detached stream), and one at a time: a check in flight skips the next.
+        checking (AtomicBoolean.)
+        check! (fn [grace]
+                 (when (.compareAndSet checking false true)
+                   (pool/check!
+                    (fn [] (try (locking lock
+                                  (when (and (= @mode :detached)
+                                             (>= (- (System/currentTimeMillis) (long @called))
+                                                 (quot (long grace) 2)))
+                                    (@send-ref "")))
+                                (finally (.set checking false)))))))
         ;; The client is gone: detached if the run can go on without it; else the
         ;; sidecar's stream is closed at once rather than left for its idle
         ;; limit (§14), and the write fails as it did.
         gone! (fn [^IOException e]
                 (let [grace (when @resumable
-                              (try (:grace-ms (client/detach-stream @view @sid)) (catch Exception _ nil)))]
+                              (try (:grace-ms (rpc client/detach-stream @sid)) (catch Exception _ nil)))]
                   (if (and grace (pos? (long grace)))
                     (do (vreset! mode :detached)
                         (log (str "agui-state.ring: stream " @sid ": the client left ("
@@ -184,11 +202,7 @@
                                   "); the run goes on for " grace " ms for a rejoin"))
                         (vreset! tick (.scheduleWithFixedDelay
                                        ticker
-                                       ^Runnable (fn [] (locking lock
-                                                          (when (and (= @mode :detached)
-                                                                     (>= (- (System/currentTimeMillis) (long @called))
-                                                                         (quot (long grace) 2)))
-                                                            (@send-ref ""))))
+                                       ^Runnable (fn [] (check! grace))
                                        (max 1 (quot (long grace) 4)) (max 1 (quot (long grace) 4))
                                        TimeUnit/MILLISECONDS)))
                     (do (forget!) (vreset! mode :closed) (throw e)))))
@@ -254,9 +268,14 @@
                     (.reset pending)
                     (.write pending (.array in) (.position in) (.remaining in))))
         fail-open! (fn [what ^Exception e ^String unanswered]
-                     (warn (str "agui-state.ring: " what " failed on stream " @sid ": "
-                                (.getMessage e) (some->> @why (str "; "))
-                                "; the rest of this response goes out unrepaired"))
+                     (warn (if (sidecar/hung? e)
+                             (str "agui-state.ring: the sidecar did not answer " what " within "
+                                  (:timeout-ms (ex-data e)) " ms; it was ended (pid "
+                                  (.pid (client/process @view)) "), the rest of stream " @sid
+                                  " goes out unrepaired, and the next stream starts a new sidecar")
+                             (str "agui-state.ring: " what " failed on stream " @sid ": "
+                                  (.getMessage e) (some->> @why (str "; "))
+                                  "; the rest of this response goes out unrepaired")))
                      (vreset! mode :raw)
                      (when-not (sidecar/lost? e) (forget!))
                      (write-text out unanswered)
@@ -273,7 +292,7 @@
                               " (the client's SSE limit); the rest of this response goes through"
                               " unrepaired"))
                    (vreset! mode :raw)
-                   (when-let [reply (try (client/close-stream @view {:stream-id @sid :broken true})
+                   (when-let [reply (try (rpc client/close-stream {:stream-id @sid :broken true})
                                          (catch Exception _ nil))]
                      (write-text out (:text reply)))
                    (write-text out (str tail))
@@ -285,7 +304,7 @@
         send! (fn [^String text]
                 (loop []
                   (vreset! called (System/currentTimeMillis))
-                  (let [reply (try (client/fix-stream @view {:stream-id @sid :text text})
+                  (let [reply (try (rpc client/fix-stream {:stream-id @sid :text text})
                                    (catch Exception e e))]
                     (cond
                       (not (instance? Exception reply))
@@ -298,7 +317,8 @@
                       (= @mode :detached) (do (cancel! (str "fixStream failed while detached: "
                                                             (.getMessage ^Exception reply)))
                                               nil)
-                      (and (sidecar/lost? reply) (recover! reply "fixStream")) (recur)
+                      ;; A hung sidecar was ended: the stream goes on unrepaired, the next one gets a new sidecar.
+                      (and (sidecar/lost? reply) (not (sidecar/hung? reply)) (recover! reply "fixStream")) (recur)
                       :else (do (fail-open! "fixStream" reply text) nil)))))
         ;; The held text is scanned in place from where the last scan stopped, and
         ;; only the whole events are copied out: a flush costs what it brought.
@@ -331,11 +351,11 @@
                       (when (pos? (.length rest)) (send! rest))
                       (loop []
                         (when (live?)
-                          (let [reply (try (client/close-stream @view @sid) (catch Exception e e))]
+                          (let [reply (try (rpc client/close-stream @sid) (catch Exception e e))]
                             (cond
                               (not (instance? Exception reply)) (emit! nil reply)
                               (= @mode :detached) nil
-                              (and (sidecar/lost? reply) (recover! reply "closeStream"))
+                              (and (sidecar/lost? reply) (not (sidecar/hung? reply)) (recover! reply "closeStream"))
                               ;; The replay holds what the old stream held, unless it was cut short.
                               (do (when (and (not @replayable) (pos? (.length rest))) (send! rest))
                                   (recur))
