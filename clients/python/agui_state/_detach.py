@@ -44,6 +44,8 @@ class Detach:
     state: Any
     framing: str
     policy: Any
+    sidecar: Any
+    generation: int
 
     async def _open(self) -> Dict[str, Any]:
         """openStream, with `resume`; one the sidecar refuses (a sidecar older than §16) is left out, with a
@@ -110,6 +112,8 @@ class Detach:
         if self.client is not None and self.id is not None and self._gone() is None:
             try:
                 grace = int((await self.client.detach_stream(self.id))["graceMs"])
+            except asyncio.TimeoutError:
+                self.sidecar.hung(self.generation, self.path, "detachStream", "the run is cancelled")
             except Exception as e:  # noqa: BLE001 - the run cannot go on without the sidecar: cancel it
                 log.debug("detachStream %s: %s", self.id, e)
         if grace <= 0:

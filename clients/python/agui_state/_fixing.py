@@ -206,6 +206,10 @@ class FixedBody(Detach):
                           json.dumps(finding, ensure_ascii=True, separators=(",", ":")))
 
     def _fail(self, e: BaseException, during: str) -> None:
+        if isinstance(e, asyncio.TimeoutError):  # hung: it is ended, and has nothing left to close
+            self.id = None
+            self.sidecar.hung(self.generation, self.path, during, "this response goes on unrepaired from here")
+            return
         if isinstance(e, SidecarExitedError):
             self.sidecar.died(self.generation, e)
         elif self.id is not None and not isinstance(e, UnknownStreamError):
@@ -351,6 +355,8 @@ class FixedBody(Detach):
                     "response goes through unrepaired", self.path, _CLIENT_LIMIT >> 20)
         try:
             return str((await self.client.close_stream(stream_id))["text"])
+        except asyncio.TimeoutError:
+            self.sidecar.hung(self.generation, self.path, "closeStream", "this response goes on unrepaired")
         except Exception as e:  # noqa: BLE001 - fail open: nothing was held there
             log.debug("closeStream %s after an event passed the limit: %s", stream_id, e)
             return ""
@@ -425,7 +431,7 @@ class FixedBody(Detach):
             self.id = None
 
     def _close_later(self, stream_id: str, broken: bool = False) -> None:
-        client, generation, sidecar = self.client, self.generation, self.sidecar
+        client, generation, sidecar, path = self.client, self.generation, self.sidecar, self.path
         if client is None:
             return
 
@@ -434,6 +440,8 @@ class FixedBody(Detach):
                 return  # that process is gone, and the id may name another stream on its successor
             try:
                 await client.close_stream(stream_id, broken=broken)
+            except asyncio.TimeoutError:
+                sidecar.hung(generation, path, "closeStream", "the response had ended")
             except Exception as e:  # noqa: BLE001 - a dead sidecar forgot it anyway, and an idle limit holds
                 log.debug("closeStream %s after a disconnect: %s", stream_id, e)
 

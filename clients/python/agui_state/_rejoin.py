@@ -23,15 +23,20 @@ def header_pairs(headers: Any) -> List[List[str]]:
     return [[n.decode("latin-1"), v.decode("latin-1")] for n, v in headers]
 
 
-async def _call(sidecar: SharedSidecar, call: Callable[[AsyncAguiState], Awaitable[Any]]) -> Tuple[Any, Any]:
-    """(client, result) of one call; a sidecar found dead is started again once (on Redis, the new one
-    serves the run), and the error of the second try goes up. ResumeUnknownError goes up at once."""
+async def _call(sidecar: SharedSidecar, call: Callable[[AsyncAguiState], Awaitable[Any]], path: str, method: str,
+                then: str) -> Tuple[Any, Any]:
+    """(client, result) of one `method` call; a sidecar found dead is started again once (on Redis, the new one
+    serves the run), and the error of the second try goes up. ResumeUnknownError goes up at once; so does a
+    timeout, once the hung sidecar is ended with one line (`then`: what becomes of the request)."""
     for attempt in (1, 2):
         generation = sidecar.generation
         try:
             client = await sidecar.get()
             generation = sidecar.generation
             return client, await call(client)
+        except asyncio.TimeoutError:
+            sidecar.hung(generation, path, method, then)
+            raise
         except SidecarExitedError as e:
             sidecar.died(generation, e)
             if attempt == 2:
@@ -44,8 +49,11 @@ async def classify(sidecar: SharedSidecar, scope: Scope) -> str:
     cannot answer sends the request to the app (fail open), with one line."""
     method, path, headers = scope.get("method", "GET"), scope.get("path", ""), header_pairs(scope.get("headers", ()))
     try:
-        _, got = await _call(sidecar, lambda c: c.classify_request(method, path, headers))
+        _, got = await _call(sidecar, lambda c: c.classify_request(method, path, headers), path, "classifyRequest",
+                             "the request goes to the app")
         return str(got["kind"])
+    except asyncio.TimeoutError:
+        return "forward"  # said by hung()
     except Exception as e:  # noqa: BLE001 - fail open
         log.warning("%s: the request could not be classified for resume (%s: %s); it goes to the app",
                     path, type(e).__name__, e)
@@ -76,16 +84,19 @@ async def rejoin(sidecar: SharedSidecar, scope: Scope, receive: Receive, send: S
     the sidecar gives it. A sidecar that cannot be reached: 410 (204 for a reload) with an empty body, so that
     the client starts a new run (fail open)."""
     path = scope.get("path", "")
+    refused = 204 if kind == "reload" else 410  # a sidecar that cannot be reached: the client starts a new run
     request = {"method": scope.get("method", "POST"), "path": path, "headers": header_pairs(scope.get("headers", ())),
                "body": (await _body(receive)).decode("utf-8", "replace")}
     try:
-        client, opened = await _call(sidecar, lambda c: c.rejoin_stream(request=request))
+        client, opened = await _call(sidecar, lambda c: c.rejoin_stream(request=request), path, "rejoinStream",
+                                     f"the {kind} is answered {refused}")
     except ResumeUnknownError as e:
         await _answer(send, e.status, e.headers, e.body)
         return
     except Exception as e:  # noqa: BLE001 - fail open
-        refused = 204 if kind == "reload" else 410
-        log.warning("%s: the %s could not be served (%s: %s); answered %d", path, kind, type(e).__name__, e, refused)
+        if not isinstance(e, asyncio.TimeoutError):  # hung() said it
+            log.warning("%s: the %s could not be served (%s: %s); answered %d", path, kind, type(e).__name__, e,
+                        refused)
         await _answer(send, refused, {}, "")
         return
     read_id = opened["readId"]

@@ -1,0 +1,95 @@
+"""agui_state.asgi.AguiStateMiddleware's hazards (issue 39 §3, §5), as plain ASGI against the real sidecar
+($AGUI_STATE_BIN): a sidecar that stops answering mid-stream, a large upload, and the tasks the middleware
+starts. The repair's own rules are test_asgi.py's."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+from test_asgi import RUN_INPUT, STATE, body_of, fix, request, serve, without_ids
+
+from agui_state.asgi import AguiStateMiddleware
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from sloppy_agent import agent_events, sse  # noqa: E402
+
+Message = Dict[str, Any]
+BODY = json.dumps(RUN_INPUT).encode()
+
+
+def said(caplog: pytest.LogCaptureFixture) -> List[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "agui_state.asgi" and r.levelno >= logging.WARNING]
+
+
+def ticking_app(events: List[bytes], between: Any) -> Any:
+    """An app that reads the request, then sends one event every 20 ms, `between(i)` before the i-th."""
+    async def app(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+        while (await receive()).get("more_body"):
+            pass
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        for i, event in enumerate(events):
+            await between(i)
+            await send({"type": "http.response.body", "body": event, "more_body": True})
+            await asyncio.sleep(0.02)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+    return app
+
+
+async def test_a_stopped_sidecar_is_ended_after_the_repair_call_limit_and_the_stream_goes_on_unrepaired(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # Issue 39 §5: the sidecar is stopped (SIGSTOP) mid-stream. Its fixStream goes unanswered; after
+    # REPAIR_CALL_LIMIT the middleware ends it, and every event the app wrote reaches the client, in order:
+    # the ones before the stop repaired, the rest as the app wrote them. The next stream has a new sidecar.
+    sloppy = [sse(e) for e in agent_events(RUN_INPUT)]
+    ticks = [sse({"type": "CUSTOM", "name": "tick", "value": i}) for i in range(90)]
+    events = sloppy[:-1] + ticks + sloppy[-1:]  # 100 events
+    stop_at = len(sloppy) - 1  # once the client has the sloppy part, repaired
+    repaired = fix(b"".join(events[:stop_at]), STATE)
+    got: List[bytes] = []
+    had_it = asyncio.Event()
+    stopped: List[int] = []
+    mw: AguiStateMiddleware
+
+    async def record(message: Message) -> None:
+        got.append(without_ids(message.get("body", b"")))
+        if b"".join(got) == repaired:
+            had_it.set()
+
+    async def between(i: int) -> None:
+        if i == stop_at:
+            await asyncio.wait_for(had_it.wait(), 60)  # a hang guard: the repair never wrote what fix writes
+            stopped.append(mw.sidecar.client.pid)  # type: ignore[union-attr]
+            os.kill(stopped[0], signal.SIGSTOP)
+
+    # Its own sidecar (the grace names another process than the other tests'), with the module's limit.
+    mw = AguiStateMiddleware(ticking_app(events, between), own=["/toolState"], join_keys=True, detach_grace=1)
+    try:
+        with caplog.at_level(logging.WARNING, logger="agui_state.asgi"):
+            sent = await serve(mw, request(BODY), send=record)
+        assert body_of(sent) == repaired + b"".join(events[stop_at:]), "every event, in order"
+        assert said(caplog) == [
+            f"/agent: the agui-state sidecar did not answer fixStream within 5000 ms; it is ended (pid {stopped[0]}), "
+            "this response goes on unrepaired from here, and the next stream starts a new one"]
+        caplog.clear()
+        # The next request is repaired again, by a new sidecar.
+        mw.app = ticking_app(sloppy, lambda i: asyncio.sleep(0))
+        with caplog.at_level(logging.WARNING, logger="agui_state.asgi"):
+            assert body_of(await serve(mw, request(BODY))) == fix(b"".join(sloppy), STATE)
+        pid = mw.sidecar.client.pid  # type: ignore[union-attr]
+        assert pid != stopped[0] and said(caplog) == [f"agui-state sidecar restarted (pid {pid})"]
+        with pytest.raises(ProcessLookupError):
+            os.kill(stopped[0], 0)  # ended and reaped
+    finally:
+        if stopped:
+            try:
+                os.kill(stopped[0], signal.SIGKILL)  # the test failed before the middleware ended it
+            except ProcessLookupError:
+                pass
+        await mw.sidecar.close()
