@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -15,7 +16,9 @@ from typing import Any, Dict, List
 import pytest
 from test_asgi import RUN_INPUT, STATE, body_of, fix, request, serve, without_ids
 
+from agui_state import AsyncAguiState
 from agui_state.asgi import AguiStateMiddleware
+from helpers import BIN, child_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from sloppy_agent import agent_events, sse  # noqa: E402
@@ -93,3 +96,74 @@ async def test_a_stopped_sidecar_is_ended_after_the_repair_call_limit_and_the_st
             except ProcessLookupError:
                 pass
         await mw.sidecar.close()
+
+
+def kib(field: str) -> int:
+    """A figure of this process's memory from /proc/self/status, in KiB."""
+    return int(re.search(field + r":\s+(\d+) kB", Path("/proc/self/status").read_text()).group(1))  # type: ignore[union-attr]
+
+
+async def test_a_200_mib_upload_reaches_the_app_as_it_arrives_and_no_more_than_the_limit_is_kept(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # Issue 39 §5: the app sees the upload's first chunk before the rest has come, and the middleware keeps
+    # a copy of no more than BASELINE_LIMIT (64 MiB): this process (the server) grows far less than 200 MiB.
+    # Past the limit the baseline is unknown, and the repair starts from {}, as the proxy's and Go's.
+    chunk, chunks = 1 << 20, 200
+    handed = 0
+    stream = b"".join(map(sse, agent_events(RUN_INPUT)))
+
+    async def receive() -> Message:
+        nonlocal handed
+        if handed < chunks:
+            handed += 1
+            return {"type": "http.request", "body": b"x" * chunk, "more_body": handed < chunks}  # a new object each
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    seen: List[int] = []  # how many chunks the server had handed out when the app got each of its own
+
+    async def app(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+        more = True
+        while more:
+            message = await receive()
+            seen.append(handed)
+            more = message.get("more_body", False)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": stream, "more_body": False})
+
+    sent: List[Message] = []
+
+    async def record(message: Message) -> None:
+        sent.append(message)
+
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        mw = AguiStateMiddleware(app, own=["/toolState"], join_keys=True, sidecar=s)
+        Path("/proc/self/clear_refs").write_text("5")  # VmHWM from here: the peak of this request alone
+        before = kib("VmRSS")
+        with caplog.at_level(logging.WARNING, logger="agui_state.asgi"):
+            await mw({"type": "http", "method": "POST", "path": "/agent", "headers": []}, receive, record)
+        grew = kib("VmHWM") - before
+    assert seen[0] == 1 and seen == list(range(1, chunks + 1)), "each chunk reaches the app as it arrives"
+    assert grew < 120 << 10, f"grew {grew >> 10} MiB: more than the 64 MiB kept"
+    assert body_of(sent) == fix(stream, {})
+    assert said(caplog) == ["/agent: the request body is too large to keep (more than 64 MiB); the repair starts from {}"]
+
+
+async def test_an_app_that_answers_before_it_reads_the_body_still_has_the_request_state_as_the_baseline() -> None:
+    # The response starts before the app read the body: the middleware reads it then (up to the limit), for
+    # the baseline, and the app gets every message of it afterwards, in order.
+    stream = b"".join(map(sse, agent_events(RUN_INPUT)))
+    got: List[Message] = []
+
+    async def app(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        while not got or got[-1].get("more_body"):
+            got.append(await receive())
+        await send({"type": "http.response.body", "body": stream, "more_body": False})
+
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        mw = AguiStateMiddleware(app, own=["/toolState"], join_keys=True, sidecar=s)
+        messages = request(BODY, parts=3)
+        sent = await serve(mw, [dict(m) for m in messages])
+    assert got == messages
+    assert body_of(sent) == fix(stream, STATE)
