@@ -39,7 +39,7 @@ class Detach:
     send: Any
     opening_block: Any
     idle: asyncio.Event
-    pump: "asyncio.Task[None]"
+    pump: "asyncio.Future[None]"
     resume: Any
     state: Any
     framing: str
@@ -76,6 +76,7 @@ class Detach:
             await asyncio.wait({self.pump, idle}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             idle.cancel()
+            await asyncio.wait({idle})
 
     async def send_opening(self) -> None:
         """Writes the opening block right behind the response's head, so the client holds an id before the app's

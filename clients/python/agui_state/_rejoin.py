@@ -11,6 +11,7 @@ from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optiona
 from ._async import AsyncAguiState
 from ._errors import ResumeUnknownError, SidecarExitedError
 from ._sidecar import SharedSidecar, log
+from ._tasks import Tasks
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -101,15 +102,17 @@ async def rejoin(sidecar: SharedSidecar, scope: Scope, receive: Receive, send: S
         return
     read_id = opened["readId"]
     headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in opened["headers"].items()]
-    left = asyncio.ensure_future(_disconnect(receive))
+    tasks = Tasks()  # the watch for the client's leaving and each read, cancelled and awaited on the way out
+    left = tasks.start(_disconnect(receive))
     try:
         await send({"type": "http.response.start", "status": opened["status"], "headers": headers})
-        end = await _stream(client, read_id, send, left)
+        end = await _stream(client, read_id, send, left, tasks)
     except OSError as e:  # a server that raises on a send to a client that left (uvicorn's ClientDisconnected)
         end = logging.INFO, f"the client left ({type(e).__name__})"
+        await tasks.close()
         await _close(client, read_id)
     finally:
-        left.cancel()
+        await tasks.close()
     # One line, and no exception: how the answer ended is the run's doing or the client's, not a fault of the
     # app or the server. An answer cut short is left without its end (ASGI has no other way to break a response
     # off): the server closes the connection, and the client sees a failed body, as from the proxy (§16).
@@ -130,18 +133,18 @@ async def _close(client: Any, read_id: str) -> None:
         log.debug("closeRejoin %s: %s", read_id, e)
 
 
-async def _stream(client: Any, read_id: str, send: Send,
-                  left: "asyncio.Future[None]") -> Optional[Tuple[int, str]]:
+async def _stream(client: Any, read_id: str, send: Send, left: "asyncio.Future[Any]",
+                  tasks: Tasks) -> Optional[Tuple[int, str]]:
     """readRejoin's text to the client until the run ends, one page at a time: each is written, and the next
     asked for once the server took it (its send returns), so a slow client holds one page here at most.
     No wait is passed: the sidecar's default decides (§16). Returns None when the run finished and the
     response was ended; else the log level and why it was cut short (the run did not finish, the client
     left, or the sidecar failed mid-read)."""
     while True:
-        reading = asyncio.ensure_future(client.read_rejoin(read_id))
+        reading = tasks.start(client.read_rejoin(read_id))
         await asyncio.wait({reading, left}, return_when=asyncio.FIRST_COMPLETED)
-        if not reading.done():  # the client left: the read is forgotten, and no longer keeps the run
-            reading.add_done_callback(lambda t: t.cancelled() or t.exception())
+        if not reading.done():  # the client left: the read is dropped and forgotten, and no longer keeps the run
+            await tasks.close()
             await _close(client, read_id)
             return logging.INFO, "the client left"
         try:

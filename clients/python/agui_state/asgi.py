@@ -28,6 +28,7 @@ from ._fixing import FixedBody, RunCancelled
 from ._lifespan import Lifespan
 from ._rejoin import classify, header_pairs, rejoin
 from ._sidecar import SharedSidecar, log, shared
+from ._tasks import Tasks
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -112,7 +113,7 @@ class AguiStateMiddleware:
                 else:
                     await self.app(scope, exchange.receive, exchange.send)
             finally:
-                exchange.finish()
+                await exchange.close()
 
 
 def _framing(headers: Iterable[Tuple[bytes, bytes]]) -> Tuple[Optional[str], bool]:
@@ -159,9 +160,9 @@ class _Exchange:
         self.tap = BodyTap()
         self.pulling = asyncio.Lock()  # one read of the body from the server at a time: the app's or the baseline's
         self.stream: Optional[FixedBody] = None
+        self.tasks = Tasks()  # every task started for this exchange, cancelled and awaited by close()
         self.next: Optional["asyncio.Future[Message]"] = None  # the one read past the request (http.disconnect)
-        self.watch: Optional["asyncio.Future[None]"] = None
-        self.app_task: Optional["asyncio.Task[None]"] = None
+        self.app_task: Optional["asyncio.Future[None]"] = None
         self.cancelled = False  # the run was cancelled: nobody rejoined within the grace
 
     async def _pull(self) -> None:
@@ -181,13 +182,8 @@ class _Exchange:
     async def run_detachable(self) -> None:
         """The app, in a task of its own, which the run's cancel (FixedBody, once the grace passed with nobody
         reading) cancels: the app may be silent then, and a write that fails would never come."""
-        task = self.app_task = asyncio.get_running_loop().create_task(
-            self.mw.app(self.scope, self.receive, self.send))
-        try:
-            await asyncio.wait({task})
-        except asyncio.CancelledError:  # the server cancelled this request: the app goes with it
-            task.cancel()
-            raise
+        task = self.app_task = self.tasks.start(self.mw.app(self.scope, self.receive, self.send))
+        await asyncio.wait({task})  # cancelled (the server cancelled this request): close() cancels the app
         if self.cancelled and (task.cancelled() or isinstance(task.exception(), RunCancelled)):
             return  # our cancel: the client is gone, and the response with it
         if self.stream is not None and not task.cancelled() and task.exception() is not None:
@@ -204,7 +200,7 @@ class _Exchange:
         and the middleware's watch share this one read."""
         if self.next is None or (self.next.done() and not self.next.cancelled() and self.next.exception() is None
                                  and self.next.result()["type"] != "http.disconnect"):
-            self.next = asyncio.ensure_future(self.down_receive())
+            self.next = self.tasks.start(self.down_receive())
         return self.next
 
     async def receive(self) -> Message:
@@ -238,16 +234,17 @@ class _Exchange:
                             "AguiStateMiddleware inside the compression middleware)", self.scope.get("path"))
             elif framing is not None:
                 await self._rest()
-                run_input, note = self.tap.run_input(self.scope.get("headers", ()))
+                run_input, note = await self.tap.run_input(self.scope.get("headers", ()))
                 state, bad = baseline(run_input)
                 note = note or bad
                 if note is not None:
                     log.warning("%s: %s; the repair starts from {}", self.scope.get("path"), note)
                 resume = _resume(run_input, self.scope, headers) if self.mw.resume and framing == "sse" else None
                 self.stream = await FixedBody.open(self.mw.sidecar, self.down_send, self.scope.get("path", ""),
-                                                   framing, state, self.mw.policy, resume, self._cancel_app)
+                                                   framing, state, self.mw.policy, self.tasks, resume,
+                                                   self._cancel_app)
                 if self.stream.run is not None:
-                    self.watch = asyncio.ensure_future(self._watch())
+                    self.tasks.start(self._watch())
                 # Repairing changes the body's length; the server then sends it chunked.
                 headers = _with([(n, v) for n, v in headers if n.lower() != b"content-length"], self.stream.headers)
                 message = {**message, "headers": headers}
@@ -258,11 +255,8 @@ class _Exchange:
         if kind == "http.response.start" and self.stream is not None:
             await self.stream.send_opening()  # §16: the opening id block, before the app's first event
 
-    def finish(self) -> None:
-        if self.watch is not None:
-            self.watch.cancel()
-        if self.next is not None and not self.next.done():
-            self.next.cancel()
+    async def close(self) -> None:
         if self.stream is not None:
             self.stream.abandon()  # a no-op once the stream has ended
+        await self.tasks.close()
 

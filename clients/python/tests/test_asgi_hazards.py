@@ -11,12 +11,13 @@ import re
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Awaitable, Dict, List, Optional, Set
 
 import pytest
 from test_asgi import RUN_INPUT, STATE, body_of, fix, request, serve, without_ids
 
 from agui_state import AsyncAguiState
+from agui_state._body import BodyTap, loads_in_parts
 from agui_state.asgi import AguiStateMiddleware
 from helpers import BIN, child_env
 
@@ -167,3 +168,117 @@ async def test_an_app_that_answers_before_it_reads_the_body_still_has_the_reques
         sent = await serve(mw, [dict(m) for m in messages])
     assert got == messages
     assert body_of(sent) == fix(stream, STATE)
+
+
+async def ends_with_no_task_left(handling: Awaitable[Any], kinds: Optional[Set[str]] = None) -> None:
+    """Awaits one request's handling, then, before the loop runs anything else, finds no task it started still
+    pending (of those whose coroutine is one of `kinds`, where other requests run beside it)."""
+    before = asyncio.all_tasks()
+    await handling
+    left = [t for t in asyncio.all_tasks() - before
+            if not t.done() and (kinds is None or t.get_coro().__qualname__ in kinds)]  # type: ignore[union-attr]
+    assert left == [], left
+
+
+def scope(path: str = "/agent", headers: Any = ()) -> Dict[str, Any]:
+    return {"type": "http", "method": "POST", "path": path, "headers": [(b"content-type", b"application/json"),
+                                                                          *headers]}
+
+
+def leaving_client(leave: asyncio.Event, sent: List[Message]) -> Any:
+    """The server's receive and send for a client that leaves once `leave` is set."""
+    inbox = request(BODY)
+
+    async def receive() -> Message:
+        if inbox:
+            return inbox.pop(0)
+        await leave.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+    return receive, send
+
+
+async def test_every_task_a_stream_starts_ends_with_its_request() -> None:
+    # Issue 39 §3: the app's task, the stream's pump, the watch for the client's leaving, the server's read and
+    # the closeStream after a disconnect are all cancelled or finished, and awaited, before the handling returns.
+    events = [sse(e) for e in agent_events(RUN_INPUT)]
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30, args=["--detach-grace", "0"]) as s:
+        mw = AguiStateMiddleware(ticking_app(events, lambda i: asyncio.sleep(0)), sidecar=s)
+        sent: List[Message] = []
+        await ends_with_no_task_left(mw(scope(), *leaving_client(asyncio.Event(), sent)))
+        assert body_of(sent) == fix(b"".join(events), STATE, [])
+        # The client leaves at the third event, and with no grace the app is cancelled.
+        leave = asyncio.Event()
+
+        async def between(i: int) -> None:
+            if i == 3:
+                leave.set()
+            elif i > 3:
+                await asyncio.sleep(60)  # silent: the cancel comes first
+        mw = AguiStateMiddleware(ticking_app(events, between), sidecar=s)
+        await ends_with_no_task_left(mw(scope(), *leaving_client(leave, [])))
+        assert (await s.stats())["streams"] == 0, "the stream was closed before the handling returned"
+
+
+async def test_a_rejoin_whose_client_leaves_while_the_run_is_silent_leaves_no_read_behind() -> None:
+    # The rejoin's read of the run (readRejoin, waiting on a silent run) is cancelled and awaited when its client
+    # leaves, and the read closed on the sidecar, before the rejoin's handling returns.
+    events = [sse(e) for e in agent_events(RUN_INPUT)]
+    alice = [(b"authorization", b"Bearer alice")]
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        go_on, left = asyncio.Event(), asyncio.Event()
+
+        async def between(i: int) -> None:
+            if i == 3:
+                left.set()
+                await go_on.wait()
+        mw = AguiStateMiddleware(ticking_app(events, between), sidecar=s)
+        first = asyncio.ensure_future(mw(scope("/agent", alice), *leaving_client(left, [])))
+        await asyncio.wait_for(left.wait(), 60)  # a hang guard: the run is under way, and silent now
+        leave, sent = asyncio.Event(), []
+        receive, send = leaving_client(leave, sent)
+
+        async def record(message: Message) -> None:
+            await send(message)
+            if message.get("body"):
+                leave.set()  # the client leaves once it has the run so far
+        await ends_with_no_task_left(asyncio.wait_for(mw(scope("/agent/connect", alice), receive, record), 60),
+                                     {"AsyncAguiState.call", "_disconnect"})
+        assert b"RUN_STARTED" in b"".join(m.get("body", b"") for m in sent)
+        go_on.set()
+        await asyncio.wait_for(first, 60)
+
+
+async def test_a_large_body_is_parsed_in_parts_off_the_loop_and_reads_as_json_loads() -> None:
+    # Past PARSE_OFF_LOOP (1 MiB) the body is parsed in a worker thread, in parts: json.loads holds the GIL
+    # throughout, so the loop would not run while it parses, in a thread or not. The loop runs meanwhile here.
+    messages = [{"id": f"m{i}", "role": "user", "content": "été … 🌍 " * 40} for i in range(40000)]
+    body = json.dumps({**RUN_INPUT, "messages": messages}, ensure_ascii=False).encode()
+    tap = BodyTap()
+    for at in range(0, len(body), 1 << 16):
+        tap.take({"type": "http.request", "body": body[at:at + (1 << 16)], "more_body": at + (1 << 16) < len(body)})
+    parsing = asyncio.ensure_future(tap.run_input([]))
+    turns = 0
+    while not parsing.done():
+        await asyncio.sleep(0.001)
+        turns += 1
+    assert parsing.result() == (json.loads(body), None)
+    assert turns > 3, f"the loop ran {turns} times while {len(body) >> 20} MiB were parsed"
+    # The same values and errors as json.loads, whatever the encoding and wherever the body is cut.
+    for text in ['{"a": [1, {"b": []}, "x"], "a": 2}', ' {"state": {"x": {"y": [1, 2]}}, "m": [{}, [], NaN]} ',
+                 '[1, [2, [3]]]', '"s"', '{"\\ud800": "\\u00e9"}', '{"a": 1,}', '[1 2]', '{"a" 1}', '{"a": 1}x',
+                 '{1: 2}', '{"a": "\x01"}', '  ', '[']:
+        for encoding in ("utf-8", "utf-16", "utf-32", "utf-8-sig"):
+            data = text.encode(encoding)
+            for cut in range(1, 6):
+                try:
+                    want: Any = json.loads(data)
+                except ValueError as e:
+                    want = type(e)
+                try:
+                    got: Any = loads_in_parts([data[:cut], data[cut:]])
+                except ValueError as e:
+                    got = type(e)
+                assert repr(got) == repr(want), (text, encoding, cut)
