@@ -256,6 +256,14 @@ class AsyncAguiState(Spawn, Methods[Coroutine[Any, Any, Result]]):
         if self._session is not None:
             await self._session.close(timeout)
 
+    def kill(self) -> None:
+        """End the process at once (SIGKILL, which a stopped process gets too): every call waiting fails with
+        SidecarExitedError. For a sidecar that no longer answers; close() is the orderly end."""
+        try:
+            self._live().proc.kill()
+        except ProcessLookupError:
+            pass  # it has exited already
+
     async def restart(self, timeout: Optional[float] = 5.0) -> None:
         """Start a fresh sidecar (it knows no threads: call open_run with each thread's state)."""
         old, self._session = self._session, None

@@ -39,11 +39,13 @@ class Detach:
     send: Any
     opening_block: Any
     idle: asyncio.Event
-    pump: "asyncio.Task[None]"
+    pump: "asyncio.Future[None]"
     resume: Any
     state: Any
     framing: str
     policy: Any
+    sidecar: Any
+    generation: int
 
     async def _open(self) -> Dict[str, Any]:
         """openStream, with `resume`; one the sidecar refuses (a sidecar older than §16) is left out, with a
@@ -74,6 +76,7 @@ class Detach:
             await asyncio.wait({self.pump, idle}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             idle.cancel()
+            await asyncio.wait({idle})
 
     async def send_opening(self) -> None:
         """Writes the opening block right behind the response's head, so the client holds an id before the app's
@@ -110,6 +113,8 @@ class Detach:
         if self.client is not None and self.id is not None and self._gone() is None:
             try:
                 grace = int((await self.client.detach_stream(self.id))["graceMs"])
+            except asyncio.TimeoutError:
+                self.sidecar.hung(self.generation, self.path, "detachStream", "the run is cancelled")
             except Exception as e:  # noqa: BLE001 - the run cannot go on without the sidecar: cancel it
                 log.debug("detachStream %s: %s", self.id, e)
         if grace <= 0:

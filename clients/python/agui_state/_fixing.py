@@ -7,12 +7,13 @@ import codecs
 import json
 import logging
 import re
-from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional, Set
+from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional
 
 from ._async import AsyncAguiState
 from ._detach import Detach, RunCancelled
 from ._errors import SidecarExitedError, UnknownStreamError
 from ._sidecar import SharedSidecar, log
+from ._tasks import Tasks
 
 Message = MutableMapping[str, Any]
 Send = Callable[[Message], Awaitable[None]]
@@ -43,9 +44,6 @@ class _Raw(str):
     event that passed _CLIENT_LIMIT."""
 
 
-_background: Set["asyncio.Task[None]"] = set()  # closeStream calls nobody waits for, kept from the collector
-
-
 class FixedBody(Detach):
     """A response body on its way through fixStream. The app's send hands each chunk over and returns;
     a task of the stream's own sends what waits to the sidecar, all of it in one call, and the repaired
@@ -55,9 +53,10 @@ class FixedBody(Detach):
     one instead, on the stream opened again there (_connect)."""
 
     def __init__(self, sidecar: SharedSidecar, send: Send, path: str, framing: str,
-                 state: Optional[Dict[str, Any]], policy: Dict[str, Any],
+                 state: Optional[Dict[str, Any]], policy: Dict[str, Any], tasks: Tasks,
                  resume: Optional[Dict[str, Any]] = None, cancel_app: Optional[Callable[[], None]] = None) -> None:
         self.sidecar, self.send, self.path, self.framing = sidecar, send, path, framing
+        self.tasks = tasks  # the exchange's: the pump and the closeStream calls are its
         self.state, self.policy = state, policy
         # Resume (protocol/README.md §16): openStream's `resume`, the run's handle once filed (None: not
         # resumable), and the detach: the client left (left), the sidecar was told (detached), how often to
@@ -93,7 +92,7 @@ class FixedBody(Detach):
         self.room.set()
         self.idle = asyncio.Event()  # the pump waits for text, with nothing queued: what the app wrote went out
         self.error: Optional[BaseException] = None
-        self.pump: "asyncio.Task[None]" = asyncio.get_running_loop().create_task(self._pump())
+        self.pump: "asyncio.Future[None]" = tasks.start(self._pump())
 
     @property
     def raw(self) -> bool:
@@ -101,13 +100,13 @@ class FixedBody(Detach):
 
     @classmethod
     async def open(cls, sidecar: SharedSidecar, send: Send, path: str, framing: str,
-                   state: Optional[Dict[str, Any]], policy: Dict[str, Any],
+                   state: Optional[Dict[str, Any]], policy: Dict[str, Any], tasks: Tasks,
                    resume: Optional[Dict[str, Any]] = None,
                    cancel_app: Optional[Callable[[], None]] = None) -> "FixedBody":
         """The body of a response whose request held `state`, repaired with `policy` (open_stream's
         keywords), filed as a resumable run with `resume`; passed on as it comes if the stream cannot be
         opened."""
-        stream = cls(sidecar, send, path, framing, state, policy, resume, cancel_app)
+        stream = cls(sidecar, send, path, framing, state, policy, tasks, resume, cancel_app)
         await stream._connect(None, "openStream")
         return stream
 
@@ -206,6 +205,10 @@ class FixedBody(Detach):
                           json.dumps(finding, ensure_ascii=True, separators=(",", ":")))
 
     def _fail(self, e: BaseException, during: str) -> None:
+        if isinstance(e, asyncio.TimeoutError):  # hung: it is ended, and has nothing left to close
+            self.id = None
+            self.sidecar.hung(self.generation, self.path, during, "this response goes on unrepaired from here")
+            return
         if isinstance(e, SidecarExitedError):
             self.sidecar.died(self.generation, e)
         elif self.id is not None and not isinstance(e, UnknownStreamError):
@@ -228,7 +231,7 @@ class FixedBody(Detach):
             self._queue(ready)
             self.ending = True
             self.wake.set()
-            await asyncio.wait({self.pump})  # an app cancelled here leaves the pump to finish()
+            await asyncio.wait({self.pump})  # an app cancelled here leaves the pump to the exchange's close()
             if self.error is not None:
                 raise self.error
             return
@@ -351,6 +354,8 @@ class FixedBody(Detach):
                     "response goes through unrepaired", self.path, _CLIENT_LIMIT >> 20)
         try:
             return str((await self.client.close_stream(stream_id))["text"])
+        except asyncio.TimeoutError:
+            self.sidecar.hung(self.generation, self.path, "closeStream", "this response goes on unrepaired")
         except Exception as e:  # noqa: BLE001 - fail open: nothing was held there
             log.debug("closeStream %s after an event passed the limit: %s", stream_id, e)
             return ""
@@ -425,7 +430,7 @@ class FixedBody(Detach):
             self.id = None
 
     def _close_later(self, stream_id: str, broken: bool = False) -> None:
-        client, generation, sidecar = self.client, self.generation, self.sidecar
+        client, generation, sidecar, path = self.client, self.generation, self.sidecar, self.path
         if client is None:
             return
 
@@ -434,12 +439,12 @@ class FixedBody(Detach):
                 return  # that process is gone, and the id may name another stream on its successor
             try:
                 await client.close_stream(stream_id, broken=broken)
+            except asyncio.TimeoutError:
+                sidecar.hung(generation, path, "closeStream", "the response had ended")
             except Exception as e:  # noqa: BLE001 - a dead sidecar forgot it anyway, and an idle limit holds
                 log.debug("closeStream %s after a disconnect: %s", stream_id, e)
 
-        task = asyncio.get_running_loop().create_task(close())
-        _background.add(task)
-        task.add_done_callback(_background.discard)
+        self.tasks.start(close(), finish=True)  # awaited on the way out, not cancelled: the sidecar forgets it
 
 
 def _opening(text: str, framing: str) -> str:

@@ -11,6 +11,7 @@ from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optiona
 from ._async import AsyncAguiState
 from ._errors import ResumeUnknownError, SidecarExitedError
 from ._sidecar import SharedSidecar, log
+from ._tasks import Tasks
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -23,15 +24,20 @@ def header_pairs(headers: Any) -> List[List[str]]:
     return [[n.decode("latin-1"), v.decode("latin-1")] for n, v in headers]
 
 
-async def _call(sidecar: SharedSidecar, call: Callable[[AsyncAguiState], Awaitable[Any]]) -> Tuple[Any, Any]:
-    """(client, result) of one call; a sidecar found dead is started again once (on Redis, the new one
-    serves the run), and the error of the second try goes up. ResumeUnknownError goes up at once."""
+async def _call(sidecar: SharedSidecar, call: Callable[[AsyncAguiState], Awaitable[Any]], path: str, method: str,
+                then: str) -> Tuple[Any, Any]:
+    """(client, result) of one `method` call; a sidecar found dead is started again once (on Redis, the new one
+    serves the run), and the error of the second try goes up. ResumeUnknownError goes up at once; so does a
+    timeout, once the hung sidecar is ended with one line (`then`: what becomes of the request)."""
     for attempt in (1, 2):
         generation = sidecar.generation
         try:
             client = await sidecar.get()
             generation = sidecar.generation
             return client, await call(client)
+        except asyncio.TimeoutError:
+            sidecar.hung(generation, path, method, then)
+            raise
         except SidecarExitedError as e:
             sidecar.died(generation, e)
             if attempt == 2:
@@ -44,8 +50,11 @@ async def classify(sidecar: SharedSidecar, scope: Scope) -> str:
     cannot answer sends the request to the app (fail open), with one line."""
     method, path, headers = scope.get("method", "GET"), scope.get("path", ""), header_pairs(scope.get("headers", ()))
     try:
-        _, got = await _call(sidecar, lambda c: c.classify_request(method, path, headers))
+        _, got = await _call(sidecar, lambda c: c.classify_request(method, path, headers), path, "classifyRequest",
+                             "the request goes to the app")
         return str(got["kind"])
+    except asyncio.TimeoutError:
+        return "forward"  # said by hung()
     except Exception as e:  # noqa: BLE001 - fail open
         log.warning("%s: the request could not be classified for resume (%s: %s); it goes to the app",
                     path, type(e).__name__, e)
@@ -76,29 +85,34 @@ async def rejoin(sidecar: SharedSidecar, scope: Scope, receive: Receive, send: S
     the sidecar gives it. A sidecar that cannot be reached: 410 (204 for a reload) with an empty body, so that
     the client starts a new run (fail open)."""
     path = scope.get("path", "")
+    refused = 204 if kind == "reload" else 410  # a sidecar that cannot be reached: the client starts a new run
     request = {"method": scope.get("method", "POST"), "path": path, "headers": header_pairs(scope.get("headers", ())),
                "body": (await _body(receive)).decode("utf-8", "replace")}
     try:
-        client, opened = await _call(sidecar, lambda c: c.rejoin_stream(request=request))
+        client, opened = await _call(sidecar, lambda c: c.rejoin_stream(request=request), path, "rejoinStream",
+                                     f"the {kind} is answered {refused}")
     except ResumeUnknownError as e:
         await _answer(send, e.status, e.headers, e.body)
         return
     except Exception as e:  # noqa: BLE001 - fail open
-        refused = 204 if kind == "reload" else 410
-        log.warning("%s: the %s could not be served (%s: %s); answered %d", path, kind, type(e).__name__, e, refused)
+        if not isinstance(e, asyncio.TimeoutError):  # hung() said it
+            log.warning("%s: the %s could not be served (%s: %s); answered %d", path, kind, type(e).__name__, e,
+                        refused)
         await _answer(send, refused, {}, "")
         return
     read_id = opened["readId"]
     headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in opened["headers"].items()]
-    left = asyncio.ensure_future(_disconnect(receive))
+    tasks = Tasks()  # the watch for the client's leaving and each read, cancelled and awaited on the way out
+    left = tasks.start(_disconnect(receive))
     try:
         await send({"type": "http.response.start", "status": opened["status"], "headers": headers})
-        end = await _stream(client, read_id, send, left)
+        end = await _stream(client, read_id, send, left, tasks)
     except OSError as e:  # a server that raises on a send to a client that left (uvicorn's ClientDisconnected)
         end = logging.INFO, f"the client left ({type(e).__name__})"
+        await tasks.close()
         await _close(client, read_id)
     finally:
-        left.cancel()
+        await tasks.close()
     # One line, and no exception: how the answer ended is the run's doing or the client's, not a fault of the
     # app or the server. An answer cut short is left without its end (ASGI has no other way to break a response
     # off): the server closes the connection, and the client sees a failed body, as from the proxy (§16).
@@ -119,18 +133,18 @@ async def _close(client: Any, read_id: str) -> None:
         log.debug("closeRejoin %s: %s", read_id, e)
 
 
-async def _stream(client: Any, read_id: str, send: Send,
-                  left: "asyncio.Future[None]") -> Optional[Tuple[int, str]]:
+async def _stream(client: Any, read_id: str, send: Send, left: "asyncio.Future[Any]",
+                  tasks: Tasks) -> Optional[Tuple[int, str]]:
     """readRejoin's text to the client until the run ends, one page at a time: each is written, and the next
     asked for once the server took it (its send returns), so a slow client holds one page here at most.
     No wait is passed: the sidecar's default decides (§16). Returns None when the run finished and the
     response was ended; else the log level and why it was cut short (the run did not finish, the client
     left, or the sidecar failed mid-read)."""
     while True:
-        reading = asyncio.ensure_future(client.read_rejoin(read_id))
+        reading = tasks.start(client.read_rejoin(read_id))
         await asyncio.wait({reading, left}, return_when=asyncio.FIRST_COMPLETED)
-        if not reading.done():  # the client left: the read is forgotten, and no longer keeps the run
-            reading.add_done_callback(lambda t: t.cancelled() or t.exception())
+        if not reading.done():  # the client left: the read is dropped and forgotten, and no longer keeps the run
+            await tasks.close()
             await _close(client, read_id)
             return logging.INFO, "the client left"
         try:

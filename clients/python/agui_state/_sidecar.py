@@ -11,7 +11,11 @@ from ._async import AsyncAguiState
 
 log = logging.getLogger("agui_state.asgi")
 
-_CALL_TIMEOUT = 30.0  # seconds per call on the sidecar this module starts: a hung sidecar fails open too
+# Seconds a call to the sidecar this module starts may take (readRejoin: this past its wait). A repair call
+# (openStream, fixStream, closeStream, detachStream) answers in well under a millisecond; one unanswered
+# this long means the sidecar is hung (stopped, or stuck), and hung() ends it. 5 s leaves a loaded machine
+# room and keeps the client's wait under 10 s (protocol/README.md §14, fail open).
+REPAIR_CALL_LIMIT = 5.0
 # A stream of one event, fed once at startup: the sidecar loads its stream pipeline on the first openStream
 # (protocol/README.md §14), which the first response would otherwise wait for (docs/benchmarks.md, B22py).
 _WARM_UP = 'data: {"type":"RUN_STARTED","threadId":"agui-state","runId":"warm-up"}\n\n'
@@ -53,7 +57,7 @@ class SharedSidecar:
 
     async def _start(self) -> None:
         if self.client is None:
-            self.client = AsyncAguiState(args=self.args, timeout=_CALL_TIMEOUT)
+            self.client = AsyncAguiState(args=self.args, timeout=REPAIR_CALL_LIMIT)
         restarting = self.dead
         if self.dead or not started(self.client):
             await self.client.restart()  # on an instance never started, restart() starts it
@@ -80,6 +84,19 @@ class SharedSidecar:
         if generation == self.generation and self.ready:
             self.ready, self.dead = False, True
             log.warning("agui-state sidecar died (%s); starting a new one", why)
+
+    def hung(self, generation: int, path: str, method: str, then: str) -> None:
+        """A `method` call to the process of `generation` went unanswered for the client's timeout: that
+        process is ended (a stopped one too: SIGKILL), so its other calls fail and their streams move to a
+        new one; the caller goes on without it (`then`), and the next get() starts a new one. One line."""
+        client = self.client
+        if generation != self.generation or not self.ready or client is None:
+            return  # another call found it hung first, or it is gone already
+        self.ready, self.dead = False, True
+        limit = int((client.timeout or 0) * 1000)
+        log.warning("%s: the agui-state sidecar did not answer %s within %d ms; it is ended (pid %d), %s, and the "
+                    "next stream starts a new one", path, method, limit, client.pid, then)
+        client.kill()
 
     async def close(self) -> None:
         """At the server's shutdown: close the process this module started (never the caller's)."""

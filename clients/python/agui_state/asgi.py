@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import json
 import re
 from typing import Any, Awaitable, Callable, Deque, Dict, Iterable, List, MutableMapping, Optional, Tuple
 
 from ._async import AsyncAguiState
+from ._body import BodyTap, baseline
 from ._fixing import FixedBody, RunCancelled
 from ._lifespan import Lifespan
 from ._rejoin import classify, header_pairs, rejoin
 from ._sidecar import SharedSidecar, log, shared
+from ._tasks import Tasks
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -106,14 +107,13 @@ class AguiStateMiddleware:
             await rejoin(self.sidecar, scope, receive, send, kind)  # never the app
         else:
             exchange = _Exchange(self, scope, receive, send)
-            await exchange.read_request()
             try:
                 if self.resume:
                     await exchange.run_detachable()
                 else:
                     await self.app(scope, exchange.receive, exchange.send)
             finally:
-                exchange.finish()
+                await exchange.close()
 
 
 def _framing(headers: Iterable[Tuple[bytes, bytes]]) -> Tuple[Optional[str], bool]:
@@ -127,29 +127,6 @@ def _framing(headers: Iterable[Tuple[bytes, bytes]]) -> Tuple[Optional[str], boo
         elif name == b"content-encoding":
             encoded = value.strip().lower() not in (b"", b"identity")
     return framing, encoded
-
-
-def _run_input(body: bytes, scope: Scope) -> Tuple[Dict[str, Any], Optional[str]]:
-    """The RunAgentInput from the request body ({} when there is none), and why it could not be read, when
-    that is so."""
-    for name, value in scope.get("headers", ()):
-        if name.lower() == b"content-encoding" and value.strip().lower() not in (b"", b"identity"):
-            return {}, "the request body is content-encoded"
-    if not body:
-        return {}, None
-    try:
-        run_input = json.loads(body)
-    except ValueError:
-        return {}, "the request body is not JSON"
-    return (run_input, None) if isinstance(run_input, dict) else ({}, None)
-
-
-def _baseline(run_input: Dict[str, Any]) -> Tuple[Optional[Any], Optional[str]]:
-    """RunAgentInput.state (None: leave it out, the sidecar starts from {}), and why not, when it is not."""
-    state = run_input.get("state")
-    if state is None or isinstance(state, dict):
-        return state, None
-    return None, "RunAgentInput.state is not an object"
 
 
 def _resume(run_input: Dict[str, Any], scope: Scope, headers: List[Tuple[bytes, bytes]]) -> Dict[str, Any]:
@@ -174,41 +151,39 @@ def _with(headers: List[Tuple[bytes, bytes]], added: Dict[str, str]) -> List[Tup
 
 
 class _Exchange:
-    """One request and its response: the body read for its state and handed on, and the response's
-    event stream, if it is one, repaired on its way out."""
+    """One request and its response: the body handed on as it arrives, a copy kept for its state (BodyTap),
+    and the response's event stream, if it is one, repaired on its way out."""
 
     def __init__(self, mw: AguiStateMiddleware, scope: Scope, receive: Receive, send: Send) -> None:
         self.mw, self.scope, self.down_receive, self.down_send = mw, scope, receive, send
-        self.replay: Deque[Message] = collections.deque()
-        self.body = b""
+        self.replay: Deque[Message] = collections.deque()  # body messages read for the baseline, the app's next
+        self.tap = BodyTap()
+        self.pulling = asyncio.Lock()  # one read of the body from the server at a time: the app's or the baseline's
         self.stream: Optional[FixedBody] = None
+        self.tasks = Tasks()  # every task started for this exchange, cancelled and awaited by close()
         self.next: Optional["asyncio.Future[Message]"] = None  # the one read past the request (http.disconnect)
-        self.watch: Optional["asyncio.Future[None]"] = None
-        self.app_task: Optional["asyncio.Task[None]"] = None
+        self.app_task: Optional["asyncio.Future[None]"] = None
         self.cancelled = False  # the run was cancelled: nobody rejoined within the grace
 
-    async def read_request(self) -> None:
-        chunks: List[bytes] = []
-        while True:
-            message = await self.down_receive()
-            self.replay.append(message)  # the app gets the very same messages, in order
-            if message["type"] != "http.request":
-                break
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        self.body = b"".join(chunks)
+    async def _pull(self) -> None:
+        """The body's next message from the server, into `replay` (the app gets each in order) and the tap."""
+        async with self.pulling:
+            if not self.tap.ended.is_set():
+                message = await self.down_receive()
+                self.tap.take(message)
+                self.replay.append(message)
+
+    async def _rest(self) -> None:
+        """The body up to BASELINE_LIMIT, for the baseline of a response that starts before the app read it
+        all: what is read here waits in `replay` for the app, so no more than the limit is held."""
+        while not self.tap.ended.is_set() and not self.tap.too_large:
+            await self._pull()
 
     async def run_detachable(self) -> None:
         """The app, in a task of its own, which the run's cancel (FixedBody, once the grace passed with nobody
         reading) cancels: the app may be silent then, and a write that fails would never come."""
-        task = self.app_task = asyncio.get_running_loop().create_task(
-            self.mw.app(self.scope, self.receive, self.send))
-        try:
-            await asyncio.wait({task})
-        except asyncio.CancelledError:  # the server cancelled this request: the app goes with it
-            task.cancel()
-            raise
+        task = self.app_task = self.tasks.start(self.mw.app(self.scope, self.receive, self.send))
+        await asyncio.wait({task})  # cancelled (the server cancelled this request): close() cancels the app
         if self.cancelled and (task.cancelled() or isinstance(task.exception(), RunCancelled)):
             return  # our cancel: the client is gone, and the response with it
         if self.stream is not None and not task.cancelled() and task.exception() is not None:
@@ -225,10 +200,12 @@ class _Exchange:
         and the middleware's watch share this one read."""
         if self.next is None or (self.next.done() and not self.next.cancelled() and self.next.exception() is None
                                  and self.next.result()["type"] != "http.disconnect"):
-            self.next = asyncio.ensure_future(self.down_receive())
+            self.next = self.tasks.start(self.down_receive())
         return self.next
 
     async def receive(self) -> Message:
+        while not self.replay and not self.tap.ended.is_set():
+            await self._pull()
         if self.replay:
             return self.replay.popleft()
         message = await asyncio.shield(self._downstream())
@@ -241,7 +218,8 @@ class _Exchange:
 
     async def _watch(self) -> None:
         """Sees the client leave while the app does not read (an app that only writes), so that the run is
-        detached rather than written into the void."""
+        detached rather than written into the void. It reads past the body only: the app reads the body."""
+        await self.tap.ended.wait()
         message = await asyncio.shield(self._downstream())
         if message["type"] == "http.disconnect" and self.stream is not None:
             self.stream.client_left()
@@ -255,16 +233,18 @@ class _Exchange:
                 log.warning("%s: the event stream is content-encoded; passing it through unrepaired (add "
                             "AguiStateMiddleware inside the compression middleware)", self.scope.get("path"))
             elif framing is not None:
-                run_input, note = _run_input(self.body, self.scope)
-                state, bad = _baseline(run_input)
+                await self._rest()
+                run_input, note = await self.tap.run_input(self.scope.get("headers", ()))
+                state, bad = baseline(run_input)
                 note = note or bad
                 if note is not None:
                     log.warning("%s: %s; the repair starts from {}", self.scope.get("path"), note)
                 resume = _resume(run_input, self.scope, headers) if self.mw.resume and framing == "sse" else None
                 self.stream = await FixedBody.open(self.mw.sidecar, self.down_send, self.scope.get("path", ""),
-                                                   framing, state, self.mw.policy, resume, self._cancel_app)
+                                                   framing, state, self.mw.policy, self.tasks, resume,
+                                                   self._cancel_app)
                 if self.stream.run is not None:
-                    self.watch = asyncio.ensure_future(self._watch())
+                    self.tasks.start(self._watch())
                 # Repairing changes the body's length; the server then sends it chunked.
                 headers = _with([(n, v) for n, v in headers if n.lower() != b"content-length"], self.stream.headers)
                 message = {**message, "headers": headers}
@@ -275,11 +255,8 @@ class _Exchange:
         if kind == "http.response.start" and self.stream is not None:
             await self.stream.send_opening()  # §16: the opening id block, before the app's first event
 
-    def finish(self) -> None:
-        if self.watch is not None:
-            self.watch.cancel()
-        if self.next is not None and not self.next.done():
-            self.next.cancel()
+    async def close(self) -> None:
         if self.stream is not None:
             self.stream.abandon()  # a no-op once the stream has ended
+        await self.tasks.close()
 
