@@ -84,8 +84,13 @@ interface Stream {
   cancel: boolean;
 }
 
-/** No findings: shared, never written to (a call's array is made at its first finding). */
-const NO_FINDINGS: P.StreamFinding[] = Object.freeze([]) as unknown as P.StreamFinding[];
+/**
+ * No findings: shared, never written to (a call's array is made at its first
+ * finding). Frozen as a statement, not through freeze's return, whose readonly
+ * type the results' mutable arrays would not take.
+ */
+const NO_FINDINGS: P.StreamFinding[] = [];
+Object.freeze(NO_FINDINGS);
 
 const zero = (): Record<Outcome, number> => ({ passed: 0, mended: 0, discarded: 0, kept: 0 });
 
