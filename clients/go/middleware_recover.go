@@ -49,7 +49,7 @@ func (o outcomes) String() string {
 func (s *streamWriter) took(part string, r *FixStreamResult) {
 	if s.replay != nil {
 		if len(s.replay)+len(part) > s.m.replayLimit {
-			s.opening = openingRun(append(s.replay, part...))
+			s.started = firstRunStarted(append(s.replay, part...))
 			s.replay = nil
 		} else {
 			s.replay = append(s.replay, part...)
@@ -70,9 +70,9 @@ func (s *streamWriter) each(findings []StreamFinding) {
 	}
 }
 
-// openingRun is the first SSE event of text when it is a RUN_STARTED (whole, with its blank line),
+// firstRunStarted is the first SSE event of text when it is a RUN_STARTED (whole, with its blank line),
 // else nil: what a new sidecar is fed past ReplayLimit (protocol/README.md §14).
-func openingRun(text []byte) []byte {
+func firstRunStarted(text []byte) []byte {
 	end := bytes.Index(text, []byte("\n\n"))
 	if end < 0 {
 		return nil
@@ -133,8 +133,8 @@ func (s *streamWriter) reopen(why error) error {
 	if s.replay == nil {
 		// The run's RUN_STARTED alone, so that the rest is read as the same run (a new stream's first
 		// event must open a run, §13), its output dropped: the client has it.
-		if len(s.opening) > 0 {
-			if _, err := s.fix(p, s.id, string(s.opening)); err != nil {
+		if len(s.started) > 0 {
+			if _, err := s.fix(p, s.id, string(s.started)); err != nil {
 				return err
 			}
 		}

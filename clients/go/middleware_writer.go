@@ -75,7 +75,7 @@ type streamWriter struct {
 	framing string
 	params  OpenStreamParams // what it was opened with, to open it again (middleware_recover.go)
 	replay  []byte           // every part the sidecar has taken, to feed a new one; nil once past ReplayLimit
-	opening []byte           // past ReplayLimit: the response's first event when it is its RUN_STARTED, fed to a new sidecar alone
+	started []byte           // past ReplayLimit: the response's RUN_STARTED, kept when it is its first event, fed to a new sidecar alone
 	reopens int              // how many times the stream was opened again after a crash
 	counted outcomes         // the findings fixStream has counted on this process's stream
 	buf     []byte           // written by the handler, not yet handed to the sidecar

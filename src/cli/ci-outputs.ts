@@ -1,10 +1,10 @@
 import { writeFileSync } from "node:fs";
 import type { Summary } from "../stream/client.js";
 import type { Finding } from "../stream/findings.js";
-import { Unreadable } from "./check.js";
 import { junitXml } from "./junit.js";
 import { UsageError } from "./options.js";
 import { sarifLog } from "./sarif.js";
+import { Unreadable } from "./stream-command.js";
 
 /** `check --sarif FILE` and `--junit FILE`'s flags. */
 export const CI_OPTIONS = { sarif: { type: "string" }, junit: { type: "string" } } as const;

@@ -1,6 +1,6 @@
 import { formatFindings, formatSummary } from "../stream/format.js";
 import { StreamFixer, type Reported } from "../stream/fixer.js";
-import { guardedRead, input, streamArgs, writer } from "./check.js";
+import { guardedRead, input, streamArgs, writer } from "./stream-command.js";
 import { REPAIR_OPTIONS, repairPolicy } from "./repair-flags.js";
 
 /**

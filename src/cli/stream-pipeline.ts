@@ -4,7 +4,7 @@ import type { NewFixer, Pipeline } from "../service/stream-service.js";
  * The stream pipeline, loaded on the first openStream rather than at start:
  * esbuild keeps a dynamic import's module lazy in the bundle, so a sidecar
  * that serves only threads never runs @ag-ui/core's schemas, zod or
- * fast-json-patch (its start-up is bench B8). The import settles after the
+ * fast-json-patch, and starts no slower for them. The import settles after the
  * message that started it; until then the transport holds back every later
  * message (src/rpc/node/server.ts), so a part sent in the same read as its
  * openStream still finds the pipeline there.

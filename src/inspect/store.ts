@@ -74,7 +74,8 @@ export class StreamRecord {
   evicted = 0;
   bytes = 0;
   readonly counts = zeroCounts();
-  private events: EventRecord[] = [];
+  /** Before `head`, emptied slots: an evicted record is let go at once, the array compacted now and then (trim). */
+  private events: (EventRecord | undefined)[] = [];
   private head = 0;
   private lastState: string;
   /** Whether the stream was dropped from the inspector to make room: it records nothing more. */
@@ -141,7 +142,7 @@ export class StreamRecord {
   private trim(): void {
     while (this.events.length - this.head > 1 && (this.events.length - this.head > this.caps.events || this.bytes > this.caps.bytes)) {
       const gone = this.events[this.head] as EventRecord;
-      this.events[this.head++] = undefined as unknown as EventRecord;
+      this.events[this.head++] = undefined;
       const next = this.events[this.head] as EventRecord;
       // A state text the next event shares stays in memory: its cost moves with it.
       if (gone.stateCost > 0 && next.state === gone.state) {

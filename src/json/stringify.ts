@@ -18,8 +18,8 @@ let tag: { text: string; tagged: RegExp } | undefined;
 
 /**
  * Drawn at the first Float written, not at start: Web Crypto's first use
- * loads Node's crypto modules, which would lengthen every start (bench B8)
- * for the messages that never hold a whole float.
+ * loads Node's crypto modules, which would lengthen every start for the
+ * messages that never hold a whole float.
  */
 function theTag(): { text: string; tagged: RegExp } {
   if (tag === undefined) {

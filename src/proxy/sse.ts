@@ -1,5 +1,5 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
-import type { Readable } from "node:stream";
+import type { Readable, Transform } from "node:stream";
 import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
 import type { JsonObject } from "../core/index.js";
 import type { Log } from "../log.js";
@@ -17,7 +17,7 @@ export const isEventStream = (type: string | undefined): boolean => type !== und
 export const isProtobuf = (type: string | undefined): boolean => type !== undefined && /^\s*application\/vnd\.ag-ui\.event\+proto\s*(;|$)/i.test(type);
 
 /** Decoders for the content codings the fixer can see through; any other coding is passed untouched. */
-const DECODERS: Record<string, () => NodeJS.ReadWriteStream> = {
+const DECODERS: Record<string, () => Transform> = {
   gzip: createGunzip,
   "x-gzip": createGunzip,
   deflate: createInflate,
@@ -82,7 +82,7 @@ export async function fixStream(upstream: IncomingMessage, res: ServerResponse, 
   });
   const encoding = upstream.headers["content-encoding"]?.trim().toLowerCase();
   const decoder = encoding !== undefined && encoding !== "identity" ? DECODERS[encoding] : undefined;
-  const source: Readable = decoder ? (upstream.pipe(decoder()) as unknown as Readable) : upstream;
+  const source: Readable = decoder ? upstream.pipe(decoder()) : upstream;
   const headers = endToEnd(upstream.headers, ["content-length", "content-encoding"]);
   const recorder = record?.(base, headers);
   res.writeHead(upstream.statusCode ?? 200, upstream.statusMessage, headers);

@@ -11,9 +11,10 @@ import { nodeCrypto } from "./node-crypto.js";
  * which carries an id and no data (recorder.ts), so a client holds an id before the first event.
  *
  * Why these sizes: every event carries its id line, and on a stream of small events its bytes are a
- * third of what goes over the wire, which the proxy pays for in its socket writes (docs/benchmarks.md,
- * B19). 66 random bits per event are past the 64 that OWASP asks of a session token, and a guess must
- * also come with the run's credentials; 72 bits of handle keep runs apart within any retention.
+ * large share of what goes over the wire, which the proxy pays for in its socket writes
+ * (docs/benchmarks.md, "Figures behind choices in the source"). 66 random bits per event are past
+ * the 64 that OWASP asks of a session token, and a guess must also come with the run's credentials;
+ * 72 bits of handle keep runs apart within any retention.
  */
 export interface EventId {
   run: string;
@@ -32,8 +33,8 @@ const POOL_BYTES = 3 * 2048;
 /** A new run handle: 9 random bytes, base64url (12 characters). */
 export const newRun = (): string => nodeCrypto().randomBytes(RUN_BYTES).toString("base64url");
 
-// The pool is encoded once and sliced: encoding the bytes per event through Buffer#toString was a
-// tenth of the proxy's whole work per event (docs/benchmarks.md, B19).
+// The pool is encoded once and sliced: a slice costs far less than encoding the bytes again for each
+// event through Buffer#toString, on the stream's path.
 let pool = "";
 let used = 0;
 
@@ -41,8 +42,8 @@ let used = 0;
  * Where the nonces' bits come from: AES-128 in counter mode over zeros, under a key and counter drawn
  * from the system's generator, drawn again every REKEY pools. That is NIST SP 800-90A's CTR_DRBG in
  * outline: nobody without the key can tell its output from random or work out one nonce from
- * others. Drawing every pool from the system's generator (randomBytes) was a tenth of what resume
- * cost the proxy per event (docs/benchmarks.md, B19); AES runs in the CPU's own instructions.
+ * others. Drawing every pool from the system's generator (randomBytes) costs a system call and its
+ * copy per pool, on the stream's path; AES runs in the CPU's own instructions.
  */
 const ZEROS = Buffer.alloc(POOL_BYTES);
 const REKEY = 1024;

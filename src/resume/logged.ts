@@ -2,7 +2,8 @@
  * Events as the run log takes and hands them (log.ts): their SSE blocks one after another, each
  * starting with its `id:` line and ending at its one blank line (stamp.ts), and where each ends. One
  * string per part, not a string per event: the memory store keeps the very string the client was
- * sent, with nothing encoded or copied on the stream's path (docs/benchmarks.md, B19 and B21).
+ * sent, with nothing encoded or copied on the stream's path (docs/benchmarks.md, "Figures behind
+ * choices in the source").
  */
 export interface LoggedEvents {
   text: string;

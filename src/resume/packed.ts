@@ -40,8 +40,8 @@ const SEAL_BYTES = 256 * 1024;
  * client was sent; and, per event, the byte offset in the run where it ends. So logging a part costs
  * no copy on the stream's path, and a retained event costs its UTF-8 bytes and one number: a string
  * holding one character past Latin-1 (a typographic quote in a model's answer) takes two bytes for
- * every character, and kept as strings, B21's token runs took 2.12× their bytes
- * (docs/benchmarks.md, B19 and B21).
+ * every character, which sealing as UTF-8 does not (docs/benchmarks.md, "Figures behind choices in
+ * the source").
  *
  * Events are numbered from 1, as their ids are (ids.ts); "after `a`" means from event a + 1.
  */

@@ -14,11 +14,11 @@ import { Tail } from "./redis-tail.js";
  * - `events`: a stream; each part of the run as it was logged is one entry, `0-<n>` where n is the
  *   number of its first event (an explicit id, so the entry holding an event is the last at or before
  *   its number: no index), with fields `b` (the events' blocks one after another, each starting with
- *   its id line, so ids are not stored twice: docs/benchmarks.md, B21) and `e` (where each block ends
+ *   its id line, so ids are not stored twice) and `e` (where each block ends
  *   in `b`, in UTF-16 code units, comma-separated); a last entry with field `end` says how the run
  *   ended. One entry a part, not one an event: a Redis command per event was most of redis-server's
- *   work and held B19r under its target. XADD carries a MAXLEN cap as a guard; the byte cap is the
- *   writer's.
+ *   work (docs/benchmarks.md, "Figures behind choices in the source"). XADD carries a MAXLEN cap as
+ *   a guard; the byte cap is the writer's.
  * - `meta`: a hash with the run's start (JSON) and, once it ended, `ended`.
  * - `owner`: a key the writing process refreshes while the run is live; when it lapses with no end
  *   written, the writer died, and readers end the run as cancelled.
@@ -181,7 +181,7 @@ export class RedisLog implements RunLog, CursorHost {
     const cursor = new RedisCursor(this, run, afterSeq);
     this.cursors.add(cursor);
     // Not awaited: the cursor's first read goes after it on the same connection, so Redis counts the
-    // reader before it answers the read, and the first page waits one round trip less (B20).
+    // reader before it answers the read, and the first page waits one round trip less.
     this.markReaders(this.redis.pipeline(), run, [cursor])
       .exec()
       .catch(() => {});

@@ -31,7 +31,7 @@ interface Stream {
  *
  * Why this and not pub/sub (a PUBLISH per write, one subscriber connection): it costs the writer
  * nothing. Most runs are never rejoined, and a PUBLISH on every part would be one more command on
- * the stream's path for all of them (B19r); the blocking read costs only while somebody reads.
+ * the stream's path for all of them; the blocking read costs only while somebody reads.
  *
  * A kick can reach Redis before the read it means to end (they go on two connections): UNBLOCK then
  * answers 0, and the kick is tried again a few milliseconds later, until the read names every stream

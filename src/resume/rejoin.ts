@@ -66,7 +66,7 @@ export async function resolve(opts: ResumeOptions, kind: "rejoin" | "reload", re
     const at = parseId(lastEventId);
     if (!at) return refused;
     // The run and the id at that number are asked for at once: on Redis, one round trip instead of two
-    // before the first replayed event (B20). Nothing read is sent before the checks pass.
+    // before the first replayed event. Nothing read is sent before the checks pass.
     const [info, logged] = await Promise.all([opts.log.find(at.run), opts.log.idAt(at.run, at.seq)]);
     if (!info || logged === undefined || !sameSecret(logged, lastEventId) || !sameSecret(info.threadId, thread) || info.path !== path) return refused;
     if (info.credential !== "" && !sameSecret(info.credential, presented)) return refused;

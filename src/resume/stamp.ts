@@ -27,7 +27,8 @@ export interface StampedPart {
  *
  * This runs once per event of every resumable stream, so the usual part (the fixer's blocks, each
  * starting `data:`, no `id` line anywhere) takes a path that makes one string for the client, joined
- * once from the blocks and their id lines (docs/benchmarks.md, B19).
+ * once from the blocks and their id lines: the stamping is most of what resume adds to each event
+ * (docs/benchmarks.md, "Figures behind choices in the source").
  */
 export class Stamper {
   private pending = "";

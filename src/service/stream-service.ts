@@ -20,7 +20,7 @@ type Outcome = P.StreamFinding["outcome"];
  * shapes, not by import: the layer below the RPC reaches no further than the
  * core, the protocol and the store, and the pipeline (@ag-ui/core's schemas,
  * zod, fast-json-patch) is loaded through `Pipeline`, so that a sidecar that
- * never opens a stream never runs it (its start-up is bench B8).
+ * never opens a stream never runs it, and its start-up does not pay for it.
  */
 export interface FixerSpec {
   /** Left out: the client's baseline is not known (§13, SNAPSHOT_REPLACES_UNKNOWN). */
@@ -84,8 +84,13 @@ interface Stream {
   cancel: boolean;
 }
 
-/** No findings: shared, never written to (a call's array is made at its first finding). */
-const NO_FINDINGS: P.StreamFinding[] = Object.freeze([]) as unknown as P.StreamFinding[];
+/**
+ * No findings: shared, never written to (a call's array is made at its first
+ * finding). Frozen as a statement, not through freeze's return, whose readonly
+ * type the results' mutable arrays would not take.
+ */
+const NO_FINDINGS: P.StreamFinding[] = [];
+Object.freeze(NO_FINDINGS);
 
 const zero = (): Record<Outcome, number> => ({ passed: 0, mended: 0, discarded: 0, kept: 0 });
 
@@ -168,7 +173,7 @@ export class StreamService {
     // a part sent right behind its openStream, in the same read, still finds the pipeline loaded.
     this.pipeline.load();
     // Node's crypto module with it (ids, the credential hash): a middleware's warm-up stream at start
-    // then pays for it, not the first resumable stream (bench B22py, B22go, B22clj).
+    // then pays for it, not the first resumable stream.
     if (this.resume) nodeCrypto();
     const streamId = this.store.add(stream, this.now());
     return ok(filed ? { streamId, run: filed.recorder.run, opening: filed.recorder.openingBlock, headers: filed.headers } : { streamId });

@@ -86,7 +86,7 @@ export class StreamFixer {
   /**
    * As `push`, with the output of each item read apart (for SSE, one block each, but for the text of
    * an item past the client's limit): what a stamper gives ids to without finding the blocks again
-   * (resume/stamp.ts; docs/benchmarks.md, B19).
+   * (resume/stamp.ts).
    */
   pushEach(chunk: Uint8Array | string): string[] {
     return this.writeEach(this.reader.push(chunk));

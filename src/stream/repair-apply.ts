@@ -55,7 +55,7 @@ export class RepairApply {
   /** The mirror of the state; each activity's content has its own. */
   readonly mirror: Mirror;
   private readonly docs = new Map<string, Mirror>();
-  /** --own: whether this run has had its opening add. */
+  /** --own: whether this run has had its resynchronizing add (its first owned write, one `add` of each owned member). */
   private resynced = false;
   /** How a delta is normalized: kept as it comes out, or (a delta whose verdict is worked out) kept only when it applied as sent. */
   private readonly keepAll: NormalizeOptions;

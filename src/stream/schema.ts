@@ -13,11 +13,29 @@ import { isObject, isPointer } from "../core/index.js";
  *   client's run errors.
  */
 
-/** A zod v4 schema, read through its public `_zod.def` (no zod import: it is a transitive dependency). */
+/**
+ * A zod v4 schema, read through its public `_zod.def` (no zod import: it is a
+ * transitive dependency). The members read here are named, each `unknown`, so
+ * that @ag-ui/core's typed schemas fit this shape as they are, with no cast.
+ */
 interface Zod {
-  _zod: { def: Record<string, unknown> & { type: string } };
+  _zod: { def: ZodDef };
   safeParse(v: unknown): { success: true; data: unknown } | { success: false; error: { issues: Issue[] } };
   meta?(): Record<string, unknown> | undefined;
+}
+
+/** What `strip` and `unwrap` read of a schema's definition: its kind, and per kind its parts. */
+interface ZodDef {
+  type: string;
+  options?: unknown;
+  shape?: unknown;
+  innerType?: unknown;
+  in?: unknown;
+  getter?: unknown;
+  values?: unknown;
+  element?: unknown;
+  valueType?: unknown;
+  discriminator?: unknown;
 }
 
 export interface Issue {
@@ -25,7 +43,7 @@ export interface Issue {
   message: string;
 }
 
-const UNION = EventSchemas as unknown as Zod;
+const UNION: Zod = EventSchemas;
 
 /** Each event type's schema, keyed by its `type` literal. */
 const BY_TYPE = new Map<string, Zod>(

@@ -74,7 +74,8 @@ export function enforceStage(raw: JsonObject, at: At): Enforced {
   if (knownType(at.type) === undefined) return { decision: "drop", findings: [finding(at, "dropped", TEXT.unknownEvent(at.type))] };
   const enforced = enforce(raw);
   // The schema parsed it (or the fast path said it would): the event is one of @ag-ui/core's, decoded once here.
-  const event = enforced.event as unknown as AguiEvent;
+  // A narrowing the parse proves and the compiler cannot see: the schemas are read untyped (schema.ts).
+  const event = enforced.event as AguiEvent;
   if (enforced.stripped.length === 0 && enforced.issues === undefined) return { decision: "pass", event, findings: NONE, kept: undefined };
   const key = patchKey(at.type);
   const findings: Finding[] = [];
@@ -130,7 +131,8 @@ function opFinding(at: At, kind: Finding["kind"], op: unknown, index: number, wh
 /** A delta's members other than its patch, as the schema parses them, when they pass it: then its bad ops can go and the rest stay. */
 export function topLevelShell(raw: JsonObject, key: PatchKey): AguiEvent | undefined {
   const shell = enforce({ ...raw, [key]: [] });
-  return shell.issues === undefined ? (shell.event as unknown as AguiEvent) : undefined;
+  // No issues: the schema parsed the shell, so it is one of @ag-ui/core's events (as in enforceStage).
+  return shell.issues === undefined ? (shell.event as AguiEvent) : undefined;
 }
 
 /** verifyEvents' decision: the event goes on, or the run fails on it, with the finding. */

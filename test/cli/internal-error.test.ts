@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
-import { guardedRead, input } from "../../src/cli/check.js";
+import { guardedRead, input } from "../../src/cli/stream-command.js";
 import { EXIT, EXIT_TABLE } from "../../src/cli/exit.js";
 import { internalError } from "../../src/cli/run.js";
 import { ROOT } from "../../scripts/harness/fixtures.js";

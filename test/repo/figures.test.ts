@@ -31,6 +31,20 @@ describe("source comments carry no timing figures", () => {
     }
   });
 
+  it("src/ and protocol/README.md justify nothing by a benchmark's id: the reason in words, the figure in docs/benchmarks.md (issue 39)", () => {
+    // B1, B8, B19r, B22py: the ids of bench/results.md's rows.
+    const BENCH_ID = /\bB\d{1,2}[a-z]{0,3}\b/;
+    const files = [...sources("src"), "protocol/README.md"];
+    const hits = files.flatMap((f) =>
+      readFileSync(path.join(ROOT, f), "utf8")
+        .split("\n")
+        .flatMap((line, i) => (BENCH_ID.test(line) ? [`${f}:${i + 1}: ${line.trim()}`] : [])),
+    );
+    expect(hits, "say why in words, and put the bench id and its figure in docs/benchmarks.md").toEqual([]);
+    expect(BENCH_ID.test("the pool (bench B19r)")).toBe(true);
+    expect(BENCH_ID.test("base64url, B-tree, AB12")).toBe(false);
+  });
+
   it("docs/benchmarks.md has the section the comments point to", () => {
     expect(readFileSync(path.join(ROOT, "docs/benchmarks.md"), "utf8")).toMatch(/^## Figures behind choices in the source$/m);
   });

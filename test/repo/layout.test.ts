@@ -79,3 +79,18 @@ describe("nothing outside test/ imports from test/", () => {
     expect(offenders).toEqual([]);
   });
 });
+
+describe("docs/contributing.md's layout names every folder of src/", () => {
+  const guide = readFileSync(path.join(ROOT, "docs", "contributing.md"), "utf8");
+  const layout = guide.slice(guide.indexOf("\n## Layout\n"));
+  const folders = readdirSync(path.join(ROOT, "src"), { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+
+  it("reads the section and the folders", () => {
+    expect(layout.startsWith("\n## Layout\n")).toBe(true);
+    expect(folders).toContain("core");
+  });
+
+  it("has a line for each, so a new folder comes with one", () => {
+    expect(folders.filter((f) => !layout.includes(`\`src/${f}/\``))).toEqual([]);
+  });
+});

@@ -5,7 +5,7 @@ import { discoverDocument } from "../../src/protocol/discover.js";
 import { paired, requestLine } from "../../scripts/harness/paired.js";
 
 describe("the server over paired streams, newline-delimited JSON", () => {
-  it("plays the protocol/README.md §9 wire: opening add, escaped key, then silence", async () => {
+  it("plays the protocol/README.md §9 wire: resynchronizing add, escaped key, then silence", async () => {
     const p = paired();
     p.input.write(requestLine(1, "openRun", { threadId: "t1", toolState: { "raster-ops/dataset": "era5" } }));
     p.input.write(requestLine(2, "diffToolState", { threadId: "t1", set: { "raster-ops/bounds": [0, 0, 10, 10] } }));

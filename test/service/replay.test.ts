@@ -67,7 +67,7 @@ describe("the namespace scenario, as the client sees it (@ag-ui/client defaultAp
     expect(open2.version).toBe(rm.version);
     await deliver(open2.events);
 
-    // A client that lost track (it holds only its own keys) is resynchronized by the opening add.
+    // A client that lost track (it holds only its own keys) is resynchronized by the run's first add.
     const fresh = await clientApply(structuredClone(own), open2.events);
     expect(fresh).toEqual({ ...own, toolState: stored });
   });

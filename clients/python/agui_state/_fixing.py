@@ -77,7 +77,7 @@ class FixedBody(Detach):
         self.id: Optional[str] = None  # None: no stream on the sidecar (not opened, failed, or let go): raw
         self.answered: Optional[List[str]] = []  # the text answered for, to replay; None past _REPLAY_LIMIT
         self.answered_chars = 0
-        self.opening: Optional[str] = None  # the response's first event, once it was answered for
+        self.run_started: Optional[str] = None  # the response's first event if it is its RUN_STARTED, once answered for
         self.restarts = 0
         self.decoder = codecs.getincrementaldecoder("utf-8")("replace")  # as the client's TextDecoder
         self.held: List[str] = []  # decoded text after the last whole event
@@ -155,8 +155,8 @@ class FixedBody(Detach):
                 return False
 
     async def _replay(self) -> str:
-        """Feeds the new stream what the old one was answered for (or, past _REPLAY_LIMIT, the opening
-        event only), dropping its output: the client has had it. Says what the stream starts from."""
+        """Feeds the new stream what the old one was answered for (or, past _REPLAY_LIMIT, its
+        RUN_STARTED only), dropping its output: the client has had it. Says what the stream starts from."""
         async def feed(text: str) -> None:
             assert self.client is not None and self.id is not None
             gone = self._gone()
@@ -175,15 +175,15 @@ class FixedBody(Detach):
                     parts.append(part)
                     size += len(part)
             return f"its mirror rebuilt from the {self.answered_chars} characters answered for"
-        if self.opening:
-            await feed(self.opening)
+        if self.run_started:
+            await feed(self.run_started)
         return (f"from the request's state and the response's first event: more than {_REPLAY_LIMIT} "
                 f"characters had been answered for")
 
     def _answered(self, text: str, result: Dict[str, Any]) -> None:
         """`text` was answered for by `result`: kept to replay, and its findings said."""
-        if self.opening is None and text:
-            self.opening = _opening(text, self.framing)
+        if self.run_started is None and text:
+            self.run_started = _first_run_started(text, self.framing)
         if self.answered is not None:
             if self.answered_chars + len(text) <= _REPLAY_LIMIT:
                 self.answered.append(text)
@@ -447,7 +447,7 @@ class FixedBody(Detach):
         self.tasks.start(close(), finish=True)  # awaited on the way out, not cancelled: the sidecar forgets it
 
 
-def _opening(text: str, framing: str) -> str:
+def _first_run_started(text: str, framing: str) -> str:
     """The first event of a response that starts `text` (whole events only), if it starts a run: what a
     stream opened again past _REPLAY_LIMIT is fed, so that the rest of the run is read as one."""
     end = -1

@@ -81,7 +81,7 @@ export function startServer(opts: ServerOptions): Server {
   // requests in flight, that is one system call instead of dozens. Joined
   // here rather than corked: cork() then uncork() takes the stream's writev
   // path, which costs a buffer and a request object per reply even when
-  // there is just one (bench B1 and B2).
+  // there is just one.
   let pending: string[] | undefined;
   reader.batch = {
     begin: () => (pending = []),

@@ -74,7 +74,7 @@
   Standard, 9.2.6)."
   #"(?:\r\n|\n|\r(?!\n))(?:\r\n|\n|\r)")
 
-(defn- opening-event
+(defn- first-run-started
   "The first event of `text` (whole events), when it starts a run: what a stream
   opened again past the replay limit is fed, so that the rest of the run is read
   as one (§14); nil otherwise."
@@ -160,7 +160,7 @@
         sid (volatile! (:stream-id opened))
         answered (StringBuilder.)          ; the text the sidecar answered for: the replay after a restart
         replayable (volatile! true)        ; answered holds all of it (within replay-limit)
-        opening (volatile! nil)            ; the response's first event, if it starts a run
+        run-started (volatile! nil)        ; the response's first event, if it starts a run
         restarted (volatile! 0)
         why (volatile! nil)                ; why a lost sidecar was not restarted
         ;; Every call of the stream: one that finds the sidecar hung ends it (sidecar/on).
@@ -216,15 +216,15 @@
                 (when-let [line (outcome-line reply)]
                   (log (str "agui-state.ring: stream " @sid ": " line)))
                 (when finding (run! finding (:findings reply)))
-                (when (and (nil? @opening) text)
-                  (vreset! opening (or (opening-event text framing) "")))
+                (when (and (nil? @run-started) text)
+                  (vreset! run-started (or (first-run-started text framing) "")))
                 (when (and @replayable text)
                   (if (> (+ (.length answered) (.length text)) (long replay-limit))
                     (do (vreset! replayable false) (.setLength answered 0) (.trimToSize answered))
                     (.append answered text))))
         ;; The sidecar behind the stream is gone: a new one, and the stream opened
         ;; again on it and fed what the old one answered for, so that it holds the
-        ;; very mirror; past replay-limit only the opening event, and the mirror
+        ;; very mirror; past replay-limit only its RUN_STARTED, and the mirror
         ;; starts again from the request's state (§14). :exact, :partial, or false
         ;; (`why` says why) when it cannot be brought back.
         recover! (fn [e what]
@@ -236,7 +236,7 @@
                        (let [old-pid (.pid (client/process @view))
                              old-id @sid
                              exact @replayable
-                             replay (if exact answered (or @opening ""))
+                             replay (if exact answered (or @run-started ""))
                              r (try (vswap! restarted inc)
                                     (sidecar/reopen! c @view params replay)
                                     (catch Exception x {:failed x}))]
