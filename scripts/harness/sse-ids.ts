@@ -26,3 +26,20 @@ export function withoutIds(text: string): string {
     })
     .join("");
 }
+
+/**
+ * Reads a resumable answer until `events` whole blocks have come after its opening block, then lets
+ * the rest go (the reader is cancelled): the text read, opening block included. For the tests that cut
+ * a client after a run's first events.
+ */
+export async function readFirstEvents(reader: ReadableStreamDefaultReader<Uint8Array>, events: number): Promise<string> {
+  const decoder = new TextDecoder();
+  let text = "";
+  while ((text.replace(OPENING, "").match(/\n\n/g) ?? []).length < events) {
+    const chunk = await reader.read();
+    if (chunk.done) throw new Error(`the answer ended early: ${text}`);
+    text += decoder.decode(chunk.value, { stream: true });
+  }
+  await reader.cancel();
+  return text;
+}

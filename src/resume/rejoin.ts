@@ -1,6 +1,6 @@
 import { stringifyJson } from "../json/stringify.js";
 import { credentialOf, sameSecret } from "./credentials.js";
-import { agentPath, keptHeaders, refusal, threadOf, type HeaderMap, type Refusal, type RequestHead } from "./edge.js";
+import { agentPath, keptHeaders, pathOf, refusal, threadOf, type HeaderMap, type Refusal, type RequestHead } from "./edge.js";
 import { parseId } from "./ids.js";
 import type { RunInfo, RunStart } from "./log.js";
 import type { LoggedEvents } from "./logged.js";
@@ -34,7 +34,7 @@ const block = (event: unknown): string => `data: ${stringifyJson(event)}\n\n`;
 export function runStart(opts: ResumeOptions, o: RunOrigin): RunStart {
   return {
     threadId: threadOf(o.threadId),
-    path: agentPath(o.request, "forward"),
+    path: pathOf(o.request.path),
     credential: credentialOf(opts.key, opts.policy, o.request.headers),
     status: o.status,
     headers: keptHeaders(o.response),

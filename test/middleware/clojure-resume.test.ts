@@ -10,7 +10,7 @@ import { startRedis } from "../../scripts/harness/redis.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
 import { ResumableHttpAgent, resumableFetch } from "../../src/web/resume/index.js";
 import { runEvents } from "../resume/paced-agent.js";
-import { OPENING } from "../../scripts/harness/sse-ids.js";
+import { OPENING, readFirstEvents } from "../../scripts/harness/sse-ids.js";
 import { cutName, Relay, type Cut } from "../resume/relay.js";
 import { expectRejoinedFromOpening } from "../resume/from-opening.js";
 import { readToFailure } from "../resume/failing-body.js";
@@ -244,13 +244,7 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
     const reader = (res.body as ReadableStream<Uint8Array>).getReader();
     // The agent writes 4 events, then waits; the repair drops none of the first three. Before them, the
     // answer's opening id block (§16).
-    let text = "";
-    while ((text.replace(OPENING, "").match(/\n\n/g) ?? []).length < 3) {
-      const chunk = await reader.read();
-      if (chunk.done) throw new Error(`the answer ended early: ${text}`);
-      text += new TextDecoder().decode(chunk.value);
-    }
-    await reader.cancel();
+    const text = await readFirstEvents(reader, 3);
     expect(text).toMatch(OPENING);
     const ids = [...text.replace(OPENING, "").matchAll(/^id: (.+)$/gm)].map((m) => m[1] as string);
     expect(ids.length).toBeGreaterThanOrEqual(3);
@@ -387,13 +381,7 @@ describe("a rejoin whose client leaves while the run is silent (wrap-agui-state 
     // The first client reads two events and leaves while the app waits at the gate.
     const first = (await fetch(`${jvm.url}/agent-quiet`, { method: "POST", headers: { "content-type": "application/json" }, body: input("quiet") })).body as ReadableStream<Uint8Array>;
     const reader = first.getReader();
-    let text = "";
-    while ((text.replace(OPENING, "").match(/\n\n/g) ?? []).length < 2) {
-      const chunk = await reader.read();
-      if (chunk.done) throw new Error(`the answer ended early: ${text}`);
-      text += new TextDecoder().decode(chunk.value);
-    }
-    await reader.cancel();
+    const text = await readFirstEvents(reader, 2);
     const id = /^id: (.+)$/m.exec(text.replace(OPENING, ""))?.[1] as string;
     // The app's next writes find the client gone: the run is detached. Then the app falls silent.
     expect((await post(`${jvm.url}/gate/open`)).status).toBe(200);

@@ -13,7 +13,7 @@ import { BINARY, start, type Sidecar } from "../../scripts/harness/process.js";
 import { redis, startRedis } from "../../scripts/harness/redis.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
 import { ResumableHttpAgent, resumableFetch } from "../../src/web/resume/index.js";
-import { OPENING } from "../../scripts/harness/sse-ids.js";
+import { OPENING, readFirstEvents } from "../../scripts/harness/sse-ids.js";
 import { cutName, Relay, type Cut } from "../resume/relay.js";
 import { expectRejoinedFromOpening } from "../resume/from-opening.js";
 import { readToFailure } from "../resume/failing-body.js";
@@ -237,14 +237,8 @@ describe("only the requester rejoins (Go middleware)", () => {
     const res = await fetch(`${server.url}/agent?pause=e`, { method: "POST", headers: { "content-type": "application/json", ...creds }, body });
     await paused(server, "e");
     const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-    let text = "";
     // Its opening id block (§16), then two events.
-    while ((text.replace(OPENING, "").match(/\n\n/g) ?? []).length < 2) {
-      const chunk = await reader.read();
-      if (chunk.done) throw new Error(`the answer ended early: ${text}`);
-      text += new TextDecoder().decode(chunk.value);
-    }
-    await reader.cancel();
+    const text = await readFirstEvents(reader, 2);
     await detached(server);
     expect(text).toMatch(OPENING);
     const ids = [...text.replace(OPENING, "").matchAll(/^id: (.+)$/gm)].map((m) => m[1] as string);
