@@ -133,7 +133,7 @@ const sidecarPid = async (): Promise<number> => Number((await request(`${url}/si
 
 describe("HttpAgent through wrap-agui-state in Jetty, in front of an agent with three field mistakes", () => {
   test("the sidecar runs as soon as the app is made, before any request (issue 31: the first stream does not wait for it)", () => {
-    // No request has been made yet: the server only said it listens, after (wrap-agui-state ...) ran.
+    // No request has been made yet: the server only said it listens, after its sidecar component started.
     const sidecars = descendants(server?.pid ?? 0).filter((p) => exe(p) === realpathSync(BINARY));
     expect(sidecars).toHaveLength(1);
   });
@@ -200,7 +200,7 @@ describe("HttpAgent through wrap-agui-state in Jetty, in front of an agent with 
     const pid = await sidecarPid();
     expect(pid).toBeGreaterThan(0);
     expect(pid).not.toBe(killed);
-    const restarts = [...stderr.matchAll(/agui-state\.ring: the sidecar \(pid (\d+)\) was lost during fixStream on stream s\d+ \(exit status 137\); restarted \(pid (\d+)\), stream s\d+ resumes with its mirror rebuilt from the (\d+) characters answered for/g)];
+    const restarts = [...stderr.matchAll(/agui-state\.ring: the sidecar \(pid (\d+)\) was lost during fixStream on stream s\d+ \(exit status 137\); restarted \(pid (\d+)\), stream s\d+ resumes with its mirror rebuilt from the (\d+) bytes answered for/g)];
     expect(restarts.map((m) => [Number(m[1]), Number(m[2])])).toEqual([
       [killed, pid],
       [killed, pid],

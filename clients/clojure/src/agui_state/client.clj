@@ -339,24 +339,31 @@
     params))
 
 (defn open-stream
-  "{:state :own :snapshots :join-keys :framing :resume}, all optional: the
-  client's baseline (RunAgentInput.state), the repair policy of `fix --own`
-  (pointers), `--snapshots` (\"pass\" or \"delta\") and `--join-keys`, \"sse\" or
-  \"ndjson\", and, to file the stream as a resumable run (protocol/README.md
-  §16), :resume {:thread-id :messages :path :request-headers :response-headers}
-  (its keys spelled as the top level's are; the headers as [name value] pairs,
-  as received and as sent): the sidecar derives the credential and the headers a
-  rejoin gets from them. Returns {:stream-id}, and with :resume :run, :opening
-  (the id block to write first) and :headers (a map, to add to the response's
-  head: the announcement, protocol/README.md §16)."
+  "{:request :response :own :snapshots :join-keys :resume}: a response to
+  repair (protocol/README.md §14). :request {\"method\" \"path\" \"headers\"
+  \"body\"} is the request as received (its path with the query, its headers
+  [name value] pairs, its body as text, left out when it was not kept whole),
+  :response {\"status\" \"headers\"} the app's response head; the repair policy
+  of `fix --own` (pointers), `--snapshots` (\"pass\" or \"delta\") and
+  `--join-keys`; :resume false turns resume off for the stream. The sidecar
+  decides the rest (the framing, the baseline, the headers). Returns {:pass
+  {\"code\" \"message\"}} when the response is not one to repair, else
+  {:stream-id :headers :replay-bytes}, and :baseline (why the request's state
+  was not used), :run and :opening (the id block to write first) when it is a
+  resumable run: :headers are the complete [name value] pairs of the
+  response's head. The older form, {:state :framing :resume {...}}, is still
+  taken."
   [client params]
   (call client "openStream" (wire-resume (check-colls "open-stream" params {"own" ["pointers (strings)"]}))))
 
 (defn fix-stream
   "{:stream-id :text}: the next part of the stream as the server wrote it (whole
-  characters). Returns {:text :findings :passed :mended :discarded :kept}: the
-  repaired text of every event that part completes, their findings (protocol/README.md
-  §13, string keys, each with its \"outcome\") and those counted by outcome; once the
+  characters). Returns {:text :findings :passed :mended :discarded :kept
+  :pending :head}: the repaired text of every event that part completes, their
+  findings (protocol/README.md §13, string keys, each with its \"outcome\"),
+  those counted by outcome, how many UTF-8 bytes at the end of the text given
+  so far no reply has answered for yet (:pending), and, once, how many bytes
+  from the start hold the stream's RUN_STARTED (:head); once the
   stream is detached (detach-stream), :text is \"\" and :cancel says whether to
   stop the app. An unknown, closed, evicted or idle stream throws :kind
   :unknown-stream."
@@ -381,12 +388,15 @@
   [client params] (call client "detachStream" (if (map? params) params {:stream-id params})))
 
 (defn classify-request
-  "{:method :path :headers}: what a request is (protocol/README.md §16), its
-  headers the [name value] pairs as received. Returns {:kind}: \"rejoin\" or
+  "{:method :path :headers :paths :resume}: what a request is (protocol/README.md
+  §16), its headers the [name value] pairs as received, :paths and :resume the
+  middleware's options as the user gave them. Returns {:kind :handled
+  :body-bytes}: :handled false, the app's, untouched; else \"rejoin\" or
   \"reload\" (answer it with rejoin-stream, never the app) or \"forward\" (the
-  app's)."
+  app's, its body teed up to :body-bytes for open-stream)."
   [client params]
-  (call client "classifyRequest" (check-colls "classify-request" params {"headers" ["[name value] pairs"]})))
+  (call client "classifyRequest" (check-colls "classify-request" params {"headers" ["[name value] pairs"]
+                                                                         "paths" ["paths (strings)"]})))
 
 (defn rejoin-stream
   "{:request {\"method\" \"path\" \"headers\" \"body\"}}: a request that rejoins a run

@@ -22,12 +22,11 @@
                        answers the sidecar's pid
     POST /gate/open    lets every stopped stream go on
     GET  /sidecar-pid  the pid of the middleware's sidecar, 0 if none runs (it starts none)
-  The sidecar is found as a deployment finds it: AGUI_STATE_BIN, else PATH. The
-  middleware is made in -main, before the server listens, so that the sidecar
-  runs before the first request (wrap-agui-state starts it)."
+  The sidecar is found as a deployment finds it: AGUI_STATE_BIN, else PATH. It
+  is a component (agui-state.ring/sidecar) started in -main, before the server
+  listens, so that it runs before the first request."
   (:require [agui-state.client :as client]
             [agui-state.ring :as agui-ring]
-            [agui-state.ring.sidecar :as sidecar]
             [clojure.data.json :as json]
             [ring.adapter.jetty :as jetty]
             [ring.core.protocols :as protocols])
@@ -117,7 +116,13 @@
 
 (defn- text [status body] {:status status :headers {"Content-Type" "text/plain"} :body (str body)})
 
-(defn- sidecar-pid [] (if-let [c (sidecar/running)] (.pid (client/process c)) 0))
+(defonce ^:private running
+  ;; The sidecar -main started, for /sidecar-pid.
+  (atom nil))
+
+(defn- sidecar-pid []
+  (let [c (:client @running)]
+    (if (and c (.isAlive (client/process c))) (.pid (client/process c)) 0)))
 
 (defn router [request]
   (case [(:request-method request) (:uri request)]
@@ -139,13 +144,14 @@
     (text 404 "not found")))
 
 (defn app
-  "The router behind wrap-agui-state, which starts the sidecar."
-  []
-  (agui-ring/wrap-agui-state router {:own ["/toolState"] :join-keys true
+  "The router behind wrap-agui-state, on the sidecar `s`."
+  [s]
+  (agui-ring/wrap-agui-state router {:sidecar s :own ["/toolState"] :join-keys true
                                      :paths ["/agent" "/agent-gated" "/agent-paced"]}))
 
 (defn -main [& _]
-  (let [^Server server (jetty/run-jetty (app) {:host "127.0.0.1" :port 0 :join? false})
+  (let [s (reset! running (agui-ring/sidecar {}))
+        ^Server server (jetty/run-jetty (app s) {:host "127.0.0.1" :port 0 :join? false})
         port (.getLocalPort ^ServerConnector (first (.getConnectors server)))]
     (println (str "listening http://127.0.0.1:" port))
     (flush)

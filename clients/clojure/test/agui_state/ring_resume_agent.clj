@@ -14,9 +14,9 @@
   prints `listening http://127.0.0.1:PORT` and serves:
     POST /agent        the paced agent through wrap-agui-state (resume on; :store from
                        RING_AGENT_STORE when set, else the sidecar's default, memory;
-                       RING_AGENT_LOG_BYTES: a sidecar of its own with that --log-bytes;
+                       RING_AGENT_LOG_BYTES: its --log-bytes;
                        RING_AGENT_ASYNC=1: an async handler, in Jetty's async mode;
-                       RING_AGENT_DETACH_GRACE: the shared sidecar's --detach-grace)
+                       RING_AGENT_DETACH_GRACE: its --detach-grace)
     POST /agent-late   the same, but it waits before its first event (its head sent):
                        the opening id block (§16) goes out alone
     POST /agent-now    the same agent without the pause: the uninterrupted run
@@ -31,9 +31,7 @@
     GET  /calls        how many times the handler of /agent ran
     GET  /requests?path=P  how many requests for path P reached the server (the
                        middleware's included: a rejoin it answers counts)"
-  (:require [agui-state.client :as client]
-            [agui-state.ring :as agui-ring]
-            [agui-state.ring.sidecar :as sidecar]
+  (:require [agui-state.ring :as agui-ring]
             [clojure.data.json :as json]
             [ring.adapter.jetty :as jetty]
             [ring.core.protocols :as protocols])
@@ -162,15 +160,17 @@
 
 (defn app []
   (counted
-   (agui-ring/wrap-agui-state (if async? async-router router) (cond-> {:paths ["/agent" "/agent-late" "/agent-now" "/agent-raise" "/agent-quiet"] :log stamped :warn stamped}
-                                      (System/getenv "RING_AGENT_DETACH_GRACE")
-                                      (assoc :detach-grace (System/getenv "RING_AGENT_DETACH_GRACE"))
-                                      (System/getenv "RING_AGENT_STORE")
-                                      (assoc :store (System/getenv "RING_AGENT_STORE"))
-                                      ;; A sidecar of the app's own, with that run log cap.
-                                      (System/getenv "RING_AGENT_LOG_BYTES")
-                                      (assoc :client (client/start {:timeout-ms sidecar/repair-call-ms
-                                                                    :args ["--log-bytes" (System/getenv "RING_AGENT_LOG_BYTES")]}))))))
+   (agui-ring/wrap-agui-state (if async? async-router router)
+                              {:paths ["/agent" "/agent-late" "/agent-now" "/agent-raise" "/agent-quiet"] :log stamped :warn stamped
+                               ;; A sidecar of the app's own: a component, with the flags the test gives.
+                               :sidecar (agui-ring/sidecar
+                                         (cond-> {}
+                                           (System/getenv "RING_AGENT_DETACH_GRACE")
+                                           (assoc :detach-grace (System/getenv "RING_AGENT_DETACH_GRACE"))
+                                           (System/getenv "RING_AGENT_STORE")
+                                           (assoc :store (System/getenv "RING_AGENT_STORE"))
+                                           (System/getenv "RING_AGENT_LOG_BYTES")
+                                           (assoc :args ["--log-bytes" (System/getenv "RING_AGENT_LOG_BYTES")])))})))
 
 (defn -main [& _]
   (let [^Server server (jetty/run-jetty (app) {:host "127.0.0.1" :port 0 :join? false :async? async?})

@@ -1,46 +1,17 @@
 (ns agui-state.ring.sidecar
-  "The sidecar behind agui-state.ring/wrap-agui-state: the one a process shares,
-  started when the middleware is made (or by start!) and ended by stop!; opening
-  a stream on it; and a stream's way back when the sidecar dies in the middle of
-  it (protocol/README.md §14)."
+  "The sidecar behind agui-state.ring/wrap-agui-state: a component that starts
+  and stops it (start, stop), opening a stream on it, and a stream's way back
+  when the sidecar dies in the middle of it (protocol/README.md §14)."
   (:require [agui-state.client :as client])
   (:import (clojure.lang ExceptionInfo)
            (java.util.concurrent TimeUnit)))
 
 (set! *warn-on-reflection* true)
 
-;;; The shared sidecar
-
-(defonce ^:private shared (atom nil))
-
-(defonce ^:private shared-args
-  ;; The flags the shared sidecar is started with (configure!), kept by its restarts.
-  (atom []))
-
-(defn sidecar-args
-  "The command-line flags of the sidecar from wrap-agui-state's options: :store
-  (`--store`: \"memory\", the sidecar's default, a redis:// URL that several
-  processes share, or \"none\") and :detach-grace (`--detach-grace`, seconds)."
-  [{:keys [store detach-grace]}]
-  (cond-> []
-    (some? store) (into ["--store" (str store)])
-    ;; The sidecar refuses a resume flag with --store none (a usage error): it has no effect there.
-    (and (some? detach-grace) (not= "none" (str store))) (into ["--detach-grace" (str detach-grace)])))
-
-(defn configure!
-  "Sets the flags the shared sidecar starts with. Returns nil, or, when the
-  sidecar already runs with other flags, a sentence saying so (the flags of the
-  running one stand until stop!)."
-  [args]
-  (locking shared
-    (let [before @shared-args]
-      (reset! shared-args (vec args))
-      (when (and @shared (not= before (vec args)))
-        (str "the shared sidecar already runs with " (pr-str before) ", not " (pr-str (vec args))
-             "; stop! it to start it with the new flags")))))
+;;; The component
 
 (def repair-call-ms
-  "How long a call of the shared sidecar (openStream, fixStream, closeStream,
+  "How long a call of the sidecar (openStream, fixStream, closeStream,
   detachStream, classifyRequest, rejoinStream) waits for its answer: one answers
   in well under a millisecond, so a call that takes 5 s means the sidecar hangs
   (stopped, swapped out). It is then ended (hung!) and the stream goes on
@@ -49,20 +20,17 @@
   counts from the end of its wait (agui-state.client/read-rejoin)."
   5000)
 
-(defn default-client
-  "The client that every wrap-agui-state without :client shares: one sidecar per
-  process, started by the first call (wrap-agui-state makes it) from
-  AGUI_STATE_BIN, else agui-state on PATH, with the flags of configure!. Each
-  call has a limit (repair-call-ms), so that a sidecar that stops answering
-  cannot hold a response (it fails open instead)."
-  []
-  (or @shared
-      (locking shared
-        (or @shared (reset! shared (client/start {:timeout-ms repair-call-ms :args @shared-args}))))))
-
-(defn running
-  "The shared client if it was started and not stopped, else nil; starts nothing."
-  [] @shared)
+(defn sidecar-args
+  "The command-line flags of a sidecar from its options: :store (`--store`:
+  \"memory\", the sidecar's default, a redis:// URL that several processes
+  share, or \"none\"), :detach-grace (`--detach-grace`, seconds), then :args
+  as they are."
+  [{:keys [store detach-grace args]}]
+  (cond-> []
+    (some? store) (into ["--store" (str store)])
+    ;; The sidecar refuses a resume flag with --store none (a usage error): it has no effect there.
+    (and (some? detach-grace) (not= "none" (str store))) (into ["--detach-grace" (str detach-grace)])
+    (seq args) (into (map str args))))
 
 (def ^:private warm-up
   "A stream of one event, fed once at start: the sidecar loads its stream
@@ -70,29 +38,46 @@
   response would otherwise wait for."
   "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"agui-state\",\"runId\":\"warm-up\"}\n\n")
 
-(defonce ^:private warmed (atom nil)) ; the process whose pipeline start! loaded
+(defrecord Sidecar [client]
+  java.io.Closeable
+  (close [_] (.close ^java.io.Closeable client)))
 
-(defn start!
-  "The shared sidecar started if it does not run, and its stream pipeline
-  loaded, so that the first response waits for neither. Returns its client;
-  throws what starting it throws."
-  []
-  (let [c (default-client)
-        p (client/process c)]
-    (when-not (identical? p @warmed)
-      (let [id (:stream-id (client/open-stream c {:framing "sse"}))]
-        (client/fix-stream c {:stream-id id :text warm-up})
-        (client/close-stream c id))
-      (reset! warmed p))
-    c))
+(defn start
+  "A started sidecar for the middleware (a component: stop it with stop, or
+  close it): its process, from :path, else AGUI_STATE_BIN, else agui-state on
+  PATH, with the flags of sidecar-args and :env, its calls limited to
+  repair-call-ms (:timeout-ms), and its stream pipeline loaded, so that the
+  first response waits for neither. Throws what starting it throws."
+  [opts]
+  (let [c (client/start (cond-> {:timeout-ms (:timeout-ms opts repair-call-ms)
+                                 :args (sidecar-args opts)}
+                          (:path opts) (assoc :path (:path opts))
+                          (:env opts) (assoc :env (:env opts))))]
+    (try (let [id (:stream-id (client/open-stream c {:framing "sse"}))]
+           (client/fix-stream c {:stream-id id :text warm-up})
+           (client/close-stream c id))
+         (catch Exception e (.close ^java.io.Closeable c) (throw e)))
+    (->Sidecar c)))
 
-(defn stop!
-  "Ends the shared sidecar, if one runs, and returns whether one did. Streams
-  still open on it fail open; the next stream starts a new sidecar."
-  []
-  (let [c (locking shared (let [c @shared] (reset! shared nil) c))]
-    (when c (.close ^java.io.Closeable c))
-    (some? c)))
+(defn stop
+  "Ends the sidecar s (streams still on it go out unrepaired from there). Ending
+  one that has ended is nothing."
+  [s]
+  (.close ^java.io.Closeable s)
+  nil)
+
+(defn lazily
+  "A function giving the client of a sidecar started at its first call with
+  `opts` (start), for a middleware given none: nothing starts before a request
+  needs it, a start that fails is tried again by the next request, and the
+  process ends with the JVM (its stdin closes). It belongs to the middleware
+  that holds the function: no other shares it."
+  [opts]
+  (let [held (atom nil)]
+    (fn []
+      (or @held
+          (locking held
+            (or @held (reset! held (:client (start opts)))))))))
 
 ;;; Losing it
 
@@ -140,13 +125,12 @@
 (defn- open-on
   "openStream through a view pinned to c's current process (client/pinned):
   every later call of the stream goes through that view, so that none reaches
-  another process, where the same id names another stream (§14). Returns
-  {:view :stream-id}, and :run :opening :headers for a resumable run, or {:lost
-  e :view v} when that process is gone."
+  another process, where the same id names another stream (§14). Returns the
+  reply with :view (the stream, or its `pass`), or {:lost e :view v} when that
+  process is gone."
   [c params]
   (let [v (client/pinned c)]
-    (try (let [{:keys [stream-id run opening headers]} (on v #(client/open-stream % params))]
-           (cond-> {:view v :stream-id stream-id} run (assoc :run run :opening opening :headers headers)))
+    (try (assoc (on v #(client/open-stream % params)) :view v)
          (catch ExceptionInfo e
            (if (lost? e) {:lost e :view v} (throw e))))))
 
@@ -175,10 +159,9 @@
 (defn open!
   "Opens a stream on c, restarting the sidecar first if it is gone, or once
   after an openStream that found it gone: the next request after a failure is
-  repaired again. Returns {:view :stream-id}, and :run, :opening (the id block
-  to write first) and :headers (to add to the response's head) when the stream
-  was filed as a resumable run (params' :resume, protocol/README.md §16); throws
-  what the second try throws."
+  repaired again. Returns openStream's reply with :view: :pass, or :stream-id
+  :headers :replay-bytes and maybe :baseline :run :opening (protocol/README.md
+  §14, §16); throws what the second try throws."
   [c params]
   (alive! c)
   (let [r (open-on c params)]
@@ -189,8 +172,8 @@
             (if (:lost r) (throw (:lost r)) r))))))
 
 (def replay-part
-  "Characters of the replayed text per fixStream call: well under
-  --max-message-bytes (64 MiB) however the text escapes in JSON."
+  "Characters of the replayed text per fixStream call: well under the sidecar's
+  message limit however the text escapes in JSON."
   (* 1024 1024))
 
 (defn- parts
@@ -220,8 +203,10 @@
   [c view params ^CharSequence replay]
   (restart-if-current! c (client/process view))
   (let [r (open-on c params)]
-    (if (:lost r)
-      r
+    (cond
+      (:lost r) r
+      (:pass r) (throw (ex-info (str "openStream passed the stream again: " (get-in r [:pass "message"])) r))
+      :else
       (let [{v :view id :stream-id} r]
         (try (doseq [part (parts replay replay-part)]
                (on v #(client/fix-stream % {:stream-id id :text part})))
