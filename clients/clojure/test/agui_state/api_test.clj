@@ -116,7 +116,8 @@
    [c/apply-activity-ops "applyActivityOps" :ops false {:thread-id "t" :message-id "m"}]
    [c/escape-pointer "escapePointer" :path false {}]
    [c/open-stream "openStream" :own false {}]
-   [c/classify-request "classifyRequest" :headers false {:method "POST" :path "/agent"}]])
+   [c/classify-request "classifyRequest" :headers false {:method "POST" :path "/agent"}]
+   [c/classify-request "classifyRequest" :paths false {:method "POST" :path "/agent" :headers []}]])
 
 (defn- array-params
   "[method param] for every param of protocol/openrpc.json whose schema admits an array."

@@ -323,25 +323,36 @@
         (testing "a stream whose sidecar is gone still completes, as the app wrote it"
           (is (= (raw-sse "t5") (written (app (request "/agent" (input "t5" client-keys))))))
           (is (= 3 @calls)))
-        (is (some #(re-find #"openStream failed" %) @warnings))))))
+        (is (every? #(re-find #"classifyRequest failed" %) @warnings) "one line for each request")))))
 
 (deftest a-rejoin-the-sidecar-cannot-answer-gets-an-empty-410-or-204
-  ;; classifyRequest sends no body, rejoinStream does: past the sidecar's
-  ;; --max-message-bytes it fails with -32003, not -32007, and the middleware
-  ;; fails open with one line (§16), never calling the app.
+  ;; A body past classifyRequest's bodyBytes (at most half the sidecar's
+  ;; --max-message-bytes) is left out of rejoinStream, which then answers
+  ;; without it. One within bodyBytes that JSON escapes past the message limit
+  ;; fails rejoinStream (-32003, not -32007): the middleware fails open with one
+  ;; line (§16), never calling the app.
   (with-open [cl (s/start-client {:args ["--max-message-bytes" "4096"]})]
     (let [calls (atom 0)
           warnings (atom [])
           app (r/wrap-agui-state (counting (raw-sse "t7") calls)
                                  (assoc opts :client cl :warn #(swap! warnings conj %) :log (fn [_])))
-          big (utf8 (json/write-str {"threadId" "t7" "runId" "r1" "state" {"pad" (apply str (repeat 8000 "x"))}}))]
-      (doseq [[uri headers status] [["/agent" {"last-event-id" "AAAAAAAAAAAA.1.AAAAAAAAAAA"} 410]
-                                    ["/agent/connect" {"authorization" "Bearer alice"} 204]]]
-        (testing uri
-          (let [answer (app (request uri big headers))]
-            (is (= status (:status answer)))
-            (is (= "" (written answer)))
-            (is (= {} (:headers answer))))))
+          big (utf8 (json/write-str {"threadId" "t7" "runId" "r1" "state" {"pad" (apply str (repeat 8000 "x"))}}))
+          ;; 1,900 bytes, each escaped as \u0001 (6 bytes) in the call's JSON.
+          escaped (utf8 (str "{\"threadId\":\"t7\",\"pad\":\"" (apply str (repeat 1900 (char 1))) "\"}"))
+          rejoins [["/agent" {"last-event-id" "AAAAAAAAAAAA.1.AAAAAAAAAAA"} 410]
+                   ["/agent/connect" {"authorization" "Bearer alice"} 204]]]
+      (testing "a body past bodyBytes: left out, and the sidecar answers"
+        (doseq [[uri headers status] rejoins]
+          (testing uri
+            (is (= status (:status (app (request uri big headers))))))))
+      (is (empty? @warnings) (pr-str @warnings))
+      (testing "a call past the message limit"
+        (doseq [[uri headers status] rejoins]
+          (testing uri
+            (let [answer (app (request uri escaped headers))]
+              (is (= status (:status answer)))
+              (is (= "" (written answer)))
+              (is (= {} (:headers answer)))))))
       (is (= 0 @calls))
       (is (= 2 (count @warnings)))
       (is (every? #(re-find #"^agui-state\.ring: /agent(/connect)?: rejoinStream failed \(.*maxMessageBytes.*\); answered (410|204) with an empty body$" %)

@@ -73,7 +73,7 @@
   up to `limit` bytes: the handler is never called."
   [kind request limit c opts]
   (let [[_ t] (teed request limit)]
-    (rejoin/respond kind (head request) (or (when t ((:read-ahead! t))) "") c
+    (rejoin/respond kind (head request) (when t ((:read-ahead! t))) c
                     (select-keys opts [:warn :log]))))
 
 (defn- repaired-body

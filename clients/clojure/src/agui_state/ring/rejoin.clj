@@ -96,13 +96,13 @@
 (defn respond
   "The answer to a rejoin or a reload (`kind`, \"rejoin\" or \"reload\", as
   classifyRequest said), given the request (`head`: its method, path and header
-  pairs) and its body's text, through the sidecar's client (`c` gives it, or
+  pairs) and its body's text (nil when it was not kept whole: left out), through the sidecar's client (`c` gives it, or
   throws). The sidecar's refusal is written exactly as it gives it. If the
   sidecar cannot be reached (fail open), a rejoin is answered 410 and a reload
   204, with an empty body, and one line says why. The handler is never called.
   `say` holds the middleware's :warn and :log."
-  [kind head ^String body c {:keys [warn] :as say}]
-  (let [r (try (sidecar/call! (c) #(client/rejoin-stream % {:request (assoc head "body" body)}))
+  [kind head body c {:keys [warn] :as say}]
+  (let [r (try (sidecar/call! (c) #(client/rejoin-stream % {:request (cond-> head body (assoc "body" body))}))
                (catch Exception e e))]
     (cond
       (vector? r)
