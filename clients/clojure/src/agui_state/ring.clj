@@ -22,6 +22,7 @@
   run log for the grace); a rejoin or a reload is answered from the log
   (agui-state.ring.rejoin) and never reaches the handler."
   (:require [agui-state.ring.exchange :as exchange]
+            [agui-state.ring.machine :as machine]
             [agui-state.ring.pool :as pool]
             [agui-state.ring.rejoin :as rejoin]
             [agui-state.ring.sidecar :as sidecar]))
@@ -124,7 +125,7 @@
          opts (-> opts
                   (update :warn #(or % stderr-line))
                   (update :log #(or % stderr-line))
-                  (update :restarts #(or % 2)))
+                  (update :restarts #(or % machine/restarts)))
          ;; One call classes the request; nil (the sidecar cannot be had) or not
          ;; handled: the handler's, untouched.
          plan (fn [request]

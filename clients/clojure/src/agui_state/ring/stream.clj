@@ -300,10 +300,7 @@
                    ;; Each reply's text was flushed as it came: only a response going as
                    ;; written has anything to flush (§14).
                    (locking lock
-                     (case (state)
-                       :passing (.flush out)
-                       :ended (throw (closed))
-                       nil)))
+                     (when (= (state) :passing) (.flush out))))
                  (close []
                    (locking lock
                      (when-not (= (state) :ended)
