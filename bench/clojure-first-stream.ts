@@ -3,10 +3,10 @@
  * figures: the time to the first event of the first stream after a Ring app
  * behind agui-state.ring/wrap-agui-state is ready, against a later stream's
  * on the same server. The program is bench/clojure_first_stream.clj: each
- * round is a fresh app (a fresh sidecar, which wrap-agui-state starts), and
- * the figure is the median of the rounds' differences. Beside it, in the
- * note, the first stream behind {:start false}, which starts the sidecar at
- * the first stream, as every Ring app did before.
+ * round is a fresh app on a fresh sidecar component (agui-state.ring/sidecar),
+ * and the figure is the median of the rounds' differences. Beside it, in the
+ * note, the first stream behind a middleware given no sidecar, which starts
+ * its own at the first request.
  */
 import { execFileSync, spawnSync } from "node:child_process";
 import path from "node:path";
@@ -44,5 +44,5 @@ export function clojureFirstStream(emit: (r: Row) => void, note: (text: string) 
     target: "≤ +20 ms",
     met: added.median <= 20,
   });
-  note(`B22clj: the first stream behind wrap-agui-state {:start false}, which starts the sidecar then: ${range(stat(r.lazy), 0)} ms.`);
+  note(`B22clj: the first stream behind wrap-agui-state given no sidecar, which starts its own then: ${range(stat(r.lazy), 0)} ms.`);
 }

@@ -1,10 +1,10 @@
 ;; B22clj (issue 31), beside the Python and Go middleware's first-stream
 ;; figures: the time to the first event of the first stream after a Ring app
-;; behind agui-state.ring/wrap-agui-state is ready (wrap-agui-state has
-;; returned and Jetty listens), against a later stream's on the same server.
-;; Each round is a fresh app and a fresh sidecar (stop! between rounds). Beside
-;; it, the first stream behind {:start false}, which starts the sidecar at the
-;; first stream, as before. A round 0, not counted, warms the JIT, Jetty and the
+;; behind agui-state.ring/wrap-agui-state is ready (its sidecar component
+;; started, and Jetty listening), against a later stream's on the same server.
+;; Each round is a fresh app and a fresh sidecar (stopped between rounds).
+;; Beside it, the first stream behind a middleware given no sidecar, which
+;; starts its own at the first request (it ends with the JVM). A round 0, not counted, warms the JIT, Jetty and the
 ;; HTTP client. Times in milliseconds, printed as JSON for bench/clojure-first-stream.ts.
 ;;
 ;;   AGUI_STATE_BIN=dist/agui-state clojure -cp <data.json, ring-core, ring-jetty-adapter jars>:clients/clojure/src \
@@ -72,17 +72,17 @@
       out (atom {"first" [] "later" [] "lazy" []})]
   (doseq [k (range (inc rounds))]
     (let [keep! (fn [side ms] (when (pos? k) (swap! out update side conj ms)))]
-      ;; The app starts: wrap-agui-state returns with the sidecar started.
-      (let [[url stop] (serve (agui-ring/wrap-agui-state agent-handler opts))]
+      ;; The system starts: the sidecar component, then the app on it.
+      (let [sidecar (agui-ring/sidecar {})
+            [url stop] (serve (agui-ring/wrap-agui-state agent-handler (assoc opts :sidecar sidecar)))]
         (keep! "first" (first-event url))
         (keep! "later" (first-event url))
         (stop)
-        (agui-ring/stop!))
-      ;; As before: the sidecar starts at the first stream.
-      (let [[url stop] (serve (agui-ring/wrap-agui-state agent-handler (assoc opts :start false)))]
+        (agui-ring/stop sidecar))
+      ;; No sidecar given: the middleware starts its own at the first request.
+      (let [[url stop] (serve (agui-ring/wrap-agui-state agent-handler opts))]
         (keep! "lazy" (first-event url))
-        (stop)
-        (agui-ring/stop!))))
+        (stop))))
   (println (json/write-str @out))
   (shutdown-agents)
   (System/exit 0))

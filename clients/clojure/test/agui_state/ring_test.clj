@@ -170,7 +170,7 @@
           json-response {:status 200 :headers {"Content-Type" "application/json" "Content-Length" "2"} :body "{}"}
           warnings (atom [])
           app (r/wrap-agui-state (fn [req]
-                                   (reset! seen (slurp (:body req) :encoding "UTF-8"))
+                                   (reset! seen (some-> (:body req) (slurp :encoding "UTF-8")))
                                    (case (:uri req)
                                      "/json" json-response
                                      "/gz" {:status 200 :headers {"Content-Type" "text/event-stream" "Content-Encoding" "gzip"} :body "x"}
@@ -186,7 +186,11 @@
       (is (= "x" (:body (app (request "/gz" body)))) "a Content-Encoding")
       (is (re-find #"content-encoded \(gzip\).*inside the compression middleware" (first @warnings)))
       (is (= (fix client-keys (utf8 (raw-sse "r1")) flags) (written (app (request "/agent" body)))))
-      (is (= @seen (String. body StandardCharsets/UTF_8)) "the handler read the same request body"))))
+      (is (= @seen (String. body StandardCharsets/UTF_8)) "the handler read the same request body")
+      (testing "a request without a body stream has an empty body, not one left out: no baseline warning"
+        (is (= (fix {} (utf8 (raw-sse "r1")) flags)
+               (written (app {:request-method :get :uri "/agent" :headers {}}))))
+        (is (= 1 (count @warnings)) (pr-str @warnings))))))
 
 (defn- kill! [cl]
   (let [p (c/process cl)] (.destroyForcibly p) (.waitFor p)))

@@ -73,7 +73,7 @@
   up to `limit` bytes: the handler is never called."
   [kind request limit c opts]
   (let [[_ t] (teed request limit)]
-    (rejoin/respond kind (head request) (when t ((:read-ahead! t))) c
+    (rejoin/respond kind (head request) (if t ((:read-ahead! t)) "") c
                     (select-keys opts [:warn :log]))))
 
 (defn- repaired-body
@@ -97,7 +97,8 @@
   [request tee response c {:keys [own snapshots join-keys resume warn] :as opts}]
   (if (nil? (:body response))
     response
-    (let [text (when tee ((:read-ahead! tee)))
+    ;; No body stream (a direct call's GET): the body is empty, not left out.
+    (let [text (if tee ((:read-ahead! tee)) "")
           params (cond-> {:request (cond-> (head request) text (assoc "body" text))
                           :response {"status" (:status response 200)
                                      "headers" (header-pairs (:headers response))}}

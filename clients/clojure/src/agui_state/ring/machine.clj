@@ -4,7 +4,8 @@
   it, and what it keeps. Pure: agui-state.ring.stream does the I/O each step
   calls for.
 
-    waiting    the request is handled, no response head yet
+    waiting    the request is handled, no response head yet (the handler
+               runs; agui-state.ring.exchange/repair takes the head)
     repairing  the app's bytes go through fixStream, the replies to the client
     passing    the app's bytes go to the client as written (not a stream, or
                failed open)
