@@ -4,6 +4,7 @@ import type { ProxyOptions } from "../proxy/main.js";
 import { parseFlags, UsageError } from "./options.js";
 import { INSPECT_OPTIONS, inspectOptions } from "./inspect-flags.js";
 import { REPAIR_OPTIONS, repairPolicy } from "./repair-flags.js";
+import { EDGE_OPTIONS, maxRequestBody } from "./edge-flags.js";
 import { RESUME_OPTIONS, resumeFlags } from "./resume-flags.js";
 
 export const PROXY_HELP = `agui-state proxy --upstream URL [--listen HOST:PORT] [flags]
@@ -154,7 +155,7 @@ export function parseUpstream(text: string | undefined): URL {
 }
 
 export function parseProxyArgs(argv: string[], env: NodeJS.ProcessEnv): ProxyOptions {
-  const { values } = parseFlags("proxy", argv, { upstream: { type: "string" }, listen: { type: "string" }, grace: { type: "string" }, "log-level": { type: "string" }, ...REPAIR_OPTIONS, ...INSPECT_OPTIONS, ...RESUME_OPTIONS }, false);
+  const { values } = parseFlags("proxy", argv, { upstream: { type: "string" }, listen: { type: "string" }, grace: { type: "string" }, "log-level": { type: "string" }, ...REPAIR_OPTIONS, ...INSPECT_OPTIONS, ...RESUME_OPTIONS, ...EDGE_OPTIONS }, false);
   const upstream = parseUpstream(values["upstream"] as string | undefined);
   const { host, port } = parseListen(String(values["listen"] ?? "127.0.0.1:8787"));
   const graceText = String(values["grace"] ?? "10");
@@ -164,7 +165,7 @@ export function parseProxyArgs(argv: string[], env: NodeJS.ProcessEnv): ProxyOpt
   if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new UsageError(`--log-level: expected one of ${LOG_LEVELS.join(", ")}, got ${JSON.stringify(level)}`);
   const inspect = inspectOptions(values, env, (text) => parseListen(text, "--inspect"));
   const resume = resumeFlags(values, env);
-  return { upstream, host, port, logLevel: level as LogLevel, graceMs: Math.round(grace * 1000), policy: repairPolicy(values), ...(inspect ? { inspect } : {}), ...(resume ? { resume } : {}) };
+  return { upstream, host, port, logLevel: level as LogLevel, graceMs: Math.round(grace * 1000), policy: repairPolicy(values), maxRequestBody: maxRequestBody(values, env), ...(inspect ? { inspect } : {}), ...(resume ? { resume } : {}) };
 }
 
 /**
