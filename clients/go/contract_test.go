@@ -114,7 +114,7 @@ func TestWireFollowsDiscover(t *testing.T) {
 		func() error {
 			body := `{"state":{}}`
 			_, err := f.OpenStream(ctx, OpenStreamParams{Request: &StreamRequest{Method: "POST", Path: "/agent", Headers: [][2]string{{"Content-Type", "application/json"}}, Body: &body},
-				Response: &HTTPResponse{Status: 200, Headers: [][2]string{{"Content-Type", "text/event-stream"}}}, Own: []string{"/k"}, Snapshots: "delta", JoinKeys: true, NoResume: true})
+				Response: &HTTPResponseHead{Status: 200, Headers: [][2]string{{"Content-Type", "text/event-stream"}}}, Own: []string{"/k"}, Snapshots: "delta", JoinKeys: true, NoResume: true})
 			return err
 		},
 		func() error { _, err := f.FixStream(ctx, "s1", "data: {}\n\n"); return err },
@@ -208,10 +208,11 @@ func TestResultTypesHaveTheirSchemasMembers(t *testing.T) {
 	}
 	types := []any{ApplyOpsResult{}, ActivitySnapshotResult{}, GetActivityResult{}, GetStateResult{}, NormalizeResult{},
 		OpenRunResult{}, StatsResult{}, FixStreamResult{}, CloseStreamResult{}, DetachStreamResult{}, StreamSummary{},
-		StreamFinding{}, RejoinStreamResult{}, ReadRejoinResult{}, ResumeRun{}, ClassifyRequestResult{}, Limits{}, Skip{}}
+		StreamFinding{}, Note{}, RejoinStreamResult{}, ReadRejoinResult{}, ResumeRun{}, ClassifyRequestResult{}, Limits{}, Skip{}}
 	named := map[string]any{
 		"OpenStreamResult": openedStream{}, // unexported: OpenStream returns its id alone
 		"HttpRequest":      HTTPRequest{},  // Go's initialism
+		"HttpResponseHead": HTTPResponseHead{},
 		"ResumeUnknownData": struct {
 			Code string `json:"code"`
 			Refusal

@@ -81,6 +81,7 @@ func TestMiddlewareTeesABigUpload(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	out := readAll(t, resp.Body)
+	t.Logf("the app's first bytes came when the client had given %d bytes (bodyBytes %d)", atFirst, cl.BodyBytes)
 	if atFirst < 0 || atFirst > int64(cl.BodyBytes) {
 		t.Errorf("the app's first bytes came when the client had given %d bytes; bodyBytes is %d", atFirst, cl.BodyBytes)
 	}

@@ -47,14 +47,13 @@ func (o outcomes) String() string {
 // fixStream); and reports its findings.
 func (s *streamWriter) took(part string, r *FixStreamResult) {
 	if s.replay != nil {
-		if len(s.replay)+len(part) > s.limit {
-			s.replay = nil
-		} else {
-			s.replay = append(s.replay, part...)
-		}
+		s.replay = append(s.replay, part...)
 	}
-	if r.Head != "" && s.head == nil {
-		s.head = []byte(r.Head)
+	if r.Head > 0 && s.head == nil && s.replay != nil {
+		s.head = append([]byte(nil), s.replay[:rawLen(s.replay, r.Head)]...)
+	}
+	if len(s.replay) > s.limit {
+		s.replay = nil
 	}
 	s.keepTail([]byte(part), r.Pending)
 	o := outcomes{r.Passed, r.Mended, r.Discarded, r.Kept}
@@ -92,6 +91,18 @@ func (s *streamWriter) takeTail() []byte {
 	t := s.tail
 	s.tail, s.tailSent = nil, 0
 	return t
+}
+
+// rawLen is how many bytes of b the sidecar counts as sent bytes (the
+// length of b's start that keepTail's count gives sent).
+func rawLen(b []byte, sent int) int {
+	i := 0
+	for i < len(b) && sent > 0 {
+		r, n := utf8.DecodeRune(b[i:])
+		sent -= sentLen(r, n)
+		i += n
+	}
+	return i
 }
 
 // sentLen is a character's length in the text sent: 3 for a byte that is not UTF-8.

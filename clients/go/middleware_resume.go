@@ -186,6 +186,9 @@ func (s *streamWriter) cancelRun(why string) {
 // resume; nil when it cannot say (the sidecar cannot be reached, even
 // restarted): the request goes to the handler untouched (fail open).
 func (m *middleware) classify(r *http.Request) *ClassifyRequestResult {
+	if r.URL.Path == "" || r.URL.Path[0] != '/' { // `OPTIONS *`: no path, none the protocol takes
+		return nil
+	}
 	ctx := r.Context()
 	p := ClassifyRequestParams{Method: r.Method, Path: r.URL.RequestURI(), Headers: HeaderPairs(r.Header), Paths: m.opts.Paths}
 	if m.opts.NoResume {

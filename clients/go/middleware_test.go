@@ -287,7 +287,7 @@ func TestMiddlewareUTF8Splits(t *testing.T) {
 		pending int
 		tail    string
 	}{
-		{"data: 1\n\ndata: é", 9, "data: é"},
+		{"data: 1\n\ndata: é", 8, "data: é"},
 		{"a\xffé", 5, "\xffé"}, // the bad byte went as U+FFFD, 3 bytes
 		{"a\xffé", 4, "\xffé"}, // inside the U+FFFD: never less than the count
 		{"abc", 0, ""},

@@ -94,7 +94,7 @@ func (s *streamWriter) writeHeader(code int) {
 	o := s.m.opts
 	params := OpenStreamParams{
 		Request:  &StreamRequest{Method: s.req.Method, Path: s.req.URL.RequestURI(), Headers: HeaderPairs(s.req.Header)},
-		Response: &HTTPResponse{Status: code, Headers: HeaderPairs(s.w.Header())},
+		Response: &HTTPResponseHead{Status: code, Headers: HeaderPairs(s.w.Header())},
 		Own:      o.Own, Snapshots: o.Snapshots, JoinKeys: o.JoinKeys, NoResume: o.NoResume,
 	}
 	s.mu.Unlock()

@@ -17,15 +17,15 @@ import (
 // earlier form: State, Framing and Resume, decided by the caller (not with
 // Request).
 type OpenStreamParams struct {
-	Request   *StreamRequest  `json:"request,omitempty"`   // the request as received
-	Response  *HTTPResponse   `json:"response,omitempty"`  // the app's response head
-	State     json.RawMessage `json:"state,omitempty"`     // the client's RunAgentInput.state, an object; nil: {}
-	Own       []string        `json:"own,omitempty"`       // fix --own: escaped pointers, e.g. {"/toolState"}
-	Snapshots string          `json:"snapshots,omitempty"` // fix --snapshots: "pass" (the default) or "delta"
-	JoinKeys  bool            `json:"joinKeys,omitempty"`  // fix --join-keys
-	Framing   string          `json:"framing,omitempty"`   // "sse" or "ndjson"; "" tells them apart by the first line
-	Resume    *ResumeRun      `json:"resume,omitempty"`    // file the stream as a resumable run (SSE only; resume.go)
-	NoResume  bool            `json:"-"`                   // the exchange form's resume: false (sent as such)
+	Request   *StreamRequest    `json:"request,omitempty"`   // the request as received
+	Response  *HTTPResponseHead `json:"response,omitempty"`  // the app's response head
+	State     json.RawMessage   `json:"state,omitempty"`     // the client's RunAgentInput.state, an object; nil: {}
+	Own       []string          `json:"own,omitempty"`       // fix --own: escaped pointers, e.g. {"/toolState"}
+	Snapshots string            `json:"snapshots,omitempty"` // fix --snapshots: "pass" (the default) or "delta"
+	JoinKeys  bool              `json:"joinKeys,omitempty"`  // fix --join-keys
+	Framing   string            `json:"framing,omitempty"`   // "sse" or "ndjson"; "" tells them apart by the first line
+	Resume    *ResumeRun        `json:"resume,omitempty"`    // file the stream as a resumable run (SSE only; resume.go)
+	NoResume  bool              `json:"-"`                   // the exchange form's resume: false (sent as such)
 }
 
 // MarshalJSON sends NoResume as the exchange form's `"resume": false`.
@@ -49,16 +49,16 @@ type StreamRequest struct {
 	Body    *string     `json:"body,omitempty"`
 }
 
-// HTTPResponse is a response head as the app gave it.
-type HTTPResponse struct {
+// HTTPResponseHead is a response head as the app gave it.
+type HTTPResponseHead struct {
 	Status  int         `json:"status"`
 	Headers [][2]string `json:"headers"`
 }
 
-// Reason is a code and its message: why openStream passed a response
-// (NOT_AN_EVENT_STREAM, CONTENT_ENCODED), or why it could not use the
+// Note is a code and its sentence for the log: why openStream passed a
+// response (NOT_AN_EVENT_STREAM, CONTENT_ENCODED), or why it could not use the
 // request's state (BODY_TOO_LARGE, BODY_NOT_JSON, BODY_ENCODED, STATE_NOT_OBJECT).
-type Reason struct {
+type Note struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
@@ -99,8 +99,9 @@ type FixStreamResult struct {
 	// what to send on as it came should the repair fail.
 	Pending int `json:"pending"`
 	// Head is given once, in the reply that answers the stream's first event
-	// when that is a RUN_STARTED: the text from the start through that event.
-	Head string `json:"head,omitempty"`
+	// when that is a RUN_STARTED: its length in UTF-8 bytes from the stream's
+	// start, through that event (0: not in this reply).
+	Head int `json:"head,omitempty"`
 }
 
 // StreamSummary counts a whole stream (protocol/README.md §13 and §14).
@@ -141,10 +142,10 @@ func (c *Client) OpenStream(ctx context.Context, p OpenStreamParams) (string, er
 // Opening, the block to write to the client first (protocol/README.md §16).
 type openedStream struct {
 	StreamID    string      `json:"streamId"`
-	Pass        *Reason     `json:"pass"`
+	Pass        *Note       `json:"pass"`
 	Headers     headerPairs `json:"headers"`
 	ReplayBytes int         `json:"replayBytes"`
-	Baseline    *Reason     `json:"baseline"`
+	Baseline    *Note       `json:"baseline"`
 	Run         string      `json:"run"`
 	Opening     string      `json:"opening"`
 }
