@@ -123,9 +123,16 @@ and an unknown run look the same.
                        said on stderr at start). Never kept in the store.
                        env AGUI_STATE_SECRET_FILE, or AGUI_STATE_SECRET (the text)
 
+  --max-request-body B  default 32M: the request body kept for its
+                       RunAgentInput.state (the body is forwarded as it
+                       arrives either way); past it the repair starts from {}
+                       env AGUI_STATE_MAX_REQUEST_BODY
+
 A request for /agent/run on the proxy goes to URL's path joined with /agent/run.
 Host becomes the upstream's; X-Forwarded-For, -Host and -Proto are added. A
-gzip, deflate or br event stream is decoded, fixed, and sent unencoded. Each
+gzip, deflate or br event stream is decoded, fixed, and sent unencoded. An
+NDJSON answer (application/x-ndjson, application/ndjson, application/jsonl,
+application/x-jsonl, application/jsonlines) is fixed too, without resume. Each
 request opens its own upstream connection; one not made within 10 s is a 502.
 
 Example:
