@@ -17,10 +17,10 @@ import (
 // request and response, keeps a handler going when its client leaves, and
 // writes what the sidecar hands back.
 //
-//   - A stream is opened with `resume` (the request's threadId, messages,
-//     path and headers, the response's headers): every event the sidecar
-//     gives back carries an `id:` line and is logged, and the head gets the
-//     headers the sidecar adds (the announcement).
+//   - A stream is opened with the raw request and head (resume on unless
+//     NoResume): when the sidecar files it as a run, every event it gives back
+//     carries an `id:` line and is logged, and the head it gives carries the
+//     announcement.
 //   - Detach: the handler runs under a context that the client's disconnect
 //     does not cancel (appContext). When the client leaves mid-run, the stream
 //     is detached: the handler's writes still go through fixStream, their output
