@@ -230,7 +230,8 @@ DIES_ON_REJOIN = ("import sys, json, os\n"
                   "    if r['method'] != 'classifyRequest':\n"
                   "        os._exit(3)\n"
                   "    kind = 'reload' if r['params']['path'].endswith('/connect') else 'rejoin'\n"
-                  "    print(json.dumps({'jsonrpc': '2.0', 'id': r['id'], 'result': {'kind': kind}}), flush=True)\n")
+                  "    print(json.dumps({'jsonrpc': '2.0', 'id': r['id'], 'result': {'kind': kind, 'handled': True}}), "
+                  "flush=True)\n")
 
 
 async def test_fail_open_a_sidecar_that_cannot_be_reached_410_or_204_empty_and_unclassified_goes_to_the_app(
@@ -301,8 +302,9 @@ def test_store_and_grace_are_the_started_sidecar_s_flags() -> None:
     assert AguiStateMiddleware(app, store="redis://127.0.0.1:6379/0", detach_grace=2.5).sidecar is mw.sidecar
     with pytest.raises(ValueError, match="detach_grace"):
         AguiStateMiddleware(app, detach_grace=-1)
-    with pytest.raises(ValueError, match="sidecar the middleware starts"):
-        AguiStateMiddleware(app, store="memory", sidecar=AsyncAguiState(BIN))
+    for options in ({"store": "memory"}, {"detach_grace": 0}, {"store": "none", "detach_grace": 1.5}):
+        with pytest.raises(ValueError, match="CONFLICTING_OPTIONS"):
+            AguiStateMiddleware(app, sidecar=AsyncAguiState(BIN), **options)  # type: ignore[arg-type]
 
 
 async def test_a_rejoin_whose_client_is_gone_when_it_writes_ends_with_one_line_and_no_exception(
