@@ -139,7 +139,7 @@ class Repair:
             if isinstance(e, SidecarExitedError):
                 self.sidecar.died(self.generation, e)
             elif self.id is not None and not isinstance(e, UnknownStreamError):
-                self._close_later(self.id)
+                self.sidecar.close_later(self.tasks, self.generation, self.path, self.id)
             log.warning("%s: agui-state %s failed (%s: %s); the rest of this response goes through unrepaired",
                         self.path, during, type(e).__name__, e)
         self.id = None
@@ -371,7 +371,7 @@ class Repair:
         if why:
             log.warning("%s: the client left and %s; the app is cancelled", self.path, why)
         if self.id is not None:
-            self._close_later(self.id, broken=True)
+            self.sidecar.close_later(self.tasks, self.generation, self.path, self.id, broken=True)
             self.id = None
         self.life.on(Event.ENDED)
         if self.error is None:
@@ -391,22 +391,5 @@ class Repair:
         if self.pump is not None and self.pump is not asyncio.current_task():
             self.pump.cancel()
         if self.id is not None:
-            self._close_later(self.id, broken=True)
+            self.sidecar.close_later(self.tasks, self.generation, self.path, self.id, broken=True)
             self.id = None
-
-    def _close_later(self, stream_id: str, broken: bool = False) -> None:
-        client, generation, sidecar, path = self.client, self.generation, self.sidecar, self.path
-        if client is None:
-            return
-
-        async def close() -> None:
-            if not sidecar.ready or sidecar.generation != generation:
-                return  # that process is gone, and the id may name another stream on its successor
-            try:
-                await client.close_stream(stream_id, broken=broken)
-            except asyncio.TimeoutError:
-                sidecar.hung(generation, path, "closeStream", "the response had ended")
-            except Exception as e:  # noqa: BLE001 - a dead sidecar forgot it anyway, and an idle limit holds
-                log.debug("closeStream %s after the response broke off: %s", stream_id, e)
-
-        self.tasks.start(close(), finish=True)  # awaited on the way out, not cancelled: the sidecar forgets it
