@@ -250,3 +250,47 @@ async def test_a_rejoin_whose_client_leaves_while_the_run_is_silent_leaves_no_re
         assert b"RUN_STARTED" in b"".join(m.get("body", b"") for m in sent)
         go_on.set()
         await asyncio.wait_for(first, 60)
+
+
+async def test_an_app_that_answers_before_it_reads_a_large_body_gets_it_whole_and_no_more_than_body_bytes_is_read_ahead(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # protocol/README.md §14: at the response head the middleware reads on, for openStream, only up to
+    # classifyRequest's bodyBytes (here 64 KiB); the rest is the app's to read, as it arrives, in order.
+    chunk, chunks = 16 << 10, 64  # 1 MiB
+    handed = 0
+    stream = b"".join(map(sse, agent_events(RUN_INPUT)))
+
+    async def receive() -> Message:
+        nonlocal handed
+        if handed < chunks:
+            handed += 1
+            return {"type": "http.request", "body": b"y" * chunk, "more_body": handed < chunks}
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    at_head: List[int] = []
+    got: List[bytes] = []
+
+    async def app(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        at_head.append(handed)
+        more = True
+        while more:
+            message = await receive()
+            got.append(message["body"])
+            more = message.get("more_body", False)
+        await send({"type": "http.response.body", "body": stream, "more_body": False})
+
+    sent: List[Message] = []
+
+    async def record(message: Message) -> None:
+        sent.append(message)
+
+    async with AsyncAguiState(BIN, ["--max-request-body", "64K"], env=child_env(), timeout=30) as s:
+        mw = AguiStateMiddleware(app, sidecar=s)
+        with caplog.at_level(logging.WARNING, logger="agui_state.asgi"):
+            await mw({"type": "http", "method": "POST", "path": "/agent", "headers": []}, receive, record)
+    assert at_head == [(64 << 10) // chunk + 1], "read on past 64 KiB by one message, no more"
+    assert b"".join(got) == b"y" * chunk * chunks, "the app got the whole body, in order"
+    assert body_of(sent) == fix(stream, {}, [])
+    assert len(said(caplog)) == 1, "the baseline is unknown: one warning, the sidecar's"

@@ -283,6 +283,33 @@ async def test_client_wrappers_classify_and_raise_the_resume_errors() -> None:
         assert (await s.close_stream(opened["streamId"], broken=True))["text"] == ""
 
 
+async def test_client_wrappers_take_the_request_form_of_the_edge() -> None:
+    # protocol/README.md §14: the middleware's paths and resume go to classifyRequest, the raw request and
+    # response head to openStream, and the sidecar answers with what to do.
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        resumed = await s.classify_request("POST", "/agent/run?x=1", [("Last-Event-ID", "x")], paths=("/agent",))
+        assert resumed["kind"] == "rejoin" and resumed["handled"] is True and resumed["bodyBytes"] > 0
+        assert (await s.classify_request("POST", "/agents", [], paths=["/agent"])) == {"kind": "forward", "handled": False}
+        off = await s.classify_request("POST", "/agent", [("Last-Event-ID", "x")], resume=False)
+        assert off["kind"] == "forward" and off["handled"] is True
+        with pytest.raises(TypeError, match="paths"):
+            await s.classify_request("POST", "/agent", [], paths="/agent")  # type: ignore[arg-type]
+        request = {"method": "POST", "path": "/agent", "headers": [["Content-Type", "application/json"]],
+                   "body": BODY.decode()}
+        head = {"status": 200, "headers": [["Content-Type", "text/event-stream"], ["Content-Length", "9"]]}
+        opened = await s.open_stream(request=request, response=head, own=["/toolState"])
+        assert opened["headers"] == [["Content-Type", "text/event-stream"], ["ag-ui-resumable", "true"]]
+        assert opened["replayBytes"] > 0 and "baseline" not in opened and opened["opening"].startswith("id: ")
+        fixed = await s.fix_stream(opened["streamId"], EVENTS[0].decode() + EVENTS[1].decode()[:9])
+        assert (fixed["pending"], fixed["head"]) == (9, len(EVENTS[0]))
+        await s.close_stream(opened["streamId"])
+        plain = await s.open_stream(request=request, response=head, resume=False)
+        assert "run" not in plain and plain["headers"] == [["Content-Type", "text/event-stream"]]
+        await s.close_stream(plain["streamId"])
+        passed = await s.open_stream(request=request, response={"status": 200, "headers": [["content-type", "application/json"]]})
+        assert passed["pass"]["code"] == "NOT_AN_EVENT_STREAM" and "streamId" not in passed
+
+
 def test_the_sync_client_classifies_and_refuses_alike() -> None:
     with AguiState(BIN, env=child_env(), timeout=30) as s:
         assert s.classify_request("POST", "/agent", [("Last-Event-ID", "x")])["kind"] == "rejoin"
