@@ -67,6 +67,11 @@ ${limitLines}
   Past --max-streams, opening a stream (openStream, protocol/README.md §14)
   closes the least recently used one; a stream idle for --stream-idle-ms
   milliseconds is closed.
+  --max-request-body B (32M)  the request body a middleware keeps for its
+                              RunAgentInput (classifyRequest's bodyBytes, at
+                              most half of --max-message-bytes); past it the
+                              repair starts from {}
+                              env AGUI_STATE_MAX_REQUEST_BODY
 
 Resume (protocol/README.md §16): a stream opened with openStream's resume
 gets an SSE id on every event and is kept as a run in a log, which a

@@ -5,6 +5,7 @@ import { DEFAULT_LIMITS } from "../protocol/limits.js";
 import type { Limits } from "../protocol/types.js";
 import type { ResumeFlags } from "../resume/open.js";
 import type { Framing } from "../rpc/node/stdio.js";
+import { EDGE_OPTIONS, maxRequestBody } from "./edge-flags.js";
 import { RESUME_OPTIONS, resumeFlags } from "./resume-flags.js";
 import { UsageError } from "./usage-error.js";
 
@@ -15,6 +16,8 @@ export interface ServeOptions {
   limits: Limits;
   /** --store and the other resume flags (protocol/README.md §16); absent (`--store none`), no run log. */
   resume?: ResumeFlags;
+  /** --max-request-body: the request body a middleware keeps for openStream (protocol/README.md §14). */
+  maxRequestBody: number;
 }
 
 /** Each limit's flag and environment variable (protocol/README.md §7). A flag wins over its variable. */
@@ -34,6 +37,7 @@ export const SERVE_FLAGS = {
   "log-level": { type: "string" },
   ...Object.fromEntries(LIMIT_FLAGS.map((l) => [l.flag, { type: "string" }])),
   ...RESUME_OPTIONS,
+  ...EDGE_OPTIONS,
 } as const;
 
 export { UsageError };
@@ -98,7 +102,7 @@ export function serveOptions(values: Record<string, string | boolean | undefined
     else if (env[l.env] !== undefined && env[l.env] !== "") limits[l.key] = parseCount(env[l.env] as string, l.env, l.min);
   }
   const resume = resumeFlags(values, env);
-  return { framing, logLevel: level as LogLevel, limits, ...(resume ? { resume } : {}) };
+  return { framing, logLevel: level as LogLevel, limits, maxRequestBody: maxRequestBody(values, env), ...(resume ? { resume } : {}) };
 }
 
 export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv): ServeOptions {

@@ -4,6 +4,7 @@ import type { ProxyOptions } from "../proxy/main.js";
 import { parseFlags, UsageError } from "./options.js";
 import { INSPECT_OPTIONS, inspectOptions } from "./inspect-flags.js";
 import { REPAIR_OPTIONS, repairPolicy } from "./repair-flags.js";
+import { EDGE_OPTIONS, maxRequestBody } from "./edge-flags.js";
 import { RESUME_OPTIONS, resumeFlags } from "./resume-flags.js";
 
 export const PROXY_HELP = `agui-state proxy --upstream URL [--listen HOST:PORT] [flags]
@@ -122,9 +123,16 @@ and an unknown run look the same.
                        said on stderr at start). Never kept in the store.
                        env AGUI_STATE_SECRET_FILE, or AGUI_STATE_SECRET (the text)
 
+  --max-request-body B  default 32M: the request body kept for its
+                       RunAgentInput.state (the body is forwarded as it
+                       arrives either way); past it the repair starts from {}
+                       env AGUI_STATE_MAX_REQUEST_BODY
+
 A request for /agent/run on the proxy goes to URL's path joined with /agent/run.
 Host becomes the upstream's; X-Forwarded-For, -Host and -Proto are added. A
-gzip, deflate or br event stream is decoded, fixed, and sent unencoded. Each
+gzip, deflate or br event stream is decoded, fixed, and sent unencoded. An
+NDJSON answer (application/x-ndjson, application/ndjson, application/jsonl,
+application/x-jsonl, application/jsonlines) is fixed too, without resume. Each
 request opens its own upstream connection; one not made within 10 s is a 502.
 
 Example:
@@ -154,7 +162,7 @@ export function parseUpstream(text: string | undefined): URL {
 }
 
 export function parseProxyArgs(argv: string[], env: NodeJS.ProcessEnv): ProxyOptions {
-  const { values } = parseFlags("proxy", argv, { upstream: { type: "string" }, listen: { type: "string" }, grace: { type: "string" }, "log-level": { type: "string" }, ...REPAIR_OPTIONS, ...INSPECT_OPTIONS, ...RESUME_OPTIONS }, false);
+  const { values } = parseFlags("proxy", argv, { upstream: { type: "string" }, listen: { type: "string" }, grace: { type: "string" }, "log-level": { type: "string" }, ...REPAIR_OPTIONS, ...INSPECT_OPTIONS, ...RESUME_OPTIONS, ...EDGE_OPTIONS }, false);
   const upstream = parseUpstream(values["upstream"] as string | undefined);
   const { host, port } = parseListen(String(values["listen"] ?? "127.0.0.1:8787"));
   const graceText = String(values["grace"] ?? "10");
@@ -164,7 +172,7 @@ export function parseProxyArgs(argv: string[], env: NodeJS.ProcessEnv): ProxyOpt
   if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new UsageError(`--log-level: expected one of ${LOG_LEVELS.join(", ")}, got ${JSON.stringify(level)}`);
   const inspect = inspectOptions(values, env, (text) => parseListen(text, "--inspect"));
   const resume = resumeFlags(values, env);
-  return { upstream, host, port, logLevel: level as LogLevel, graceMs: Math.round(grace * 1000), policy: repairPolicy(values), ...(inspect ? { inspect } : {}), ...(resume ? { resume } : {}) };
+  return { upstream, host, port, logLevel: level as LogLevel, graceMs: Math.round(grace * 1000), policy: repairPolicy(values), maxRequestBody: maxRequestBody(values, env), ...(inspect ? { inspect } : {}), ...(resume ? { resume } : {}) };
 }
 
 /**

@@ -29,7 +29,7 @@ export async function serveCommand(options: ServeOptions): Promise<void> {
   const { ceiling, clamped } = effectiveCeiling(asked);
   const limits = { ...options.limits, maxHeapBytes: ceiling };
   const service = new StateService({ limits, version: pkg.version, ownsInput: true, sharesResults: true });
-  const streams = new StreamService({ limits, pipeline: lazyPipeline(), log, ...(resume ? { resume } : {}) });
+  const streams = new StreamService({ limits, maxRequestBody: options.maxRequestBody, pipeline: lazyPipeline(), log, ...(resume ? { resume } : {}) });
   const probe = v8Heap();
   const heap = new HeapCeiling(ceiling, probe, service, log, probe.used(), streams, resume?.log);
   if (clamped) log.warn({ asked, maxHeapBytes: ceiling }, "--max-heap is above 80% of V8's own heap limit; using that instead");

@@ -9,7 +9,7 @@ export const DISCOVER_JSON = String.raw`{
   "openrpc": "1.3.2",
   "info": {
     "title": "agui-state",
-    "version": "1.1.0",
+    "version": "1.2.0",
     "description": "A JSON-RPC 2.0 sidecar over stdio that keeps a per-thread mirror of AG-UI shared state and returns STATE_SNAPSHOT / STATE_DELTA events that always apply on the client. This document is the machine-readable form of protocol/README.md (protocol version 1); where the two differ, one of them is wrong and gets fixed. Conventions: params are by name (a params array is -32602, data.reason POSITIONAL_PARAMS; omitted params count as {}); every method's params object is closed; results are closed objects; every error carries \u0060data\u0060 with a string \u0060code\u0060: the error's name, except for PATCH_FAILED (-32002), whose data.code is the failing op's skip code (see x-error-data); pointers in results are escaped RFC 6901 strings; ops are emitted with members in the order op, from, path, value. Extensions: x-limits (default limits), x-skip-codes (the closed set of skip codes), x-error-data (the data schema of each error in components.errors, by name), method param x-element-schema (the intended shape of each element of an array param that the server decodes element by element), example pairing x-error (an error response's code and data, instead of result) and x-file (the example file it was made from). The examples are written once, as the files of protocol/examples/; this file carries none, and the document that rpc.discover returns has each file as an example pairing of its method."
   },
   "methods": [
@@ -3440,7 +3440,7 @@ export const DISCOVER_JSON = String.raw`{
     {
       "name": "openStream",
       "summary": "Open a stream repair: the pipeline of \u0060agui-state fix\u0060, fed by the caller.",
-      "description": "protocol/README.md §14. Opens a stream: a StreamFixer, the repair \u0060agui-state fix\u0060 does (§13), whose input the caller hands over part by part with fixStream and ends with closeStream; for a server middleware that cannot compute its own deltas. Returns {streamId}, an id the process never hands out again (\u0060s1\u0060, \u0060s2\u0060, ... in order: a restarted sidecar starts again at \u0060s1\u0060, so an id is never carried from one process to another). \u0060state\u0060 is the client's baseline, RunAgentInput.state (left out: not known, and {} stands in for it, §13); it must be a JSON object (-32602 ROOT_NOT_OBJECT, field \u0060/state\u0060), held to maxDepth and maxStateBytes (-32003). \u0060own\u0060, \u0060snapshots\u0060 and \u0060joinKeys\u0060 are the repair policy of \u0060fix --own\u0060, \u0060--snapshots\u0060 and \u0060--join-keys\u0060 (§13): \u0060own\u0060 lists escaped JSON Pointers to members (such as \u0060/toolState\u0060); one that is not a pointer, or is the root \u0060\"\"\u0060, fails with -32602 INVALID_POINTER, field \u0060/own/<i>\u0060. \u0060framing\u0060 is \u0060sse\u0060 or \u0060ndjson\u0060; omitted, it is told apart from the first non-blank line, as \u0060fix\u0060 does. Opening a stream past maxStreams closes the least recently used one (later calls on it fail with -32006, reason \u0060evicted\u0060); a stream not called for streamIdleMs is closed (reason \u0060idle\u0060). With \u0060resume\u0060, the stream is also filed as a run in the run log (protocol/README.md §16): the result carries \u0060run\u0060 and \u0060opening\u0060 (the id block to write first), every event the stream's \u0060text\u0060 returns carries an \u0060id:\u0060 line, and the run can be rejoined with rejoinStream; \u0060resume\u0060 with framing \u0060ndjson\u0060 fails with -32602 CONFLICTING_PARAMS, field \u0060/resume\u0060. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
+      "description": "protocol/README.md §14. Opens a stream: a StreamFixer, the repair \u0060agui-state fix\u0060 does (§13), whose input the caller hands over part by part with fixStream and ends with closeStream; for a server middleware that cannot compute its own deltas. Returns {streamId}, an id the process never hands out again (\u0060s1\u0060, \u0060s2\u0060, ... in order: a restarted sidecar starts again at \u0060s1\u0060, so an id is never carried from one process to another). \u0060state\u0060 is the client's baseline, RunAgentInput.state (left out: not known, and {} stands in for it, §13); it must be a JSON object (-32602 ROOT_NOT_OBJECT, field \u0060/state\u0060), held to maxDepth and maxStateBytes (-32003). \u0060own\u0060, \u0060snapshots\u0060 and \u0060joinKeys\u0060 are the repair policy of \u0060fix --own\u0060, \u0060--snapshots\u0060 and \u0060--join-keys\u0060 (§13): \u0060own\u0060 lists escaped JSON Pointers to members (such as \u0060/toolState\u0060); one that is not a pointer, or is the root \u0060\"\"\u0060, fails with -32602 INVALID_POINTER, field \u0060/own/<i>\u0060. \u0060framing\u0060 is \u0060sse\u0060 or \u0060ndjson\u0060; omitted, it is told apart from the first non-blank line, as \u0060fix\u0060 does. Opening a stream past maxStreams closes the least recently used one (later calls on it fail with -32006, reason \u0060evicted\u0060); a stream not called for streamIdleMs is closed (reason \u0060idle\u0060). With \u0060resume\u0060, the stream is also filed as a run in the run log (protocol/README.md §16): the result carries \u0060run\u0060 and \u0060opening\u0060 (the id block to write first), every event the stream's \u0060text\u0060 returns carries an \u0060id:\u0060 line, and the run can be rejoined with rejoinStream; \u0060resume\u0060 with framing \u0060ndjson\u0060 fails with -32602 CONFLICTING_PARAMS, field \u0060/resume\u0060. The request form (protocol/README.md §14, issue 39): \u0060request\u0060 (the request as received, its body as text when the whole of it was kept) and \u0060response\u0060 (the app's response head) in place of \u0060state\u0060, \u0060framing\u0060 and a \u0060resume\u0060 object, which it may not be given with (-32602 CONFLICTING_PARAMS). The sidecar then decides what the middleware used to: whether the response is an event stream it repairs (its Content-Type: text/event-stream is sse; application/x-ndjson, application/ndjson, application/jsonl, application/x-jsonl and application/jsonlines are ndjson; a Content-Encoding other than identity is not read), the baseline (RunAgentInput.state of the body), and the complete head to write. A response it does not repair gets \u0060{pass}\u0060 and no stream. \u0060resume: false\u0060 keeps such a stream out of the run log. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
       "params": [
         {
           "name": "state",
@@ -3491,10 +3491,33 @@ export const DISCOVER_JSON = String.raw`{
         },
         {
           "name": "resume",
-          "description": "File the stream as a resumable run (protocol/README.md §16): every event of fixStream's and closeStream's \u0060text\u0060 then carries an \u0060id:\u0060 line and goes into the run log. Only for SSE: with framing \u0060ndjson\u0060, -32602 CONFLICTING_PARAMS, field \u0060/resume\u0060; with framing left out, \u0060sse\u0060 is taken. Ignored (no ids, no \u0060run\u0060) when the sidecar runs with --store none.",
+          "description": "File the stream as a resumable run (protocol/README.md §16): every event of fixStream's and closeStream's \u0060text\u0060 then carries an \u0060id:\u0060 line and goes into the run log. Only for SSE: with framing \u0060ndjson\u0060, -32602 CONFLICTING_PARAMS, field \u0060/resume\u0060; with framing left out, \u0060sse\u0060 is taken. Ignored (no ids, no \u0060run\u0060) when the sidecar runs with --store none. In the request form, \u0060false\u0060 keeps the stream out of the run log (the middleware's resume is off); left out, an SSE stream is filed when the store is not none.",
           "required": false,
           "schema": {
-            "$ref": "#/components/schemas/ResumeRun"
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/ResumeRun"
+              },
+              {
+                "type": "boolean"
+              }
+            ]
+          }
+        },
+        {
+          "name": "request",
+          "description": "The request form: the request as the middleware received it. \u0060body\u0060 is its body as text, left out when it went past classifyRequest's \u0060bodyBytes\u0060 (the baseline is then not known).",
+          "required": false,
+          "schema": {
+            "$ref": "#/components/schemas/HttpRequest"
+          }
+        },
+        {
+          "name": "response",
+          "description": "The request form: the app's response head as the app gave it.",
+          "required": false,
+          "schema": {
+            "$ref": "#/components/schemas/HttpResponseHead"
           }
         }
       ],
@@ -3665,6 +3688,115 @@ export const DISCOVER_JSON = String.raw`{
             }
           },
           "x-file": "examples/openStream/05-resume-ndjson.json"
+        },
+        {
+          "name": "06-request-form",
+          "description": "The request form (protocol/README.md §14): the middleware hands over the request as it came and the app's response head, and decides nothing. The sidecar reads the framing from the Content-Type, the baseline from the body (here not JSON: {} stands in, and \u0060baseline\u0060 says why, for the log), and answers with the complete head to write (Content-Length dropped: the repair changes the length) and how much text to keep for a replay. With resume: false (the middleware's option) the stream is not filed as a run.",
+          "params": [
+            {
+              "name": "request",
+              "value": {
+                "method": "POST",
+                "path": "/agent",
+                "headers": [
+                  [
+                    "Content-Type",
+                    "application/json"
+                  ]
+                ],
+                "body": "not json"
+              }
+            },
+            {
+              "name": "response",
+              "value": {
+                "status": 200,
+                "headers": [
+                  [
+                    "Content-Type",
+                    "application/x-ndjson"
+                  ],
+                  [
+                    "Content-Length",
+                    "120"
+                  ],
+                  [
+                    "X-Trace",
+                    "a1"
+                  ]
+                ]
+              }
+            },
+            {
+              "name": "own",
+              "value": [
+                "/toolState"
+              ]
+            },
+            {
+              "name": "resume",
+              "value": false
+            }
+          ],
+          "result": {
+            "name": "openStreamResult",
+            "value": {
+              "streamId": "s1",
+              "headers": [
+                [
+                  "Content-Type",
+                  "application/x-ndjson"
+                ],
+                [
+                  "X-Trace",
+                  "a1"
+                ]
+              ],
+              "replayBytes": 8388608,
+              "baseline": {
+                "code": "BODY_NOT_JSON",
+                "message": "the request body is not JSON; the repair starts from {} (its first snapshot sent whole is SNAPSHOT_REPLACES_UNKNOWN)"
+              }
+            }
+          },
+          "x-file": "examples/openStream/06-request-form.json"
+        },
+        {
+          "name": "07-pass",
+          "description": "The request form with an answer that is no event stream: no stream is opened, and \u0060pass\u0060 says why (a closed set: NOT_AN_EVENT_STREAM, CONTENT_ENCODED). The middleware passes the response on untouched.",
+          "params": [
+            {
+              "name": "request",
+              "value": {
+                "method": "POST",
+                "path": "/agent",
+                "headers": [],
+                "body": "{}"
+              }
+            },
+            {
+              "name": "response",
+              "value": {
+                "status": 200,
+                "headers": [
+                  [
+                    "Content-Type",
+                    "application/json"
+                  ]
+                ]
+              }
+            }
+          ],
+          "result": {
+            "name": "openStreamResult",
+            "value": {
+              "pass": {
+                "code": "NOT_AN_EVENT_STREAM",
+                "message": "the response is not an AG-UI event stream (Content-Type \"application/json\"); passed on untouched"
+              }
+            }
+          },
+          "x-file": "examples/openStream/07-pass.json"
         }
       ]
     },
@@ -3743,7 +3875,9 @@ export const DISCOVER_JSON = String.raw`{
               "passed": 0,
               "mended": 1,
               "discarded": 0,
-              "kept": 0
+              "kept": 0,
+              "pending": 30,
+              "head": 50
             }
           },
           "x-file": "examples/fixStream/01-mend.json"
@@ -3783,7 +3917,9 @@ export const DISCOVER_JSON = String.raw`{
               "passed": 0,
               "mended": 1,
               "discarded": 0,
-              "kept": 0
+              "kept": 0,
+              "pending": 0,
+              "head": 57
             }
           },
           "x-file": "examples/fixStream/02-join-keys.json"
@@ -3855,7 +3991,9 @@ export const DISCOVER_JSON = String.raw`{
               "passed": 0,
               "mended": 0,
               "discarded": 0,
-              "kept": 0
+              "kept": 0,
+              "pending": 0,
+              "head": 64
             }
           },
           "x-file": "examples/fixStream/05-resume-ids.json"
@@ -3882,7 +4020,9 @@ export const DISCOVER_JSON = String.raw`{
               "mended": 0,
               "discarded": 0,
               "kept": 0,
-              "cancel": false
+              "cancel": false,
+              "pending": 0,
+              "head": 64
             }
           },
           "x-file": "examples/fixStream/06-detached.json"
@@ -4105,8 +4245,8 @@ export const DISCOVER_JSON = String.raw`{
     },
     {
       "name": "classifyRequest",
-      "summary": "What a request is to resume: the app's, a rejoin or a reload.",
-      "description": "protocol/README.md §16. The middleware calls it for each request on a path it handles, with resume on, before the app: \u0060forward\u0060 goes to the app; \u0060rejoin\u0060 and \u0060reload\u0060 go to rejoinStream and never reach the app. A rejoin is a POST with a non-empty Last-Event-ID; a reload a POST to a path ending in /connect; anything else (a GET that reconnects an EventSource of the app's own, an empty Last-Event-ID) is the app's. Decided here once, so that the proxy and the three middleware cannot drift (test/fixtures/resume-edge/cases.json). With --store none every request is \u0060forward\u0060. The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
+      "summary": "What a request is to the middleware: not handled, the app's to repair, a rejoin or a reload.",
+      "description": "protocol/README.md §14 and §16. The middleware calls it for every request, before the app, and decides nothing itself: \u0060handled\u0060 says whether the request's path is one the middleware handles (\u0060paths\u0060: the middleware's option as its user gave it; a request is handled when its path, query taken off, equals an entry or lies below it, a trailing \u0060/\u0060 of an entry ignored; left out: every path), and \u0060kind\u0060 what it is: \u0060forward\u0060 goes to the app (its body teed, up to \u0060bodyBytes\u0060, and its response opened with openStream when \u0060handled\u0060); \u0060rejoin\u0060 and \u0060reload\u0060 go to rejoinStream and never reach the app. A rejoin is a POST with a non-empty Last-Event-ID; a reload a POST to a path ending in /connect; anything else (a GET that reconnects an EventSource of the app's own, an empty Last-Event-ID) is the app's. A path that is not handled, \u0060resume: false\u0060, or --store none make every request \u0060forward\u0060. Decided here once, so that the proxy and the three middleware cannot drift (test/fixtures/resume-edge/cases.json, test/fixtures/stream-edge/cases.json). The params object is closed: a member not listed here fails the call with -32602, data.reason UNKNOWN_PARAM.",
       "params": [
         {
           "name": "method",
@@ -4133,6 +4273,27 @@ export const DISCOVER_JSON = String.raw`{
           "required": true,
           "schema": {
             "$ref": "#/components/schemas/HeaderPairs"
+          }
+        },
+        {
+          "name": "paths",
+          "description": "The middleware's \u0060paths\u0060 option as its user gave it: only requests at one of these paths, or below one, are handled. Left out: every path. Each must start with \u0060/\u0060 (-32602 INVALID_VALUE, field \u0060/paths/<i>\u0060).",
+          "required": false,
+          "schema": {
+            "type": "array",
+            "maxItems": 256,
+            "items": {
+              "type": "string",
+              "maxLength": 8192
+            }
+          }
+        },
+        {
+          "name": "resume",
+          "description": "false: the middleware's resume is off, and no request is a rejoin or a reload. Default true.",
+          "required": false,
+          "schema": {
+            "type": "boolean"
           }
         }
       ],
@@ -4181,7 +4342,9 @@ export const DISCOVER_JSON = String.raw`{
           "result": {
             "name": "classifyRequestResult",
             "value": {
-              "kind": "rejoin"
+              "kind": "rejoin",
+              "handled": true,
+              "bodyBytes": 33554432
             }
           },
           "x-file": "examples/classifyRequest/01-rejoin.json"
@@ -4206,7 +4369,9 @@ export const DISCOVER_JSON = String.raw`{
           "result": {
             "name": "classifyRequestResult",
             "value": {
-              "kind": "reload"
+              "kind": "reload",
+              "handled": true,
+              "bodyBytes": 33554432
             }
           },
           "x-file": "examples/classifyRequest/02-reload.json"
@@ -4236,7 +4401,9 @@ export const DISCOVER_JSON = String.raw`{
           "result": {
             "name": "classifyRequestResult",
             "value": {
-              "kind": "forward"
+              "kind": "forward",
+              "handled": true,
+              "bodyBytes": 33554432
             }
           },
           "x-file": "examples/classifyRequest/03-forward.json"
@@ -4266,10 +4433,49 @@ export const DISCOVER_JSON = String.raw`{
           "result": {
             "name": "classifyRequestResult",
             "value": {
-              "kind": "forward"
+              "kind": "forward",
+              "handled": true,
+              "bodyBytes": 33554432
             }
           },
           "x-file": "examples/classifyRequest/04-forward-run.json"
+        },
+        {
+          "name": "05-not-handled",
+          "description": "A middleware whose user gave paths [\"/agent\"]: /agents is not below /agent, so the request and its answer are the app's, untouched: no body is teed and no stream opened (protocol/README.md §14). /agent, /agent/ and /agent/run would be handled.",
+          "params": [
+            {
+              "name": "method",
+              "value": "POST"
+            },
+            {
+              "name": "path",
+              "value": "/agents"
+            },
+            {
+              "name": "headers",
+              "value": [
+                [
+                  "Content-Type",
+                  "application/json"
+                ]
+              ]
+            },
+            {
+              "name": "paths",
+              "value": [
+                "/agent"
+              ]
+            }
+          ],
+          "result": {
+            "name": "classifyRequestResult",
+            "value": {
+              "kind": "forward",
+              "handled": false
+            }
+          },
+          "x-file": "examples/classifyRequest/05-not-handled.json"
         }
       ]
     },
@@ -5857,17 +6063,36 @@ export const DISCOVER_JSON = String.raw`{
             "pattern": "^id: [A-Za-z0-9_-]+\\.0\\.[A-Za-z0-9_-]+\n\n$"
           },
           "headers": {
-            "description": "With \u0060resume\u0060: headers to add to the response's head before it is sent: the announcement \u0060ag-ui-resumable: true\u0060 (and, on a response with Access-Control-Allow-Origin, its name in Access-Control-Expose-Headers), protocol/README.md §16.",
-            "type": "object",
-            "additionalProperties": {
-              "type": "string"
-            }
+            "description": "With \u0060resume\u0060 (a ResumeRun): headers to add to the response's head before it is sent: the announcement \u0060ag-ui-resumable: true\u0060 (and, on a response with Access-Control-Allow-Origin, its name in Access-Control-Expose-Headers), protocol/README.md §16. In the request form: the complete head's header pairs, to write in place of the app's (content-length dropped: the repair changes the body's length; the announcement added when the run is resumable).",
+            "oneOf": [
+              {
+                "type": "object",
+                "additionalProperties": {
+                  "type": "string"
+                }
+              },
+              {
+                "$ref": "#/components/schemas/HeaderPairs"
+              }
+            ]
+          },
+          "replayBytes": {
+            "description": "In the request form: how much of the text answered for the middleware keeps, to feed a new sidecar after this one dies (protocol/README.md §14); past it, only fixStream's \u0060head\u0060.",
+            "type": "integer",
+            "minimum": 0
+          },
+          "baseline": {
+            "description": "In the request form, when the request's state could not be the baseline ({} stands in, §13): why, to log as a warning.",
+            "$ref": "#/components/schemas/Note"
+          },
+          "pass": {
+            "description": "In the request form, when the response is not repaired: why (no stream is opened; pass the response on untouched). NOT_AN_EVENT_STREAM is routine (log at debug); CONTENT_ENCODED is worth a warning (put the middleware inside the compression).",
+            "$ref": "#/components/schemas/Note"
           }
         },
-        "required": [
-          "streamId"
-        ],
-        "additionalProperties": false
+        "required": [],
+        "additionalProperties": false,
+        "description": "A stream (\u0060streamId\u0060), or in the request form \u0060pass\u0060 alone."
       },
       "StreamFinding": {
         "description": "One finding of the stream repair (protocol/README.md §13): an op or event the client would not apply as sent, a snapshot that takes what it holds, or an op the repair changed, with what the repair did (\u0060outcome\u0060). Every op the repair sends rewritten or leaves out has one; a finding without \u0060index\u0060 is about the whole event. The members are those of \u0060agui-state check --json\u0060's lines, in that order.",
@@ -5979,6 +6204,16 @@ export const DISCOVER_JSON = String.raw`{
           "cancel": {
             "description": "Only once detachStream was called for the stream: true when the run is cancelled (the grace period passed with nobody reading it, or the stream could not be resumed); then cancel the app and call closeStream.",
             "type": "boolean"
+          },
+          "pending": {
+            "description": "UTF-8 bytes at the end of all the text given to this stream so far that no reply has answered for yet (the unfinished event the sidecar holds, at most the client's 10 MiB). What a middleware keeps to fail open with: if the sidecar dies or hangs, exactly these last bytes of what it sent go out as they came.",
+            "type": "integer",
+            "minimum": 0
+          },
+          "head": {
+            "description": "Once, in the reply that first answers for the stream's first event, when that event is a RUN_STARTED: the UTF-8 bytes, from the stream's start, up to and including it. What a middleware keeps past \u0060replayBytes\u0060, to feed a new sidecar (protocol/README.md §14).",
+            "type": "integer",
+            "minimum": 1
           }
         },
         "required": [
@@ -5987,7 +6222,8 @@ export const DISCOVER_JSON = String.raw`{
           "passed",
           "mended",
           "discarded",
-          "kept"
+          "kept",
+          "pending"
         ],
         "additionalProperties": false
       },
@@ -6355,7 +6591,7 @@ export const DISCOVER_JSON = String.raw`{
         }
       },
       "HttpRequest": {
-        "description": "A request as the middleware received it, for the resume edge to decide on (protocol/README.md §16).",
+        "description": "A request as the middleware received it (protocol/README.md §14, §16).",
         "type": "object",
         "properties": {
           "method": {
@@ -6374,7 +6610,7 @@ export const DISCOVER_JSON = String.raw`{
             "$ref": "#/components/schemas/HeaderPairs"
           },
           "body": {
-            "description": "The request's body as text (a RunAgentInput): rejoinStream reads its threadId. Left out: none.",
+            "description": "The request body as text (a RunAgentInput): rejoinStream reads its threadId, openStream its state, threadId and messages. Left out: none, or (openStream) more than classifyRequest’s bodyBytes.",
             "type": "string"
           }
         },
@@ -6398,10 +6634,63 @@ export const DISCOVER_JSON = String.raw`{
         "properties": {
           "kind": {
             "$ref": "#/components/schemas/RequestKind"
+          },
+          "handled": {
+            "description": "Whether the request's path is one the middleware handles: false, the request and its answer are the app's, untouched (nothing teed, no stream opened).",
+            "type": "boolean"
+          },
+          "bodyBytes": {
+            "description": "When handled: how many bytes of the request body the middleware keeps, teed as the app reads it, for openStream's \u0060request.body\u0060 (min(--max-request-body, maxMessageBytes / 2)). Never read more than this before the app's first byte.",
+            "type": "integer",
+            "minimum": 0
           }
         },
         "required": [
-          "kind"
+          "kind",
+          "handled"
+        ],
+        "additionalProperties": false
+      },
+      "HttpResponseHead": {
+        "description": "An app's response head as the middleware has it (protocol/README.md §14).",
+        "type": "object",
+        "properties": {
+          "status": {
+            "type": "integer",
+            "minimum": 100,
+            "maximum": 999
+          },
+          "headers": {
+            "$ref": "#/components/schemas/HeaderPairs"
+          }
+        },
+        "required": [
+          "status",
+          "headers"
+        ],
+        "additionalProperties": false
+      },
+      "Note": {
+        "description": "Why the sidecar did not do the usual thing with a request or a response (protocol/README.md §14): a stable code and a sentence for the log.",
+        "type": "object",
+        "properties": {
+          "code": {
+            "enum": [
+              "NOT_AN_EVENT_STREAM",
+              "CONTENT_ENCODED",
+              "BODY_TOO_LARGE",
+              "BODY_NOT_JSON",
+              "BODY_ENCODED",
+              "STATE_NOT_OBJECT"
+            ]
+          },
+          "message": {
+            "type": "string"
+          }
+        },
+        "required": [
+          "code",
+          "message"
         ],
         "additionalProperties": false
       }

@@ -543,7 +543,12 @@ export interface OpenStreamParams {
    */
   joinKeys?: boolean;
   framing?: StreamFraming;
-  resume?: ResumeRun;
+  /**
+   * File the stream as a resumable run (protocol/README.md §16): every event of fixStream's and closeStream's `text` then carries an `id:` line and goes into the run log. Only for SSE: with framing `ndjson`, -32602 CONFLICTING_PARAMS, field `/resume`; with framing left out, `sse` is taken. Ignored (no ids, no `run`) when the sidecar runs with --store none. In the request form, `false` keeps the stream out of the run log (the middleware's resume is off); left out, an SSE stream is filed when the store is not none.
+   */
+  resume?: ResumeRun | boolean;
+  request?: HttpRequest;
+  response?: HttpResponseHead;
 }
 /**
  * openStream's `resume`: file the stream as a resumable run (protocol/README.md §16). The middleware passes the request's and the response's headers as they are (`requestHeaders`, `responseHeaders`); the sidecar derives the credential and the headers a rejoin gets. `authorization`, `cookie` and `headers` are the earlier form of the same, still taken (not with the new members).
@@ -572,19 +577,65 @@ export interface ResumeRun {
     [k: string]: string;
   };
 }
+/**
+ * A request as the middleware received it (protocol/README.md §14, §16).
+ */
+export interface HttpRequest {
+  method: string;
+  /**
+   * The request target: the path, with its query if any.
+   */
+  path: string;
+  headers: HeaderPairs;
+  /**
+   * The request body as text (a RunAgentInput): rejoinStream reads its threadId, openStream its state, threadId and messages. Left out: none, or (openStream) more than classifyRequest’s bodyBytes.
+   */
+  body?: string;
+}
+/**
+ * An app's response head as the middleware has it (protocol/README.md §14).
+ */
+export interface HttpResponseHead {
+  status: number;
+  headers: HeaderPairs;
+}
+/**
+ * A stream (`streamId`), or in the request form `pass` alone.
+ */
 export interface OpenStreamResult {
-  streamId: StreamId;
+  streamId?: StreamId;
   run?: RunHandle;
   /**
    * With `resume`: the answer's opening block, `id: <run>.0.<nonce>` and a blank line (protocol/README.md §16). The middleware writes it to its client first, right after the response's head and before any text of fixStream, and flushes it, so that a client cut before the first event holds an id to rejoin from. It carries no data: clients dispatch no event for it. A stream opened again after a sidecar restart gets one too, which is not written (the client has the first).
    */
   opening?: string;
   /**
-   * With `resume`: headers to add to the response's head before it is sent: the announcement `ag-ui-resumable: true` (and, on a response with Access-Control-Allow-Origin, its name in Access-Control-Expose-Headers), protocol/README.md §16.
+   * With `resume` (a ResumeRun): headers to add to the response's head before it is sent: the announcement `ag-ui-resumable: true` (and, on a response with Access-Control-Allow-Origin, its name in Access-Control-Expose-Headers), protocol/README.md §16. In the request form: the complete head's header pairs, to write in place of the app's (content-length dropped: the repair changes the body's length; the announcement added when the run is resumable).
    */
-  headers?: {
-    [k: string]: string;
-  };
+  headers?:
+    | {
+        [k: string]: string;
+      }
+    | HeaderPairs;
+  /**
+   * In the request form: how much of the text answered for the middleware keeps, to feed a new sidecar after this one dies (protocol/README.md §14); past it, only fixStream's `head`.
+   */
+  replayBytes?: number;
+  baseline?: Note;
+  pass?: Note;
+}
+/**
+ * Why the sidecar did not do the usual thing with a request or a response (protocol/README.md §14): a stable code and a sentence for the log.
+ */
+export interface Note {
+  code:
+    | "NOT_AN_EVENT_STREAM"
+    | "CONTENT_ENCODED"
+    | "BODY_TOO_LARGE"
+    | "BODY_NOT_JSON"
+    | "BODY_ENCODED"
+    | "STATE_NOT_OBJECT";
+  message: string;
 }
 export interface FixStreamParams {
   streamId: StreamId;
@@ -625,6 +676,14 @@ export interface FixStreamResult {
    * Only once detachStream was called for the stream: true when the run is cancelled (the grace period passed with nobody reading it, or the stream could not be resumed); then cancel the app and call closeStream.
    */
   cancel?: boolean;
+  /**
+   * UTF-8 bytes at the end of all the text given to this stream so far that no reply has answered for yet (the unfinished event the sidecar holds, at most the client's 10 MiB). What a middleware keeps to fail open with: if the sidecar dies or hangs, exactly these last bytes of what it sent go out as they came.
+   */
+  pending: number;
+  /**
+   * Once, in the reply that first answers for the stream's first event, when that event is a RUN_STARTED: the UTF-8 bytes, from the stream's start, up to and including it. What a middleware keeps past `replayBytes`, to feed a new sidecar (protocol/README.md §14).
+   */
+  head?: number;
 }
 /**
  * One finding of the stream repair (protocol/README.md §13): an op or event the client would not apply as sent, a snapshot that takes what it holds, or an op the repair changed, with what the repair did (`outcome`). Every op the repair sends rewritten or leaves out has one; a finding without `index` is about the whole event. The members are those of `agui-state check --json`'s lines, in that order.
@@ -758,9 +817,27 @@ export interface ClassifyRequestParams {
    */
   path: string;
   headers: HeaderPairs;
+  /**
+   * The middleware's `paths` option as its user gave it: only requests at one of these paths, or below one, are handled. Left out: every path. Each must start with `/` (-32602 INVALID_VALUE, field `/paths/<i>`).
+   *
+   * @maxItems 256
+   */
+  paths?: string[];
+  /**
+   * false: the middleware's resume is off, and no request is a rejoin or a reload. Default true.
+   */
+  resume?: boolean;
 }
 export interface ClassifyRequestResult {
   kind: RequestKind;
+  /**
+   * Whether the request's path is one the middleware handles: false, the request and its answer are the app's, untouched (nothing teed, no stream opened).
+   */
+  handled: boolean;
+  /**
+   * When handled: how many bytes of the request body the middleware keeps, teed as the app reads it, for openStream's `request.body` (min(--max-request-body, maxMessageBytes / 2)). Never read more than this before the app's first byte.
+   */
+  bodyBytes?: number;
 }
 export interface RejoinStreamParams {
   request?: HttpRequest;
@@ -772,21 +849,6 @@ export interface RejoinStreamParams {
    * The request's Last-Event-ID header: a rejoin. Left out: a reload (connect).
    */
   lastEventId?: string;
-}
-/**
- * A request as the middleware received it, for the resume edge to decide on (protocol/README.md §16).
- */
-export interface HttpRequest {
-  method: string;
-  /**
-   * The request target: the path, with its query if any.
-   */
-  path: string;
-  headers: HeaderPairs;
-  /**
-   * The request's body as text (a RunAgentInput): rejoinStream reads its threadId. Left out: none.
-   */
-  body?: string;
 }
 export interface RejoinStreamResult {
   readId: ReadId;
@@ -1038,11 +1100,11 @@ export const METHOD_PARAMS = {
   "closeThread": { required: ["threadId"], optional: [] },
   "escapePointer": { required: ["path"], optional: [] },
   "parsePointer": { required: ["pointer"], optional: [] },
-  "openStream": { required: [], optional: ["state", "own", "snapshots", "joinKeys", "framing", "resume"] },
+  "openStream": { required: [], optional: ["state", "own", "snapshots", "joinKeys", "framing", "resume", "request", "response"] },
   "fixStream": { required: ["streamId", "text"], optional: [] },
   "closeStream": { required: ["streamId"], optional: ["broken"] },
   "detachStream": { required: ["streamId"], optional: [] },
-  "classifyRequest": { required: ["method", "path", "headers"], optional: [] },
+  "classifyRequest": { required: ["method", "path", "headers"], optional: ["paths", "resume"] },
   "rejoinStream": { required: [], optional: ["request", "threadId", "path", "authorization", "cookie", "lastEventId"] },
   "readRejoin": { required: ["readId"], optional: ["waitMs"] },
   "closeRejoin": { required: ["readId"], optional: [] },

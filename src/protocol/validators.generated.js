@@ -1843,7 +1843,7 @@ return errors === 0;
 }
 
 export const openStream = validate28;
-const schema67 = {"$id":"urn:agui-state:params:openStream","type":"object","properties":{"state":{"$ref":"urn:agui-state:openrpc#/components/schemas/Json","description":"The client's baseline, RunAgentInput.state: a JSON object. Left out, it is not known: {} stands in for it, and the first snapshot sent whole is SNAPSHOT_REPLACES_UNKNOWN (§13)."},"own":{"type":"array","items":{"$ref":"urn:agui-state:openrpc#/components/schemas/Pointer"}},"snapshots":{"enum":["pass","delta"]},"joinKeys":{"type":"boolean"},"framing":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamFraming"},"resume":{"$ref":"urn:agui-state:openrpc#/components/schemas/ResumeRun"}},"required":[],"additionalProperties":false};
+const schema67 = {"$id":"urn:agui-state:params:openStream","type":"object","properties":{"state":{"$ref":"urn:agui-state:openrpc#/components/schemas/Json","description":"The client's baseline, RunAgentInput.state: a JSON object. Left out, it is not known: {} stands in for it, and the first snapshot sent whole is SNAPSHOT_REPLACES_UNKNOWN (§13)."},"own":{"type":"array","items":{"$ref":"urn:agui-state:openrpc#/components/schemas/Pointer"}},"snapshots":{"enum":["pass","delta"]},"joinKeys":{"type":"boolean"},"framing":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamFraming"},"resume":{"oneOf":[{"$ref":"urn:agui-state:openrpc#/components/schemas/ResumeRun"},{"type":"boolean"}]},"request":{"$ref":"urn:agui-state:openrpc#/components/schemas/HttpRequest"},"response":{"$ref":"urn:agui-state:openrpc#/components/schemas/HttpResponseHead"}},"required":[],"additionalProperties":false};
 const schema70 = {"description":"How the event stream is framed (protocol/README.md §13, The stream).","enum":["sse","ndjson"]};
 const schema71 = {"description":"openStream's `resume`: file the stream as a resumable run (protocol/README.md §16). The middleware passes the request's and the response's headers as they are (`requestHeaders`, `responseHeaders`); the sidecar derives the credential and the headers a rejoin gets. `authorization`, `cookie` and `headers` are the earlier form of the same, still taken (not with the new members).","type":"object","properties":{"threadId":{"description":"The request's RunAgentInput.threadId, as it came. One past 256 characters (UTF-16 units, as the client's JSON.parse holds it) names no thread, as one left out: the run is filed under no thread, so it can be rejoined by its ids but never reloaded (the sidecar decides; the middleware passes what it got).","type":"string","maxLength":65536},"path":{"description":"The request's path (a query is taken off).","type":"string","minLength":1,"maxLength":8192,"pattern":"^/"},"requestHeaders":{"description":"The request's headers, as received: the credential is derived from them by the operator's policy (--credential).","$ref":"#/components/schemas/HeaderPairs"},"responseHeaders":{"description":"The response's headers, as the app sent them: a rejoin is answered with them again, less those of one response (set-cookie, content-length, content-encoding, hop-by-hop).","$ref":"#/components/schemas/HeaderPairs"},"authorization":{"description":"Earlier form: the request's Authorization header (not with requestHeaders).","$ref":"#/components/schemas/Credential"},"cookie":{"description":"Earlier form: the request's Cookie header (not with requestHeaders).","$ref":"#/components/schemas/Credential"},"messages":{"description":"The request's RunAgentInput.messages, replayed to a reload as a MESSAGES_SNAPSHOT after RUN_STARTED (with a STATE_SNAPSHOT of `state`). Default [].","type":"array"},"headers":{"description":"Earlier form: the response's headers by lower-case name (not with responseHeaders). Default {\"content-type\": \"text/event-stream\"}.","type":"object","additionalProperties":{"type":"string"}}},"required":["path"],"additionalProperties":false};
 const schema72 = {"description":"HTTP headers as a server received or sent them: [name, value] pairs, names in any case, repeats allowed, in order (protocol/README.md §16). The sidecar reads them by the resume edge's one set of rules: names in lower case, repeats joined with \", \" (a Cookie's with \"; \").","type":"array","maxItems":512,"items":{"type":"array","items":[{"type":"string","minLength":1,"maxLength":256},{"type":"string","maxLength":65536}],"minItems":2,"maxItems":2}};
@@ -2220,6 +2220,369 @@ validate29.errors = vErrors;
 return errors === 0;
 }
 
+const schema76 = {"description":"A request as the middleware received it (protocol/README.md §14, §16).","type":"object","properties":{"method":{"type":"string","minLength":1,"maxLength":32},"path":{"description":"The request target: the path, with its query if any.","type":"string","minLength":1,"maxLength":8192,"pattern":"^/"},"headers":{"$ref":"#/components/schemas/HeaderPairs"},"body":{"description":"The request body as text (a RunAgentInput): rejoinStream reads its threadId, openStream its state, threadId and messages. Left out: none, or (openStream) more than classifyRequest’s bodyBytes.","type":"string"}},"required":["method","path","headers"],"additionalProperties":false};
+
+function validate31(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+let vErrors = null;
+let errors = 0;
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((data.method === undefined) && (missing0 = "method")) || ((data.path === undefined) && (missing0 = "path"))) || ((data.headers === undefined) && (missing0 = "headers"))){
+validate31.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((((key0 === "method") || (key0 === "path")) || (key0 === "headers")) || (key0 === "body"))){
+validate31.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.method !== undefined){
+let data0 = data.method;
+const _errs2 = errors;
+if(errors === _errs2){
+if(typeof data0 === "string"){
+if(func2(data0) > 32){
+validate31.errors = [{instancePath:instancePath+"/method",schemaPath:"#/properties/method/maxLength",keyword:"maxLength",params:{limit: 32},message:"must NOT have more than 32 characters"}];
+return false;
+}
+else {
+if(func2(data0) < 1){
+validate31.errors = [{instancePath:instancePath+"/method",schemaPath:"#/properties/method/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate31.errors = [{instancePath:instancePath+"/method",schemaPath:"#/properties/method/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.path !== undefined){
+let data1 = data.path;
+const _errs4 = errors;
+if(errors === _errs4){
+if(typeof data1 === "string"){
+if(func2(data1) > 8192){
+validate31.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/maxLength",keyword:"maxLength",params:{limit: 8192},message:"must NOT have more than 8192 characters"}];
+return false;
+}
+else {
+if(func2(data1) < 1){
+validate31.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+else {
+if(!pattern0.test(data1)){
+validate31.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""}];
+return false;
+}
+}
+}
+}
+else {
+validate31.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs4 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.headers !== undefined){
+let data2 = data.headers;
+const _errs6 = errors;
+const _errs7 = errors;
+if(errors === _errs7){
+if(Array.isArray(data2)){
+if(data2.length > 512){
+validate31.errors = [{instancePath:instancePath+"/headers",schemaPath:"#/components/schemas/HeaderPairs/maxItems",keyword:"maxItems",params:{limit: 512},message:"must NOT have more than 512 items"}];
+return false;
+}
+else {
+var valid2 = true;
+const len0 = data2.length;
+for(let i0=0; i0<len0; i0++){
+let data3 = data2[i0];
+const _errs9 = errors;
+if(errors === _errs9){
+if(Array.isArray(data3)){
+if(data3.length > 2){
+validate31.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"#/components/schemas/HeaderPairs/items/maxItems",keyword:"maxItems",params:{limit: 2},message:"must NOT have more than 2 items"}];
+return false;
+}
+else {
+if(data3.length < 2){
+validate31.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"#/components/schemas/HeaderPairs/items/minItems",keyword:"minItems",params:{limit: 2},message:"must NOT have fewer than 2 items"}];
+return false;
+}
+else {
+const len1 = data3.length;
+if(len1 > 0){
+let data4 = data3[0];
+const _errs11 = errors;
+if(errors === _errs11){
+if(typeof data4 === "string"){
+if(func2(data4) > 256){
+validate31.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"#/components/schemas/HeaderPairs/items/items/0/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data4) < 1){
+validate31.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"#/components/schemas/HeaderPairs/items/items/0/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate31.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"#/components/schemas/HeaderPairs/items/items/0/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid3 = _errs11 === errors;
+}
+if(valid3){
+if(len1 > 1){
+let data5 = data3[1];
+const _errs13 = errors;
+if(errors === _errs13){
+if(typeof data5 === "string"){
+if(func2(data5) > 65536){
+validate31.errors = [{instancePath:instancePath+"/headers/" + i0+"/1",schemaPath:"#/components/schemas/HeaderPairs/items/items/1/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
+return false;
+}
+}
+else {
+validate31.errors = [{instancePath:instancePath+"/headers/" + i0+"/1",schemaPath:"#/components/schemas/HeaderPairs/items/items/1/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid3 = _errs13 === errors;
+}
+}
+}
+}
+}
+else {
+validate31.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"#/components/schemas/HeaderPairs/items/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+var valid2 = _errs9 === errors;
+if(!valid2){
+break;
+}
+}
+}
+}
+else {
+validate31.errors = [{instancePath:instancePath+"/headers",schemaPath:"#/components/schemas/HeaderPairs/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+var valid0 = _errs6 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.body !== undefined){
+const _errs15 = errors;
+if(typeof data.body !== "string"){
+validate31.errors = [{instancePath:instancePath+"/body",schemaPath:"#/properties/body/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+var valid0 = _errs15 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+else {
+validate31.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate31.errors = vErrors;
+return errors === 0;
+}
+
+const schema78 = {"description":"An app's response head as the middleware has it (protocol/README.md §14).","type":"object","properties":{"status":{"type":"integer","minimum":100,"maximum":999},"headers":{"$ref":"#/components/schemas/HeaderPairs"}},"required":["status","headers"],"additionalProperties":false};
+
+function validate33(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+let vErrors = null;
+let errors = 0;
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((data.status === undefined) && (missing0 = "status")) || ((data.headers === undefined) && (missing0 = "headers"))){
+validate33.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((key0 === "status") || (key0 === "headers"))){
+validate33.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.status !== undefined){
+let data0 = data.status;
+const _errs2 = errors;
+if(!((typeof data0 == "number") && (!(data0 % 1) && !isNaN(data0)))){
+validate33.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+return false;
+}
+if(errors === _errs2){
+if(typeof data0 == "number"){
+if(data0 > 999 || isNaN(data0)){
+validate33.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/maximum",keyword:"maximum",params:{comparison: "<=", limit: 999},message:"must be <= 999"}];
+return false;
+}
+else {
+if(data0 < 100 || isNaN(data0)){
+validate33.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"}];
+return false;
+}
+}
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.headers !== undefined){
+let data1 = data.headers;
+const _errs4 = errors;
+const _errs5 = errors;
+if(errors === _errs5){
+if(Array.isArray(data1)){
+if(data1.length > 512){
+validate33.errors = [{instancePath:instancePath+"/headers",schemaPath:"#/components/schemas/HeaderPairs/maxItems",keyword:"maxItems",params:{limit: 512},message:"must NOT have more than 512 items"}];
+return false;
+}
+else {
+var valid2 = true;
+const len0 = data1.length;
+for(let i0=0; i0<len0; i0++){
+let data2 = data1[i0];
+const _errs7 = errors;
+if(errors === _errs7){
+if(Array.isArray(data2)){
+if(data2.length > 2){
+validate33.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"#/components/schemas/HeaderPairs/items/maxItems",keyword:"maxItems",params:{limit: 2},message:"must NOT have more than 2 items"}];
+return false;
+}
+else {
+if(data2.length < 2){
+validate33.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"#/components/schemas/HeaderPairs/items/minItems",keyword:"minItems",params:{limit: 2},message:"must NOT have fewer than 2 items"}];
+return false;
+}
+else {
+const len1 = data2.length;
+if(len1 > 0){
+let data3 = data2[0];
+const _errs9 = errors;
+if(errors === _errs9){
+if(typeof data3 === "string"){
+if(func2(data3) > 256){
+validate33.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"#/components/schemas/HeaderPairs/items/items/0/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data3) < 1){
+validate33.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"#/components/schemas/HeaderPairs/items/items/0/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate33.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"#/components/schemas/HeaderPairs/items/items/0/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid3 = _errs9 === errors;
+}
+if(valid3){
+if(len1 > 1){
+let data4 = data2[1];
+const _errs11 = errors;
+if(errors === _errs11){
+if(typeof data4 === "string"){
+if(func2(data4) > 65536){
+validate33.errors = [{instancePath:instancePath+"/headers/" + i0+"/1",schemaPath:"#/components/schemas/HeaderPairs/items/items/1/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
+return false;
+}
+}
+else {
+validate33.errors = [{instancePath:instancePath+"/headers/" + i0+"/1",schemaPath:"#/components/schemas/HeaderPairs/items/items/1/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid3 = _errs11 === errors;
+}
+}
+}
+}
+}
+else {
+validate33.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"#/components/schemas/HeaderPairs/items/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+var valid2 = _errs7 === errors;
+if(!valid2){
+break;
+}
+}
+}
+}
+else {
+validate33.errors = [{instancePath:instancePath+"/headers",schemaPath:"#/components/schemas/HeaderPairs/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+var valid0 = _errs4 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+else {
+validate33.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate33.errors = vErrors;
+return errors === 0;
+}
+
 
 function validate28(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:openStream" */;
@@ -2229,7 +2592,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 const _errs1 = errors;
 for(const key0 in data){
-if(!((((((key0 === "state") || (key0 === "own")) || (key0 === "snapshots")) || (key0 === "joinKeys")) || (key0 === "framing")) || (key0 === "resume"))){
+if(!((((((((key0 === "state") || (key0 === "own")) || (key0 === "snapshots")) || (key0 === "joinKeys")) || (key0 === "framing")) || (key0 === "resume")) || (key0 === "request")) || (key0 === "response"))){
 validate28.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -2313,15 +2676,96 @@ var valid0 = true;
 }
 if(valid0){
 if(data.resume !== undefined){
+let data6 = data.resume;
 const _errs13 = errors;
-if(!(validate29(data.resume, {instancePath:instancePath+"/resume",parentData:data,parentDataProperty:"resume",rootData}))){
+const _errs14 = errors;
+let valid5 = false;
+let passing0 = null;
+const _errs15 = errors;
+if(!(validate29(data6, {instancePath:instancePath+"/resume",parentData:data,parentDataProperty:"resume",rootData}))){
 vErrors = vErrors === null ? validate29.errors : vErrors.concat(validate29.errors);
 errors = vErrors.length;
+}
+var _valid0 = _errs15 === errors;
+if(_valid0){
+valid5 = true;
+passing0 = 0;
+}
+const _errs16 = errors;
+if(typeof data6 !== "boolean"){
+const err0 = {instancePath:instancePath+"/resume",schemaPath:"#/properties/resume/oneOf/1/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+var _valid0 = _errs16 === errors;
+if(_valid0 && valid5){
+valid5 = false;
+passing0 = [passing0, 1];
+}
+else {
+if(_valid0){
+valid5 = true;
+passing0 = 1;
+}
+}
+if(!valid5){
+const err1 = {instancePath:instancePath+"/resume",schemaPath:"#/properties/resume/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+validate28.errors = vErrors;
+return false;
+}
+else {
+errors = _errs14;
+if(vErrors !== null){
+if(_errs14){
+vErrors.length = _errs14;
+}
+else {
+vErrors = null;
+}
+}
 }
 var valid0 = _errs13 === errors;
 }
 else {
 var valid0 = true;
+}
+if(valid0){
+if(data.request !== undefined){
+const _errs18 = errors;
+if(!(validate31(data.request, {instancePath:instancePath+"/request",parentData:data,parentDataProperty:"request",rootData}))){
+vErrors = vErrors === null ? validate31.errors : vErrors.concat(validate31.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs18 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.response !== undefined){
+const _errs19 = errors;
+if(!(validate33(data.response, {instancePath:instancePath+"/response",parentData:data,parentDataProperty:"response",rootData}))){
+vErrors = vErrors === null ? validate33.errors : vErrors.concat(validate33.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs19 === errors;
+}
+else {
+var valid0 = true;
+}
+}
 }
 }
 }
@@ -2339,11 +2783,11 @@ validate28.errors = vErrors;
 return errors === 0;
 }
 
-export const fixStream = validate31;
-const schema76 = {"$id":"urn:agui-state:params:fixStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"},"text":{"type":"string"}},"required":["streamId","text"],"additionalProperties":false};
-const schema77 = {"description":"A stream id, as openStream returned it.","type":"string","minLength":1,"maxLength":256};
+export const fixStream = validate35;
+const schema80 = {"$id":"urn:agui-state:params:fixStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"},"text":{"type":"string"}},"required":["streamId","text"],"additionalProperties":false};
+const schema81 = {"description":"A stream id, as openStream returned it.","type":"string","minLength":1,"maxLength":256};
 
-function validate31(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+function validate35(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:fixStream" */;
 let vErrors = null;
 let errors = 0;
@@ -2351,14 +2795,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if(((data.streamId === undefined) && (missing0 = "streamId")) || ((data.text === undefined) && (missing0 = "text"))){
-validate31.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate35.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!((key0 === "streamId") || (key0 === "text"))){
-validate31.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate35.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -2371,18 +2815,18 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 256){
-validate31.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+validate35.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
 return false;
 }
 else {
 if(func2(data0) < 1){
-validate31.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate35.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 }
 }
 else {
-validate31.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate35.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -2395,7 +2839,7 @@ if(valid0){
 if(data.text !== undefined){
 const _errs5 = errors;
 if(typeof data.text !== "string"){
-validate31.errors = [{instancePath:instancePath+"/text",schemaPath:"#/properties/text/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate35.errors = [{instancePath:instancePath+"/text",schemaPath:"#/properties/text/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 var valid0 = _errs5 === errors;
@@ -2408,18 +2852,18 @@ var valid0 = true;
 }
 }
 else {
-validate31.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate35.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate31.errors = vErrors;
+validate35.errors = vErrors;
 return errors === 0;
 }
 
-export const closeStream = validate32;
-const schema78 = {"$id":"urn:agui-state:params:closeStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"},"broken":{"type":"boolean"}},"required":["streamId"],"additionalProperties":false};
+export const closeStream = validate36;
+const schema82 = {"$id":"urn:agui-state:params:closeStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"},"broken":{"type":"boolean"}},"required":["streamId"],"additionalProperties":false};
 
-function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+function validate36(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:closeStream" */;
 let vErrors = null;
 let errors = 0;
@@ -2427,14 +2871,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((data.streamId === undefined) && (missing0 = "streamId")){
-validate32.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate36.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!((key0 === "streamId") || (key0 === "broken"))){
-validate32.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate36.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -2447,18 +2891,18 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 256){
-validate32.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+validate36.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
 return false;
 }
 else {
 if(func2(data0) < 1){
-validate32.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate36.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 }
 }
 else {
-validate32.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate36.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -2471,473 +2915,13 @@ if(valid0){
 if(data.broken !== undefined){
 const _errs5 = errors;
 if(typeof data.broken !== "boolean"){
-validate32.errors = [{instancePath:instancePath+"/broken",schemaPath:"#/properties/broken/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
+validate36.errors = [{instancePath:instancePath+"/broken",schemaPath:"#/properties/broken/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
 return false;
 }
 var valid0 = _errs5 === errors;
 }
 else {
 var valid0 = true;
-}
-}
-}
-}
-}
-else {
-validate32.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
-return false;
-}
-}
-validate32.errors = vErrors;
-return errors === 0;
-}
-
-export const detachStream = validate33;
-const schema80 = {"$id":"urn:agui-state:params:detachStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"}},"required":["streamId"],"additionalProperties":false};
-
-function validate33(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
-/*# sourceURL="urn:agui-state:params:detachStream" */;
-let vErrors = null;
-let errors = 0;
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if((data.streamId === undefined) && (missing0 = "streamId")){
-validate33.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
-return false;
-}
-else {
-const _errs1 = errors;
-for(const key0 in data){
-if(!(key0 === "streamId")){
-validate33.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
-return false;
-break;
-}
-}
-if(_errs1 === errors){
-if(data.streamId !== undefined){
-let data0 = data.streamId;
-const _errs3 = errors;
-if(errors === _errs3){
-if(typeof data0 === "string"){
-if(func2(data0) > 256){
-validate33.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
-return false;
-}
-else {
-if(func2(data0) < 1){
-validate33.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
-return false;
-}
-}
-}
-else {
-validate33.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-}
-}
-}
-}
-else {
-validate33.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
-return false;
-}
-}
-validate33.errors = vErrors;
-return errors === 0;
-}
-
-export const classifyRequest = validate34;
-const schema82 = {"$id":"urn:agui-state:params:classifyRequest","type":"object","properties":{"method":{"type":"string","minLength":1,"maxLength":32},"path":{"type":"string","minLength":1,"maxLength":8192,"pattern":"^/"},"headers":{"$ref":"urn:agui-state:openrpc#/components/schemas/HeaderPairs"}},"required":["method","path","headers"],"additionalProperties":false};
-
-function validate34(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
-/*# sourceURL="urn:agui-state:params:classifyRequest" */;
-let vErrors = null;
-let errors = 0;
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if((((data.method === undefined) && (missing0 = "method")) || ((data.path === undefined) && (missing0 = "path"))) || ((data.headers === undefined) && (missing0 = "headers"))){
-validate34.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
-return false;
-}
-else {
-const _errs1 = errors;
-for(const key0 in data){
-if(!(((key0 === "method") || (key0 === "path")) || (key0 === "headers"))){
-validate34.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
-return false;
-break;
-}
-}
-if(_errs1 === errors){
-if(data.method !== undefined){
-let data0 = data.method;
-const _errs2 = errors;
-if(errors === _errs2){
-if(typeof data0 === "string"){
-if(func2(data0) > 32){
-validate34.errors = [{instancePath:instancePath+"/method",schemaPath:"#/properties/method/maxLength",keyword:"maxLength",params:{limit: 32},message:"must NOT have more than 32 characters"}];
-return false;
-}
-else {
-if(func2(data0) < 1){
-validate34.errors = [{instancePath:instancePath+"/method",schemaPath:"#/properties/method/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
-return false;
-}
-}
-}
-else {
-validate34.errors = [{instancePath:instancePath+"/method",schemaPath:"#/properties/method/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid0 = _errs2 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.path !== undefined){
-let data1 = data.path;
-const _errs4 = errors;
-if(errors === _errs4){
-if(typeof data1 === "string"){
-if(func2(data1) > 8192){
-validate34.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/maxLength",keyword:"maxLength",params:{limit: 8192},message:"must NOT have more than 8192 characters"}];
-return false;
-}
-else {
-if(func2(data1) < 1){
-validate34.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
-return false;
-}
-else {
-if(!pattern0.test(data1)){
-validate34.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""}];
-return false;
-}
-}
-}
-}
-else {
-validate34.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid0 = _errs4 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.headers !== undefined){
-let data2 = data.headers;
-const _errs6 = errors;
-const _errs7 = errors;
-if(errors === _errs7){
-if(Array.isArray(data2)){
-if(data2.length > 512){
-validate34.errors = [{instancePath:instancePath+"/headers",schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/maxItems",keyword:"maxItems",params:{limit: 512},message:"must NOT have more than 512 items"}];
-return false;
-}
-else {
-var valid2 = true;
-const len0 = data2.length;
-for(let i0=0; i0<len0; i0++){
-let data3 = data2[i0];
-const _errs9 = errors;
-if(errors === _errs9){
-if(Array.isArray(data3)){
-if(data3.length > 2){
-validate34.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/maxItems",keyword:"maxItems",params:{limit: 2},message:"must NOT have more than 2 items"}];
-return false;
-}
-else {
-if(data3.length < 2){
-validate34.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/minItems",keyword:"minItems",params:{limit: 2},message:"must NOT have fewer than 2 items"}];
-return false;
-}
-else {
-const len1 = data3.length;
-if(len1 > 0){
-let data4 = data3[0];
-const _errs11 = errors;
-if(errors === _errs11){
-if(typeof data4 === "string"){
-if(func2(data4) > 256){
-validate34.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/items/0/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
-return false;
-}
-else {
-if(func2(data4) < 1){
-validate34.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/items/0/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
-return false;
-}
-}
-}
-else {
-validate34.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/items/0/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid3 = _errs11 === errors;
-}
-if(valid3){
-if(len1 > 1){
-let data5 = data3[1];
-const _errs13 = errors;
-if(errors === _errs13){
-if(typeof data5 === "string"){
-if(func2(data5) > 65536){
-validate34.errors = [{instancePath:instancePath+"/headers/" + i0+"/1",schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/items/1/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
-return false;
-}
-}
-else {
-validate34.errors = [{instancePath:instancePath+"/headers/" + i0+"/1",schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/items/1/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid3 = _errs13 === errors;
-}
-}
-}
-}
-}
-else {
-validate34.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/type",keyword:"type",params:{type: "array"},message:"must be array"}];
-return false;
-}
-}
-var valid2 = _errs9 === errors;
-if(!valid2){
-break;
-}
-}
-}
-}
-else {
-validate34.errors = [{instancePath:instancePath+"/headers",schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/type",keyword:"type",params:{type: "array"},message:"must be array"}];
-return false;
-}
-}
-var valid0 = _errs6 === errors;
-}
-else {
-var valid0 = true;
-}
-}
-}
-}
-}
-}
-else {
-validate34.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
-return false;
-}
-}
-validate34.errors = vErrors;
-return errors === 0;
-}
-
-export const rejoinStream = validate35;
-const schema84 = {"$id":"urn:agui-state:params:rejoinStream","type":"object","properties":{"request":{"$ref":"urn:agui-state:openrpc#/components/schemas/HttpRequest"},"threadId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ThreadId"},"path":{"$ref":"urn:agui-state:openrpc#/components/schemas/AgentPath"},"authorization":{"$ref":"urn:agui-state:openrpc#/components/schemas/Credential"},"cookie":{"$ref":"urn:agui-state:openrpc#/components/schemas/Credential"},"lastEventId":{"type":"string","minLength":1,"maxLength":1024}},"required":[],"additionalProperties":false};
-const schema88 = {"description":"An agent's path, as the request named it without its query (`/agent`): a run is filed under it, and a rejoin or reload names the same (protocol/README.md §16).","type":"string","minLength":1,"maxLength":2048,"pattern":"^/"};
-const schema85 = {"description":"A request as the middleware received it, for the resume edge to decide on (protocol/README.md §16).","type":"object","properties":{"method":{"type":"string","minLength":1,"maxLength":32},"path":{"description":"The request target: the path, with its query if any.","type":"string","minLength":1,"maxLength":8192,"pattern":"^/"},"headers":{"$ref":"#/components/schemas/HeaderPairs"},"body":{"description":"The request's body as text (a RunAgentInput): rejoinStream reads its threadId. Left out: none.","type":"string"}},"required":["method","path","headers"],"additionalProperties":false};
-
-function validate36(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
-let vErrors = null;
-let errors = 0;
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if((((data.method === undefined) && (missing0 = "method")) || ((data.path === undefined) && (missing0 = "path"))) || ((data.headers === undefined) && (missing0 = "headers"))){
-validate36.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
-return false;
-}
-else {
-const _errs1 = errors;
-for(const key0 in data){
-if(!((((key0 === "method") || (key0 === "path")) || (key0 === "headers")) || (key0 === "body"))){
-validate36.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
-return false;
-break;
-}
-}
-if(_errs1 === errors){
-if(data.method !== undefined){
-let data0 = data.method;
-const _errs2 = errors;
-if(errors === _errs2){
-if(typeof data0 === "string"){
-if(func2(data0) > 32){
-validate36.errors = [{instancePath:instancePath+"/method",schemaPath:"#/properties/method/maxLength",keyword:"maxLength",params:{limit: 32},message:"must NOT have more than 32 characters"}];
-return false;
-}
-else {
-if(func2(data0) < 1){
-validate36.errors = [{instancePath:instancePath+"/method",schemaPath:"#/properties/method/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
-return false;
-}
-}
-}
-else {
-validate36.errors = [{instancePath:instancePath+"/method",schemaPath:"#/properties/method/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid0 = _errs2 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.path !== undefined){
-let data1 = data.path;
-const _errs4 = errors;
-if(errors === _errs4){
-if(typeof data1 === "string"){
-if(func2(data1) > 8192){
-validate36.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/maxLength",keyword:"maxLength",params:{limit: 8192},message:"must NOT have more than 8192 characters"}];
-return false;
-}
-else {
-if(func2(data1) < 1){
-validate36.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
-return false;
-}
-else {
-if(!pattern0.test(data1)){
-validate36.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""}];
-return false;
-}
-}
-}
-}
-else {
-validate36.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid0 = _errs4 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.headers !== undefined){
-let data2 = data.headers;
-const _errs6 = errors;
-const _errs7 = errors;
-if(errors === _errs7){
-if(Array.isArray(data2)){
-if(data2.length > 512){
-validate36.errors = [{instancePath:instancePath+"/headers",schemaPath:"#/components/schemas/HeaderPairs/maxItems",keyword:"maxItems",params:{limit: 512},message:"must NOT have more than 512 items"}];
-return false;
-}
-else {
-var valid2 = true;
-const len0 = data2.length;
-for(let i0=0; i0<len0; i0++){
-let data3 = data2[i0];
-const _errs9 = errors;
-if(errors === _errs9){
-if(Array.isArray(data3)){
-if(data3.length > 2){
-validate36.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"#/components/schemas/HeaderPairs/items/maxItems",keyword:"maxItems",params:{limit: 2},message:"must NOT have more than 2 items"}];
-return false;
-}
-else {
-if(data3.length < 2){
-validate36.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"#/components/schemas/HeaderPairs/items/minItems",keyword:"minItems",params:{limit: 2},message:"must NOT have fewer than 2 items"}];
-return false;
-}
-else {
-const len1 = data3.length;
-if(len1 > 0){
-let data4 = data3[0];
-const _errs11 = errors;
-if(errors === _errs11){
-if(typeof data4 === "string"){
-if(func2(data4) > 256){
-validate36.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"#/components/schemas/HeaderPairs/items/items/0/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
-return false;
-}
-else {
-if(func2(data4) < 1){
-validate36.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"#/components/schemas/HeaderPairs/items/items/0/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
-return false;
-}
-}
-}
-else {
-validate36.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"#/components/schemas/HeaderPairs/items/items/0/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid3 = _errs11 === errors;
-}
-if(valid3){
-if(len1 > 1){
-let data5 = data3[1];
-const _errs13 = errors;
-if(errors === _errs13){
-if(typeof data5 === "string"){
-if(func2(data5) > 65536){
-validate36.errors = [{instancePath:instancePath+"/headers/" + i0+"/1",schemaPath:"#/components/schemas/HeaderPairs/items/items/1/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
-return false;
-}
-}
-else {
-validate36.errors = [{instancePath:instancePath+"/headers/" + i0+"/1",schemaPath:"#/components/schemas/HeaderPairs/items/items/1/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid3 = _errs13 === errors;
-}
-}
-}
-}
-}
-else {
-validate36.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"#/components/schemas/HeaderPairs/items/type",keyword:"type",params:{type: "array"},message:"must be array"}];
-return false;
-}
-}
-var valid2 = _errs9 === errors;
-if(!valid2){
-break;
-}
-}
-}
-}
-else {
-validate36.errors = [{instancePath:instancePath+"/headers",schemaPath:"#/components/schemas/HeaderPairs/type",keyword:"type",params:{type: "array"},message:"must be array"}];
-return false;
-}
-}
-var valid0 = _errs6 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.body !== undefined){
-const _errs15 = errors;
-if(typeof data.body !== "string"){
-validate36.errors = [{instancePath:instancePath+"/body",schemaPath:"#/properties/body/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-var valid0 = _errs15 === errors;
-}
-else {
-var valid0 = true;
-}
-}
 }
 }
 }
@@ -2952,8 +2936,526 @@ validate36.errors = vErrors;
 return errors === 0;
 }
 
+export const detachStream = validate37;
+const schema84 = {"$id":"urn:agui-state:params:detachStream","type":"object","properties":{"streamId":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamId"}},"required":["streamId"],"additionalProperties":false};
 
-function validate35(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+function validate37(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+/*# sourceURL="urn:agui-state:params:detachStream" */;
+let vErrors = null;
+let errors = 0;
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((data.streamId === undefined) && (missing0 = "streamId")){
+validate37.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(key0 === "streamId")){
+validate37.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.streamId !== undefined){
+let data0 = data.streamId;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 256){
+validate37.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data0) < 1){
+validate37.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate37.errors = [{instancePath:instancePath+"/streamId",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+}
+}
+}
+else {
+validate37.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate37.errors = vErrors;
+return errors === 0;
+}
+
+export const classifyRequest = validate38;
+const schema86 = {"$id":"urn:agui-state:params:classifyRequest","type":"object","properties":{"method":{"type":"string","minLength":1,"maxLength":32},"path":{"type":"string","minLength":1,"maxLength":8192,"pattern":"^/"},"headers":{"$ref":"urn:agui-state:openrpc#/components/schemas/HeaderPairs"},"paths":{"type":"array","maxItems":256,"items":{"type":"string","maxLength":8192}},"resume":{"type":"boolean"}},"required":["method","path","headers"],"additionalProperties":false};
+
+function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+/*# sourceURL="urn:agui-state:params:classifyRequest" */;
+let vErrors = null;
+let errors = 0;
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((data.method === undefined) && (missing0 = "method")) || ((data.path === undefined) && (missing0 = "path"))) || ((data.headers === undefined) && (missing0 = "headers"))){
+validate38.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(((((key0 === "method") || (key0 === "path")) || (key0 === "headers")) || (key0 === "paths")) || (key0 === "resume"))){
+validate38.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.method !== undefined){
+let data0 = data.method;
+const _errs2 = errors;
+if(errors === _errs2){
+if(typeof data0 === "string"){
+if(func2(data0) > 32){
+validate38.errors = [{instancePath:instancePath+"/method",schemaPath:"#/properties/method/maxLength",keyword:"maxLength",params:{limit: 32},message:"must NOT have more than 32 characters"}];
+return false;
+}
+else {
+if(func2(data0) < 1){
+validate38.errors = [{instancePath:instancePath+"/method",schemaPath:"#/properties/method/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate38.errors = [{instancePath:instancePath+"/method",schemaPath:"#/properties/method/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.path !== undefined){
+let data1 = data.path;
+const _errs4 = errors;
+if(errors === _errs4){
+if(typeof data1 === "string"){
+if(func2(data1) > 8192){
+validate38.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/maxLength",keyword:"maxLength",params:{limit: 8192},message:"must NOT have more than 8192 characters"}];
+return false;
+}
+else {
+if(func2(data1) < 1){
+validate38.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+else {
+if(!pattern0.test(data1)){
+validate38.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""}];
+return false;
+}
+}
+}
+}
+else {
+validate38.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs4 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.headers !== undefined){
+let data2 = data.headers;
+const _errs6 = errors;
+const _errs7 = errors;
+if(errors === _errs7){
+if(Array.isArray(data2)){
+if(data2.length > 512){
+validate38.errors = [{instancePath:instancePath+"/headers",schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/maxItems",keyword:"maxItems",params:{limit: 512},message:"must NOT have more than 512 items"}];
+return false;
+}
+else {
+var valid2 = true;
+const len0 = data2.length;
+for(let i0=0; i0<len0; i0++){
+let data3 = data2[i0];
+const _errs9 = errors;
+if(errors === _errs9){
+if(Array.isArray(data3)){
+if(data3.length > 2){
+validate38.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/maxItems",keyword:"maxItems",params:{limit: 2},message:"must NOT have more than 2 items"}];
+return false;
+}
+else {
+if(data3.length < 2){
+validate38.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/minItems",keyword:"minItems",params:{limit: 2},message:"must NOT have fewer than 2 items"}];
+return false;
+}
+else {
+const len1 = data3.length;
+if(len1 > 0){
+let data4 = data3[0];
+const _errs11 = errors;
+if(errors === _errs11){
+if(typeof data4 === "string"){
+if(func2(data4) > 256){
+validate38.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/items/0/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data4) < 1){
+validate38.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/items/0/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate38.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/items/0/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid3 = _errs11 === errors;
+}
+if(valid3){
+if(len1 > 1){
+let data5 = data3[1];
+const _errs13 = errors;
+if(errors === _errs13){
+if(typeof data5 === "string"){
+if(func2(data5) > 65536){
+validate38.errors = [{instancePath:instancePath+"/headers/" + i0+"/1",schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/items/1/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
+return false;
+}
+}
+else {
+validate38.errors = [{instancePath:instancePath+"/headers/" + i0+"/1",schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/items/1/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid3 = _errs13 === errors;
+}
+}
+}
+}
+}
+else {
+validate38.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/items/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+var valid2 = _errs9 === errors;
+if(!valid2){
+break;
+}
+}
+}
+}
+else {
+validate38.errors = [{instancePath:instancePath+"/headers",schemaPath:"urn:agui-state:openrpc#/components/schemas/HeaderPairs/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+var valid0 = _errs6 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.paths !== undefined){
+let data6 = data.paths;
+const _errs15 = errors;
+if(errors === _errs15){
+if(Array.isArray(data6)){
+if(data6.length > 256){
+validate38.errors = [{instancePath:instancePath+"/paths",schemaPath:"#/properties/paths/maxItems",keyword:"maxItems",params:{limit: 256},message:"must NOT have more than 256 items"}];
+return false;
+}
+else {
+var valid4 = true;
+const len2 = data6.length;
+for(let i1=0; i1<len2; i1++){
+let data7 = data6[i1];
+const _errs17 = errors;
+if(errors === _errs17){
+if(typeof data7 === "string"){
+if(func2(data7) > 8192){
+validate38.errors = [{instancePath:instancePath+"/paths/" + i1,schemaPath:"#/properties/paths/items/maxLength",keyword:"maxLength",params:{limit: 8192},message:"must NOT have more than 8192 characters"}];
+return false;
+}
+}
+else {
+validate38.errors = [{instancePath:instancePath+"/paths/" + i1,schemaPath:"#/properties/paths/items/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid4 = _errs17 === errors;
+if(!valid4){
+break;
+}
+}
+}
+}
+else {
+validate38.errors = [{instancePath:instancePath+"/paths",schemaPath:"#/properties/paths/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+var valid0 = _errs15 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.resume !== undefined){
+const _errs19 = errors;
+if(typeof data.resume !== "boolean"){
+validate38.errors = [{instancePath:instancePath+"/resume",schemaPath:"#/properties/resume/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
+return false;
+}
+var valid0 = _errs19 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+}
+else {
+validate38.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate38.errors = vErrors;
+return errors === 0;
+}
+
+export const rejoinStream = validate39;
+const schema88 = {"$id":"urn:agui-state:params:rejoinStream","type":"object","properties":{"request":{"$ref":"urn:agui-state:openrpc#/components/schemas/HttpRequest"},"threadId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ThreadId"},"path":{"$ref":"urn:agui-state:openrpc#/components/schemas/AgentPath"},"authorization":{"$ref":"urn:agui-state:openrpc#/components/schemas/Credential"},"cookie":{"$ref":"urn:agui-state:openrpc#/components/schemas/Credential"},"lastEventId":{"type":"string","minLength":1,"maxLength":1024}},"required":[],"additionalProperties":false};
+const schema92 = {"description":"An agent's path, as the request named it without its query (`/agent`): a run is filed under it, and a rejoin or reload names the same (protocol/README.md §16).","type":"string","minLength":1,"maxLength":2048,"pattern":"^/"};
+
+function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+let vErrors = null;
+let errors = 0;
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((data.method === undefined) && (missing0 = "method")) || ((data.path === undefined) && (missing0 = "path"))) || ((data.headers === undefined) && (missing0 = "headers"))){
+validate40.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((((key0 === "method") || (key0 === "path")) || (key0 === "headers")) || (key0 === "body"))){
+validate40.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.method !== undefined){
+let data0 = data.method;
+const _errs2 = errors;
+if(errors === _errs2){
+if(typeof data0 === "string"){
+if(func2(data0) > 32){
+validate40.errors = [{instancePath:instancePath+"/method",schemaPath:"#/properties/method/maxLength",keyword:"maxLength",params:{limit: 32},message:"must NOT have more than 32 characters"}];
+return false;
+}
+else {
+if(func2(data0) < 1){
+validate40.errors = [{instancePath:instancePath+"/method",schemaPath:"#/properties/method/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate40.errors = [{instancePath:instancePath+"/method",schemaPath:"#/properties/method/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.path !== undefined){
+let data1 = data.path;
+const _errs4 = errors;
+if(errors === _errs4){
+if(typeof data1 === "string"){
+if(func2(data1) > 8192){
+validate40.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/maxLength",keyword:"maxLength",params:{limit: 8192},message:"must NOT have more than 8192 characters"}];
+return false;
+}
+else {
+if(func2(data1) < 1){
+validate40.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+else {
+if(!pattern0.test(data1)){
+validate40.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""}];
+return false;
+}
+}
+}
+}
+else {
+validate40.errors = [{instancePath:instancePath+"/path",schemaPath:"#/properties/path/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs4 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.headers !== undefined){
+let data2 = data.headers;
+const _errs6 = errors;
+const _errs7 = errors;
+if(errors === _errs7){
+if(Array.isArray(data2)){
+if(data2.length > 512){
+validate40.errors = [{instancePath:instancePath+"/headers",schemaPath:"#/components/schemas/HeaderPairs/maxItems",keyword:"maxItems",params:{limit: 512},message:"must NOT have more than 512 items"}];
+return false;
+}
+else {
+var valid2 = true;
+const len0 = data2.length;
+for(let i0=0; i0<len0; i0++){
+let data3 = data2[i0];
+const _errs9 = errors;
+if(errors === _errs9){
+if(Array.isArray(data3)){
+if(data3.length > 2){
+validate40.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"#/components/schemas/HeaderPairs/items/maxItems",keyword:"maxItems",params:{limit: 2},message:"must NOT have more than 2 items"}];
+return false;
+}
+else {
+if(data3.length < 2){
+validate40.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"#/components/schemas/HeaderPairs/items/minItems",keyword:"minItems",params:{limit: 2},message:"must NOT have fewer than 2 items"}];
+return false;
+}
+else {
+const len1 = data3.length;
+if(len1 > 0){
+let data4 = data3[0];
+const _errs11 = errors;
+if(errors === _errs11){
+if(typeof data4 === "string"){
+if(func2(data4) > 256){
+validate40.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"#/components/schemas/HeaderPairs/items/items/0/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+return false;
+}
+else {
+if(func2(data4) < 1){
+validate40.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"#/components/schemas/HeaderPairs/items/items/0/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate40.errors = [{instancePath:instancePath+"/headers/" + i0+"/0",schemaPath:"#/components/schemas/HeaderPairs/items/items/0/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid3 = _errs11 === errors;
+}
+if(valid3){
+if(len1 > 1){
+let data5 = data3[1];
+const _errs13 = errors;
+if(errors === _errs13){
+if(typeof data5 === "string"){
+if(func2(data5) > 65536){
+validate40.errors = [{instancePath:instancePath+"/headers/" + i0+"/1",schemaPath:"#/components/schemas/HeaderPairs/items/items/1/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
+return false;
+}
+}
+else {
+validate40.errors = [{instancePath:instancePath+"/headers/" + i0+"/1",schemaPath:"#/components/schemas/HeaderPairs/items/items/1/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid3 = _errs13 === errors;
+}
+}
+}
+}
+}
+else {
+validate40.errors = [{instancePath:instancePath+"/headers/" + i0,schemaPath:"#/components/schemas/HeaderPairs/items/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+var valid2 = _errs9 === errors;
+if(!valid2){
+break;
+}
+}
+}
+}
+else {
+validate40.errors = [{instancePath:instancePath+"/headers",schemaPath:"#/components/schemas/HeaderPairs/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+var valid0 = _errs6 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.body !== undefined){
+const _errs15 = errors;
+if(typeof data.body !== "string"){
+validate40.errors = [{instancePath:instancePath+"/body",schemaPath:"#/properties/body/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+var valid0 = _errs15 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+else {
+validate40.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate40.errors = vErrors;
+return errors === 0;
+}
+
+
+function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:rejoinStream" */;
 let vErrors = null;
 let errors = 0;
@@ -2962,7 +3464,7 @@ if(data && typeof data == "object" && !Array.isArray(data)){
 const _errs1 = errors;
 for(const key0 in data){
 if(!((((((key0 === "request") || (key0 === "threadId")) || (key0 === "path")) || (key0 === "authorization")) || (key0 === "cookie")) || (key0 === "lastEventId"))){
-validate35.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate39.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -2970,8 +3472,8 @@ break;
 if(_errs1 === errors){
 if(data.request !== undefined){
 const _errs2 = errors;
-if(!(validate36(data.request, {instancePath:instancePath+"/request",parentData:data,parentDataProperty:"request",rootData}))){
-vErrors = vErrors === null ? validate36.errors : vErrors.concat(validate36.errors);
+if(!(validate40(data.request, {instancePath:instancePath+"/request",parentData:data,parentDataProperty:"request",rootData}))){
+vErrors = vErrors === null ? validate40.errors : vErrors.concat(validate40.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs2 === errors;
@@ -2987,18 +3489,18 @@ const _errs4 = errors;
 if(errors === _errs4){
 if(typeof data1 === "string"){
 if(func2(data1) > 256){
-validate35.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+validate39.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
 return false;
 }
 else {
 if(func2(data1) < 1){
-validate35.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate39.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 }
 }
 else {
-validate35.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate39.errors = [{instancePath:instancePath+"/threadId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ThreadId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -3015,24 +3517,24 @@ const _errs7 = errors;
 if(errors === _errs7){
 if(typeof data2 === "string"){
 if(func2(data2) > 2048){
-validate35.errors = [{instancePath:instancePath+"/path",schemaPath:"urn:agui-state:openrpc#/components/schemas/AgentPath/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"}];
+validate39.errors = [{instancePath:instancePath+"/path",schemaPath:"urn:agui-state:openrpc#/components/schemas/AgentPath/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"}];
 return false;
 }
 else {
 if(func2(data2) < 1){
-validate35.errors = [{instancePath:instancePath+"/path",schemaPath:"urn:agui-state:openrpc#/components/schemas/AgentPath/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate39.errors = [{instancePath:instancePath+"/path",schemaPath:"urn:agui-state:openrpc#/components/schemas/AgentPath/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 else {
 if(!pattern0.test(data2)){
-validate35.errors = [{instancePath:instancePath+"/path",schemaPath:"urn:agui-state:openrpc#/components/schemas/AgentPath/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""}];
+validate39.errors = [{instancePath:instancePath+"/path",schemaPath:"urn:agui-state:openrpc#/components/schemas/AgentPath/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""}];
 return false;
 }
 }
 }
 }
 else {
-validate35.errors = [{instancePath:instancePath+"/path",schemaPath:"urn:agui-state:openrpc#/components/schemas/AgentPath/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate39.errors = [{instancePath:instancePath+"/path",schemaPath:"urn:agui-state:openrpc#/components/schemas/AgentPath/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -3049,12 +3551,12 @@ const _errs10 = errors;
 if(errors === _errs10){
 if(typeof data3 === "string"){
 if(func2(data3) > 65536){
-validate35.errors = [{instancePath:instancePath+"/authorization",schemaPath:"urn:agui-state:openrpc#/components/schemas/Credential/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
+validate39.errors = [{instancePath:instancePath+"/authorization",schemaPath:"urn:agui-state:openrpc#/components/schemas/Credential/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
 return false;
 }
 }
 else {
-validate35.errors = [{instancePath:instancePath+"/authorization",schemaPath:"urn:agui-state:openrpc#/components/schemas/Credential/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate39.errors = [{instancePath:instancePath+"/authorization",schemaPath:"urn:agui-state:openrpc#/components/schemas/Credential/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -3071,12 +3573,12 @@ const _errs13 = errors;
 if(errors === _errs13){
 if(typeof data4 === "string"){
 if(func2(data4) > 65536){
-validate35.errors = [{instancePath:instancePath+"/cookie",schemaPath:"urn:agui-state:openrpc#/components/schemas/Credential/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
+validate39.errors = [{instancePath:instancePath+"/cookie",schemaPath:"urn:agui-state:openrpc#/components/schemas/Credential/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"}];
 return false;
 }
 }
 else {
-validate35.errors = [{instancePath:instancePath+"/cookie",schemaPath:"urn:agui-state:openrpc#/components/schemas/Credential/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate39.errors = [{instancePath:instancePath+"/cookie",schemaPath:"urn:agui-state:openrpc#/components/schemas/Credential/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -3092,18 +3594,18 @@ const _errs15 = errors;
 if(errors === _errs15){
 if(typeof data5 === "string"){
 if(func2(data5) > 1024){
-validate35.errors = [{instancePath:instancePath+"/lastEventId",schemaPath:"#/properties/lastEventId/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"}];
+validate39.errors = [{instancePath:instancePath+"/lastEventId",schemaPath:"#/properties/lastEventId/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"}];
 return false;
 }
 else {
 if(func2(data5) < 1){
-validate35.errors = [{instancePath:instancePath+"/lastEventId",schemaPath:"#/properties/lastEventId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate39.errors = [{instancePath:instancePath+"/lastEventId",schemaPath:"#/properties/lastEventId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 }
 }
 else {
-validate35.errors = [{instancePath:instancePath+"/lastEventId",schemaPath:"#/properties/lastEventId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate39.errors = [{instancePath:instancePath+"/lastEventId",schemaPath:"#/properties/lastEventId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -3120,19 +3622,19 @@ var valid0 = true;
 }
 }
 else {
-validate35.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate39.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate35.errors = vErrors;
+validate39.errors = vErrors;
 return errors === 0;
 }
 
-export const readRejoin = validate38;
-const schema91 = {"$id":"urn:agui-state:params:readRejoin","type":"object","properties":{"readId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ReadId"},"waitMs":{"type":"integer","minimum":0,"maximum":30000}},"required":["readId"],"additionalProperties":false};
-const schema92 = {"description":"A rejoin's read, as rejoinStream returned it (`r1`, `r2`, ... in order; never reused by the process).","type":"string","minLength":1,"maxLength":256};
+export const readRejoin = validate42;
+const schema95 = {"$id":"urn:agui-state:params:readRejoin","type":"object","properties":{"readId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ReadId"},"waitMs":{"type":"integer","minimum":0,"maximum":30000}},"required":["readId"],"additionalProperties":false};
+const schema96 = {"description":"A rejoin's read, as rejoinStream returned it (`r1`, `r2`, ... in order; never reused by the process).","type":"string","minLength":1,"maxLength":256};
 
-function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+function validate42(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:readRejoin" */;
 let vErrors = null;
 let errors = 0;
@@ -3140,14 +3642,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((data.readId === undefined) && (missing0 = "readId")){
-validate38.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate42.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!((key0 === "readId") || (key0 === "waitMs"))){
-validate38.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate42.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -3160,18 +3662,18 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 256){
-validate38.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+validate42.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
 return false;
 }
 else {
 if(func2(data0) < 1){
-validate38.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate42.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 }
 }
 else {
-validate38.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate42.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -3185,18 +3687,18 @@ if(data.waitMs !== undefined){
 let data1 = data.waitMs;
 const _errs5 = errors;
 if(!((typeof data1 == "number") && (!(data1 % 1) && !isNaN(data1)))){
-validate38.errors = [{instancePath:instancePath+"/waitMs",schemaPath:"#/properties/waitMs/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+validate42.errors = [{instancePath:instancePath+"/waitMs",schemaPath:"#/properties/waitMs/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
 return false;
 }
 if(errors === _errs5){
 if(typeof data1 == "number"){
 if(data1 > 30000 || isNaN(data1)){
-validate38.errors = [{instancePath:instancePath+"/waitMs",schemaPath:"#/properties/waitMs/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30000},message:"must be <= 30000"}];
+validate42.errors = [{instancePath:instancePath+"/waitMs",schemaPath:"#/properties/waitMs/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30000},message:"must be <= 30000"}];
 return false;
 }
 else {
 if(data1 < 0 || isNaN(data1)){
-validate38.errors = [{instancePath:instancePath+"/waitMs",schemaPath:"#/properties/waitMs/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+validate42.errors = [{instancePath:instancePath+"/waitMs",schemaPath:"#/properties/waitMs/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
 }
 }
@@ -3212,18 +3714,18 @@ var valid0 = true;
 }
 }
 else {
-validate38.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate42.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate38.errors = vErrors;
+validate42.errors = vErrors;
 return errors === 0;
 }
 
-export const closeRejoin = validate39;
-const schema93 = {"$id":"urn:agui-state:params:closeRejoin","type":"object","properties":{"readId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ReadId"}},"required":["readId"],"additionalProperties":false};
+export const closeRejoin = validate43;
+const schema97 = {"$id":"urn:agui-state:params:closeRejoin","type":"object","properties":{"readId":{"$ref":"urn:agui-state:openrpc#/components/schemas/ReadId"}},"required":["readId"],"additionalProperties":false};
 
-function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+function validate43(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:closeRejoin" */;
 let vErrors = null;
 let errors = 0;
@@ -3231,14 +3733,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((data.readId === undefined) && (missing0 = "readId")){
-validate39.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate43.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!(key0 === "readId")){
-validate39.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate43.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -3250,18 +3752,18 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 256){
-validate39.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+validate43.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
 return false;
 }
 else {
 if(func2(data0) < 1){
-validate39.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate43.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 }
 }
 else {
-validate39.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate43.errors = [{instancePath:instancePath+"/readId",schemaPath:"urn:agui-state:openrpc#/components/schemas/ReadId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -3270,59 +3772,59 @@ return false;
 }
 }
 else {
-validate39.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate43.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate39.errors = vErrors;
+validate43.errors = vErrors;
 return errors === 0;
 }
 
-export const stats = validate40;
-const schema95 = {"$id":"urn:agui-state:params:stats","type":"object","properties":{},"required":[],"additionalProperties":false};
+export const stats = validate44;
+const schema99 = {"$id":"urn:agui-state:params:stats","type":"object","properties":{},"required":[],"additionalProperties":false};
 
-function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+function validate44(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:stats" */;
 let vErrors = null;
 let errors = 0;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 for(const key0 in data){
-validate40.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate44.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
 }
 else {
-validate40.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate44.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate40.errors = vErrors;
+validate44.errors = vErrors;
 return errors === 0;
 }
 
-export const rpc_discover = validate41;
-const schema96 = {"$id":"urn:agui-state:params:rpc.discover","type":"object","properties":{},"required":[],"additionalProperties":false};
+export const rpc_discover = validate45;
+const schema100 = {"$id":"urn:agui-state:params:rpc.discover","type":"object","properties":{},"required":[],"additionalProperties":false};
 
-function validate41(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
+function validate45(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="urn:agui-state:params:rpc.discover" */;
 let vErrors = null;
 let errors = 0;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 for(const key0 in data){
-validate41.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate45.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
 }
 else {
-validate41.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate45.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate41.errors = vErrors;
+validate45.errors = vErrors;
 return errors === 0;
 }
 

@@ -1,19 +1,7 @@
 import type { IncomingMessage } from "node:http";
-import { isObject, type JsonObject } from "../core/json.js";
+import { baselineOfBody, type Baseline } from "../edge/baseline.js";
 
-/** Past this many bytes the body is not kept for its state: the baseline falls back to {} (and the log says so). */
-export const MAX_BASELINE_BYTES = 64 * 1024 * 1024;
-
-/** Why the baseline is {} rather than the request's state; undefined when it is the request's state (or there is no body). */
-export type BaselineNote = "too-large" | "not-json" | "encoded" | "state-not-object" | undefined;
-
-export interface Baseline {
-  state: JsonObject;
-  note: BaselineNote;
-  /** RunAgentInput.threadId and .messages, when the body has them: what a resumable run is filed under and replays (protocol/README.md §16). */
-  threadId?: string;
-  messages?: unknown[];
-}
+export type { Baseline };
 
 /**
  * Keeps a copy of the request body as it streams to the upstream, so the
@@ -27,7 +15,11 @@ export class BodyTap {
   private overflow = false;
   private readonly ended: Promise<void>;
 
-  constructor(private readonly req: IncomingMessage) {
+  /** `limit`: the bytes kept at most (--max-request-body); past it the baseline is not known. */
+  constructor(
+    private readonly req: IncomingMessage,
+    private readonly limit: number,
+  ) {
     this.ended = new Promise((resolve) => {
       req.on("end", resolve);
       // A body cut off by the client still settles: the connection is gone
@@ -40,7 +32,7 @@ export class BodyTap {
   take(chunk: Buffer): void {
     if (this.overflow) return;
     this.bytes += chunk.length;
-    if (this.bytes > MAX_BASELINE_BYTES) {
+    if (this.bytes > this.limit) {
       this.overflow = true;
       this.chunks = [];
     } else this.chunks.push(chunk);
@@ -49,28 +41,6 @@ export class BodyTap {
   /** The state the client says it holds: RunAgentInput.state when it is an object, else {}. */
   async read(): Promise<Baseline> {
     await this.ended;
-    if (this.overflow) return { state: {}, note: "too-large" };
-    if (this.bytes === 0) return { state: {}, note: undefined };
-    const encoding = this.req.headers["content-encoding"];
-    if (encoding !== undefined && encoding !== "identity") return { state: {}, note: "encoded" };
-    return baselineOf(Buffer.concat(this.chunks).toString("utf8"));
+    return baselineOfBody(this.overflow ? undefined : Buffer.concat(this.chunks).toString("utf8"), this.req.headers["content-encoding"]);
   }
-}
-
-/** The baseline in a request body's text. */
-export function baselineOf(text: string): Baseline {
-  let input: unknown;
-  try {
-    // JSON.parse makes "__proto__" an own data member, as the client's JSON.parse does.
-    input = JSON.parse(text);
-  } catch {
-    return { state: {}, note: "not-json" };
-  }
-  if (!isObject(input)) return { state: {}, note: undefined };
-  const about: Pick<Baseline, "threadId" | "messages"> = {};
-  if (typeof input["threadId"] === "string") about.threadId = input["threadId"];
-  if (Array.isArray(input["messages"])) about.messages = input["messages"];
-  const state = input["state"];
-  if (state === undefined || state === null) return { state: {}, note: undefined, ...about };
-  return isObject(state) ? { state, note: undefined, ...about } : { state: {}, note: "state-not-object", ...about };
 }

@@ -20,6 +20,8 @@ export interface ProxyOptions {
   graceMs: number;
   /** The repair policy every event stream is fixed with (--own, --snapshots, --join-keys). */
   policy: Policy;
+  /** --max-request-body: the request body kept for its RunAgentInput (protocol/README.md §14). */
+  maxRequestBody: number;
   /** --inspect: the inspector's own listener, its token, and what it keeps (issue 25); absent, there is none. */
   inspect?: InspectOptions;
   /** --store and the other resume flags (protocol/README.md §16); absent (`--store none`), no resume. */
@@ -58,7 +60,7 @@ export async function runProxy(options: ProxyOptions): Promise<void> {
   if (inspecting === null) return exit(2);
   const resume = options.resume && (await openRunLog(options.resume, log));
   if (resume === null) return exit(2);
-  const proxy = new ProxyServer({ upstream: options.upstream, log, policy: options.policy, ...(inspecting ? { watcher: inspecting.inspector } : {}), ...(resume ? { resume } : {}) });
+  const proxy = new ProxyServer({ upstream: options.upstream, log, policy: options.policy, maxRequestBody: options.maxRequestBody, ...(inspecting ? { watcher: inspecting.inspector } : {}), ...(resume ? { resume } : {}) });
   let stopping = false;
   // Handlers before the "listening" line: a parent that takes the line as its
   // cue and signals at once must find them in place.

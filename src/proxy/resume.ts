@@ -5,7 +5,7 @@ import type { RunEnd } from "../resume/log.js";
 import { Recorder, type ResumeOptions } from "../resume/recorder.js";
 import { readPages, PAGE_BYTES } from "../resume/pages.js";
 import { resolve, runStart, type Resolution } from "../resume/rejoin.js";
-import { MAX_BASELINE_BYTES, type Baseline } from "./baseline.js";
+import type { Baseline } from "./baseline.js";
 
 /** The request's head as the resume edge reads it (src/resume/edge.ts): every header as the client sent it. */
 function headOf(req: IncomingMessage): RequestHead {
@@ -32,6 +32,8 @@ export class Resume {
   constructor(
     private readonly opts: ResumeOptions,
     private readonly logger: Log,
+    /** The request body read at most for its threadId (--max-request-body). */
+    private readonly maxBody: number,
   ) {}
 
   kind(req: IncomingMessage): RequestKind {
@@ -53,7 +55,7 @@ export class Resume {
 
   /** Answers a rejoin or a reload from the log. The upstream is never called. */
   async serve(kind: "rejoin" | "reload", req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const body = await readBody(req);
+    const body = await readBody(req, this.maxBody);
     if (res.destroyed) return;
     const found = await resolve(this.opts, kind, headOf(req), body === undefined ? undefined : threadIdIn(body));
     if (found.refused) {
@@ -82,16 +84,16 @@ export class Resume {
   }
 }
 
-/** The request's body as text, or undefined past MAX_BASELINE_BYTES or when the client goes away. */
-function readBody(req: IncomingMessage): Promise<string | undefined> {
+/** The request's body as text, or undefined past `limit` bytes or when the client goes away. */
+function readBody(req: IncomingMessage, limit: number): Promise<string | undefined> {
   return new Promise((done) => {
     const chunks: Buffer[] = [];
     let bytes = 0;
     req.on("data", (c: Buffer) => {
       bytes += c.length;
-      if (bytes <= MAX_BASELINE_BYTES) chunks.push(c);
+      if (bytes <= limit) chunks.push(c);
     });
-    req.on("end", () => done(bytes > MAX_BASELINE_BYTES ? undefined : Buffer.concat(chunks).toString("utf8")));
+    req.on("end", () => done(bytes > limit ? undefined : Buffer.concat(chunks).toString("utf8")));
     req.on("close", () => done(undefined));
     req.on("error", () => done(undefined));
   });

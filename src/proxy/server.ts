@@ -8,7 +8,8 @@ import { BodyTap, type Baseline } from "./baseline.js";
 import { endToEnd, upstreamHeaders, upstreamUrl } from "./headers.js";
 import type { Recorder, ResumeOptions } from "../resume/recorder.js";
 import { Resume } from "./resume.js";
-import { canDecode, fixStream, isEventStream, isProtobuf, type StreamWatcher } from "./sse.js";
+import { framingOf } from "../edge/response.js";
+import { canDecode, fixStream, isProtobuf, type StreamWatcher } from "./sse.js";
 
 /** How long a connection to the upstream may take before the request is answered 502. */
 const CONNECT_TIMEOUT_MS = 10_000;
@@ -22,6 +23,8 @@ export interface ProxyServerOptions {
   watcher?: StreamWatcher;
   /** Event ids, the run log, detach and rejoin (protocol/README.md §16); absent (`--store none`), none of them. */
   resume?: ResumeOptions;
+  /** The request body kept for its RunAgentInput at most (--max-request-body). */
+  maxRequestBody: number;
 }
 
 /** A 502's body: what went wrong between the proxy and the upstream. */
@@ -54,7 +57,7 @@ export class ProxyServer {
     // seconds; a handshake costs well under a millisecond on a local network.
     this.agent = secure ? new https.Agent({ keepAlive: false }) : new http.Agent({ keepAlive: false });
     this.request = secure ? https.request : http.request;
-    this.resume = opts.resume && new Resume(opts.resume, opts.log);
+    this.resume = opts.resume && new Resume(opts.resume, opts.log, opts.maxRequestBody);
     // No request timeout: an agent run streams for as long as the model thinks.
     this.server = http.createServer({ requestTimeout: 0 }, (req, res) => this.handle(req, res));
   }
@@ -122,7 +125,7 @@ export class ProxyServer {
     const target = upstreamUrl(upstream, req.url ?? "/");
     const socket = req.socket as Socket & { encrypted?: boolean };
     const headers = upstreamHeaders(req.headers, upstream, { address: socket.remoteAddress, encrypted: socket.encrypted === true });
-    const tap = new BodyTap(req);
+    const tap = new BodyTap(req, this.opts.maxRequestBody);
     const line = { method: req.method, url: req.url };
     const up = this.send(target, req.method, headers);
     // Set once the answer is an event stream filed as a run (resume).
@@ -199,10 +202,12 @@ export class ProxyServer {
     const { log } = this.opts;
     const type = answer.headers["content-type"];
     const status = answer.statusCode ?? 502;
-    if (isEventStream(type) && canDecode(answer.headers["content-encoding"])) {
+    // The edge's one list of event streams (edge/response.ts): SSE, and NDJSON, which carries no ids and is not resumable (§16).
+    const framing = framingOf(type);
+    if (framing !== undefined && canDecode(answer.headers["content-encoding"])) {
       const watch = this.opts.watcher && { watcher: this.opts.watcher, method: String(line.method ?? "GET"), path: String(line.url ?? "/") };
-      const filed = record && ((b: Baseline, h: OutgoingHttpHeaders) => record(b, h, status));
-      void fixStream(answer, res, tap.read(), log, this.opts.policy, watch, filed).then(({ complete, counts }) => {
+      const filed = framing === "sse" && record ? (b: Baseline, h: OutgoingHttpHeaders) => record(b, h, status) : undefined;
+      void fixStream(answer, framing, res, tap.read(), log, this.opts.policy, watch, filed).then(({ complete, counts }) => {
         const recorder = run.recorder;
         const filing = recorder && { run: recorder.run, events: recorder.events, ...(recorder.upstreamIds > 0 ? { upstreamIdsReplaced: recorder.upstreamIds } : {}) };
         // One line per stream: the findings counted by what the client would do with them (kinds) and by what the proxy did (outcomes).
@@ -212,7 +217,7 @@ export class ProxyServer {
       return;
     }
     if (isProtobuf(type)) log.warn({ ...line, status, contentType: type }, "upstream answered in the protobuf framing; passing it through untouched, its deltas unchecked");
-    else if (isEventStream(type)) log.warn({ ...line, status, contentEncoding: answer.headers["content-encoding"] }, "event stream in a content coding the proxy cannot decode; passing it through untouched");
+    else if (framing !== undefined) log.warn({ ...line, status, contentEncoding: answer.headers["content-encoding"] }, "event stream in a content coding the proxy cannot decode; passing it through untouched");
     // Anything else passes byte for byte: same status, same end-to-end headers, same body.
     res.writeHead(status, answer.statusMessage, endToEnd(answer.headers));
     answer.pipe(res);

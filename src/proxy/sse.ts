@@ -6,12 +6,10 @@ import type { Log } from "../log.js";
 import type { Policy } from "../stream/client.js";
 import { hasKind, noKinds, noOutcomes, type Kind, type Outcome } from "../stream/findings.js";
 import { StreamFixer, type Observed } from "../stream/fixer.js";
+import type { Framing } from "../edge/response.js";
 import type { Baseline } from "./baseline.js";
 import { endToEnd } from "./headers.js";
 import type { Recorder } from "../resume/recorder.js";
-
-/** Whether a Content-Type is an AG-UI event stream in SSE framing. */
-export const isEventStream = (type: string | undefined): boolean => type !== undefined && /^\s*text\/event-stream\s*(;|$)/i.test(type);
 
 /** Whether a Content-Type is AG-UI's protobuf framing, which the fixer cannot read. */
 export const isProtobuf = (type: string | undefined): boolean => type !== undefined && /^\s*application\/vnd\.ag-ui\.event\+proto\s*(;|$)/i.test(type);
@@ -58,7 +56,7 @@ export interface StreamWatcher {
  * than the end of the stream: the upstream is read on into the log, and the promise resolves when
  * the upstream ends or fails.
  */
-export async function fixStream(upstream: IncomingMessage, res: ServerResponse, baseline: Promise<Baseline>, log: Log, policy?: Policy, watch?: { watcher: StreamWatcher; method: string; path: string }, record?: (b: Baseline, headers: OutgoingHttpHeaders) => Recorder): Promise<{ complete: boolean; counts: FindingCounts }> {
+export async function fixStream(upstream: IncomingMessage, framing: Framing, res: ServerResponse, baseline: Promise<Baseline>, log: Log, policy?: Policy, watch?: { watcher: StreamWatcher; method: string; path: string }, record?: (b: Baseline, headers: OutgoingHttpHeaders) => Recorder): Promise<{ complete: boolean; counts: FindingCounts }> {
   const counts: FindingCounts = { kinds: noKinds(), outcomes: noOutcomes() };
   const base = await baseline;
   const { state, note } = base;
@@ -71,6 +69,7 @@ export async function fixStream(upstream: IncomingMessage, res: ServerResponse, 
     // A baseline that could not be read is not known: {} stands in for it (§13, SNAPSHOT_REPLACES_UNKNOWN).
     ...(note === undefined ? { state } : {}),
     ...(policy ? { policy } : {}),
+    framing,
     ...(watching ? { onEvent: watching.observe } : {}),
     onFinding: (f) => {
       if (hasKind(f)) counts.kinds[f.kind]++;

@@ -69,12 +69,6 @@ export class Rejoins {
     this.reads.dropped = (read, reason) => this.let(read, reason);
   }
 
-  /** What a request is (classifyRequest): with --store none, every request is the app's. */
-  classifyRequest(p: P.ClassifyRequestParams): CallResult<P.ClassifyRequestResult> {
-    if (!this.resume) return ok({ kind: "forward" });
-    return ok({ kind: classify({ method: p.method, path: p.path, headers: headerMap(p.headers as [string, string][]) }) });
-  }
-
   /**
    * Params that cannot be served are answered at once, in order with the calls around them, as every
    * other method's are (the fuzzer's invariant); only a lookup in the log answers later.

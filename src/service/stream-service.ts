@@ -1,4 +1,5 @@
 import { err, isObject, measure, ok, parsePointer, stateOverLimit, type JsonObject, type Path } from "../core/index.js";
+import { DEFAULT_MAX_REQUEST_BODY } from "../edge/request.js";
 import type { Log } from "../log.js";
 import { invalidParams, limitExceeded, unknownStream, type CallResult } from "../protocol/errors.js";
 import { DEFAULT_LIMITS } from "../protocol/limits.js";
@@ -9,7 +10,11 @@ import { announcement, headerMap } from "../resume/edge.js";
 import { runStart } from "../resume/rejoin.js";
 import { StreamStore } from "../store/stream-store.js";
 import { Rejoins } from "./rejoins.js";
+import { classifyRequest, edgeResult, openFromRequest } from "./stream-edge.js";
 import type { StreamCounts } from "./state-service.js";
+
+/** An opened stream: the earlier form's result, which always has one. */
+type Opened = P.OpenStreamResult & { streamId: string };
 
 /** What a finding's outcome can be (protocol/README.md §13): the protocol's one list. */
 type Outcome = P.StreamFinding["outcome"];
@@ -40,6 +45,10 @@ export interface Fixer {
   readonly unfixed: number;
   /** What it holds, approximately, in bytes: its mirror and its unfinished event. */
   readonly bytes: number;
+  /** The unfinished event's text (fixStream's `pending`, §14). */
+  readonly pendingText: string;
+  /** The input up to its first event when that is a RUN_STARTED ("" when not; undefined until it came): fixStream's `head`. */
+  readonly headText: string | undefined;
 }
 
 /** Makes the fixer of one stream, `new StreamFixer(spec)`, handed over by whoever loaded the pipeline. */
@@ -66,6 +75,8 @@ export interface StreamServiceOptions {
   resume?: ResumeOptions;
   /** Where a resumable run says it was cancelled. */
   log?: Log;
+  /** --max-request-body: the request body a middleware keeps (classifyRequest's `bodyBytes`, §14). */
+  maxRequestBody?: number;
 }
 
 /** One open stream: its fixer (made at its first part, once the pipeline is there) and what its current call found. */
@@ -82,6 +93,8 @@ interface Stream {
   detached: boolean;
   /** The run is cancelled (or could never go on detached): the middleware is to cancel the app. */
   cancel: boolean;
+  /** fixStream's `head` was given (or there is none to give). */
+  headSaid: boolean;
 }
 
 /**
@@ -111,6 +124,7 @@ export class StreamService {
   private readonly now: () => number;
   private readonly resume: ResumeOptions | undefined;
   private readonly log: Log | undefined;
+  private readonly maxRequestBody: number;
   /** The rejoin methods (§16). */
   readonly rejoins: Rejoins;
 
@@ -123,10 +137,34 @@ export class StreamService {
     this.now = options.now ?? (() => performance.now());
     this.resume = options.resume;
     this.log = options.log;
+    this.maxRequestBody = options.maxRequestBody ?? DEFAULT_MAX_REQUEST_BODY;
     this.rejoins = new Rejoins(options.resume, { maxStreams: this.limits.maxStreams, idleMs: this.limits.streamIdleMs }, this.now);
   }
 
+  /** What a request is to a middleware (§14, §16): handled or not, a rejoin, a reload or the app's. */
+  classifyRequest(p: P.ClassifyRequestParams): CallResult<P.ClassifyRequestResult> {
+    return classifyRequest(p, this.resume !== undefined, { maxRequestBody: this.maxRequestBody, maxMessageBytes: this.limits.maxMessageBytes });
+  }
+
+  /**
+   * openStream, in either form: the request form (a middleware's raw request and response head, §14)
+   * is read by the stream edge into the earlier form's terms, and answered with the head to write.
+   */
+  openStream(p: P.OpenStreamParams & { request?: undefined; response?: undefined }): CallResult<Opened>;
+  openStream(p: P.OpenStreamParams): CallResult<P.OpenStreamResult>;
   openStream(p: P.OpenStreamParams): CallResult<P.OpenStreamResult> {
+    if (p.request === undefined && p.response === undefined) return this.open(p);
+    const edge = openFromRequest(p, this.resume !== undefined);
+    if (!edge.ok) return edge;
+    if ("pass" in edge.value) return ok({ pass: edge.value.pass });
+    const opened = this.open(edge.value.params);
+    if (!opened.ok) return opened;
+    return ok({ ...opened.value, ...edgeResult(edge.value, p.response as P.HttpResponseHead, opened.value.run !== undefined) });
+  }
+
+  private open(p: P.OpenStreamParams): CallResult<Opened> {
+    if (typeof p.resume === "boolean") return err(invalidParams("/resume", "INVALID_VALUE", "resume: true or false only in the request form (with request and response); otherwise the run to file (protocol/README.md §16)"));
+    const resumeRun = p.resume;
     // protocol/README.md §11 and §14: the baseline is an object, held to a thread's state limits.
     if (p.state !== undefined && !isObject(p.state)) return err(invalidParams("/state", "ROOT_NOT_OBJECT", "state must be a JSON object, RunAgentInput.state (protocol/README.md §11); leave it out when the request has none"));
     const over = stateOverLimit(p.state ?? {}, this.limits);
@@ -139,10 +177,10 @@ export class StreamService {
       own.push(parsed.value);
     }
     // §16: a run's events get SSE ids; NDJSON has no field to carry one.
-    if (p.resume !== undefined && ((p.resume.requestHeaders !== undefined && (p.resume.authorization ?? p.resume.cookie) !== undefined) || (p.resume.responseHeaders !== undefined && p.resume.headers !== undefined))) {
+    if (resumeRun !== undefined && ((resumeRun.requestHeaders !== undefined && (resumeRun.authorization ?? resumeRun.cookie) !== undefined) || (resumeRun.responseHeaders !== undefined && resumeRun.headers !== undefined))) {
       return err(invalidParams("/resume", "CONFLICTING_PARAMS", "resume: give requestHeaders and responseHeaders, or the earlier authorization, cookie and headers, not both"));
     }
-    if (p.resume !== undefined && p.framing === "ndjson") return err(invalidParams("/resume", "CONFLICTING_PARAMS", "resume: only an SSE stream (framing sse) can be resumed; NDJSON has no event ids. Leave resume out for this stream"));
+    if (resumeRun !== undefined && p.framing === "ndjson") return err(invalidParams("/resume", "CONFLICTING_PARAMS", "resume: only an SSE stream (framing sse) can be resumed; NDJSON has no event ids. Leave resume out for this stream"));
     const policy = { own, snapshots: p.snapshots ?? "pass", joinKeys: p.joinKeys ?? false };
     const counts = zero();
     const stream: Stream = {
@@ -156,7 +194,7 @@ export class StreamService {
           if (stream.findings === NO_FINDINGS) stream.findings = [];
           stream.findings.push(f);
         },
-        ...(p.framing !== undefined ? { framing: p.framing } : p.resume !== undefined && this.resume ? { framing: "sse" as const } : {}),
+        ...(p.framing !== undefined ? { framing: p.framing } : resumeRun !== undefined && this.resume ? { framing: "sse" as const } : {}),
       },
       fixer: undefined,
       counts,
@@ -164,9 +202,10 @@ export class StreamService {
       recorder: undefined,
       detached: false,
       cancel: false,
+      headSaid: false,
     };
     // A reload's prelude starts from the request's state: {} when it has none.
-    const filed = p.resume !== undefined && this.resume ? this.record(this.resume, p.resume, (p.state ?? {}) as JsonObject, () => void (stream.cancel = true)) : undefined;
+    const filed = resumeRun !== undefined && this.resume ? this.record(this.resume, resumeRun, (p.state ?? {}) as JsonObject, () => void (stream.cancel = true)) : undefined;
     const recorder = filed?.recorder;
     stream.recorder = recorder;
     // The transport holds back the messages read after this one until the load settles (loading()), so
@@ -206,10 +245,25 @@ export class StreamService {
     const fixed = this.run(p.streamId, stream, (fixer) => fixer.push(p.text));
     const text = stream.recorder ? stream.recorder.part(fixed) : fixed;
     const c = stream.counts;
+    const tail = this.tail(stream);
     // Detached (§16): the text went to the run log only; the reply says whether to cancel the app. A run
     // whose log takes no more (past --run-log-bytes, an event past the client's buffer) has nothing to go on for.
-    if (stream.detached) return ok({ text: "", findings: stream.findings, passed: c.passed, mended: c.mended, discarded: c.discarded, kept: c.kept, cancel: stream.cancel || stream.recorder?.ended !== false });
-    return ok({ text, findings: stream.findings, passed: c.passed, mended: c.mended, discarded: c.discarded, kept: c.kept });
+    if (stream.detached) return ok({ text: "", findings: stream.findings, passed: c.passed, mended: c.mended, discarded: c.discarded, kept: c.kept, ...tail, cancel: stream.cancel || stream.recorder?.ended !== false });
+    return ok({ text, findings: stream.findings, passed: c.passed, mended: c.mended, discarded: c.discarded, kept: c.kept, ...tail });
+  }
+
+  /**
+   * What a middleware keeps to fail open with (§14): the UTF-8 bytes of the text it gave that no
+   * reply answered for, and once, the stream's head when it starts with a RUN_STARTED.
+   */
+  private tail(stream: Stream): { pending: number; head?: number } {
+    const fixer = stream.fixer as Fixer;
+    const pending = Buffer.byteLength(fixer.pendingText);
+    if (stream.headSaid) return { pending };
+    const head = fixer.headText;
+    if (head === undefined) return { pending };
+    stream.headSaid = true;
+    return head === "" ? { pending } : { pending, head: Buffer.byteLength(head) };
   }
 
   /**

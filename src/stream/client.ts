@@ -100,6 +100,9 @@ export class Client {
     return this.shared.tally.unfixed;
   }
 
+  /** The first event's type, once it came ("" when it has none or is no JSON object). */
+  firstType: string | undefined;
+
   /** The client's transport gave up before the event (check's SSE buffer limit): its run fails here. */
   overflow(line: number, f: Omit<OpFinding, "index" | "pointer">): Finding | undefined {
     if (this.stopped) return undefined;
@@ -111,6 +114,7 @@ export class Client {
   /** One event's data (starting on `line` of the input) through the pipeline. */
   feed(data: string, line: number): Step {
     const event = ++this.summary.events;
+    if (event === 1) this.firstType = parsedType(data);
     // After a fatal finding the client's run has failed: it applies nothing more.
     if (this.stopped && !this.apply.repairs) return IGNORED;
     const t = transport(data, event, line);
@@ -140,5 +144,16 @@ export class Client {
     const fatal = findings.find((f) => f.kind === "fatal");
     if (fatal) this.stopped = fatal;
     return { decision: decide(findings, e.decision), findings, out: undefined };
+  }
+}
+
+/** An event's type as the transport stage reads it, or "" (the first event's only: one parse more per stream). */
+function parsedType(data: string): string {
+  try {
+    const v: unknown = JSON.parse(data);
+    const type = typeof v === "object" && v !== null ? (v as Record<string, unknown>)["type"] : undefined;
+    return typeof type === "string" ? type : "";
+  } catch {
+    return "";
   }
 }

@@ -79,6 +79,11 @@ export class EventReader {
     return this.buf.length - this.start;
   }
 
+  /** The unfinished item's text itself: what a caller that fed it and must give up keeps (protocol/README.md §14, `pending`). */
+  get heldText(): string {
+    return this.buf.slice(this.start);
+  }
+
   /** Reads a chunk of the input; returns the items it completes. */
   push(chunk: Uint8Array | string): StreamItem[] {
     const text = typeof chunk === "string" ? chunk : this.decoder.decode(chunk, { stream: true });

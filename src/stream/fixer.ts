@@ -119,6 +119,22 @@ export class StreamFixer {
     return this.client.bytes + 2 * this.reader.held;
   }
 
+  /** The unfinished event's text, not yet answered for: what a middleware fails open with (protocol/README.md §14, `pending`). */
+  get pendingText(): string {
+    return this.passing ? "" : this.reader.heldText;
+  }
+
+  /**
+   * The input from its start up to and including its first event, once that event came, when it is
+   * a RUN_STARTED (protocol/README.md §14, `head`: what a middleware keeps to feed a new sidecar);
+   * "" when it is not, undefined until it came.
+   */
+  get headText(): string | undefined {
+    return this.head.done ? this.head.text : undefined;
+  }
+
+  private readonly head = { text: "", done: false };
+
   /** Findings about events that still go out as they came, and still fail or warn on the client. */
   get unfixed(): number {
     return this.client.unfixed;
@@ -154,12 +170,27 @@ export class StreamFixer {
 
   /** One item's output text. */
   private output(item: StreamItem): string {
+    const text = this.outputOf(item);
+    if (!this.head.done) this.heading(item);
+    return text;
+  }
+
+  private outputOf(item: StreamItem): string {
     if (this.passing || item.overflow) {
       if (item.overflow) this.overflow(item);
       return item.raw;
     }
     const text = item.data === undefined ? item.raw : this.event(item, item.data);
     return this.reader.framing === "sse" ? this.lineFeeds(item, text) : text;
+  }
+
+  /** Keeps the input's first items until its first event: the stream's head, when that event is a RUN_STARTED. */
+  private heading(item: StreamItem): void {
+    this.head.text += item.raw;
+    if (item.overflow) Object.assign(this.head, { text: "", done: true });
+    else if (item.data !== undefined) {
+      Object.assign(this.head, { text: this.client.firstType === "RUN_STARTED" ? this.head.text : "", done: true });
+    }
   }
 
   /** The last SSE item read ended with a CR: the reader passes the LF of its CRLF, when it comes late, as an item of its own. */

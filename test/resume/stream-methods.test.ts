@@ -203,7 +203,7 @@ describe("detachStream", () => {
     const { streamId } = started(svc, 2);
     expect(value(svc.detachStream({ streamId }))).toEqual({ graceMs: 5000 });
     const r = value(svc.fixStream({ streamId, text: sse(EVENTS[2] as object) }));
-    expect(r).toEqual({ text: "", findings: [], passed: 0, mended: 0, discarded: 0, kept: 0, cancel: false });
+    expect(r).toEqual({ text: "", findings: [], passed: 0, mended: 0, discarded: 0, kept: 0, pending: 0, cancel: false });
     await vi.advanceTimersByTimeAsync(5000);
     expect(value(svc.fixStream({ streamId, text: "" })).cancel).toBe(true);
     // The event fed while detached is in the log: a reload sees it, and the run's end as cancelled.

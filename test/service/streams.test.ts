@@ -68,7 +68,7 @@ describe("openStream, fixStream, closeStream", () => {
     expect(first).toMatchObject({ passed: 0, mended: 1, discarded: 0, kept: 0 });
     expect(first.text).toContain('{"op":"add","path":"/todos","value":[]}');
     const second = value(svc.fixStream({ streamId, text: '{"type":"STATE_DELTA","delta":[{"op":"remove","path":"/nope"}]}\n' }));
-    expect(second).toEqual({ text: "", findings: [expect.objectContaining({ event: 3, index: 0, pointer: "/nope", code: "PATH_NOT_FOUND", outcome: "discarded" })], passed: 0, mended: 0, discarded: 1, kept: 0 });
+    expect(second).toEqual({ text: "", findings: [expect.objectContaining({ event: 3, index: 0, pointer: "/nope", code: "PATH_NOT_FOUND", outcome: "discarded" })], passed: 0, mended: 0, discarded: 1, kept: 0, pending: 0 });
     const closed = value(svc.closeStream({ streamId }));
     expect(closed).toEqual({ text: "", findings: [], summary: { events: 3, deltas: 2, dropped: 2, ignored: 0, fatal: 0, wiped: 0, passed: 0, mended: 1, discarded: 1, kept: 0, unfixed: 0 } });
   });

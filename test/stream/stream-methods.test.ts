@@ -137,7 +137,7 @@ describe("limits and errors through the binary", () => {
     expect((replies[first]?.["text"] as string).length).toBe(6 + 10 * part.length);
     expect(replies[first]).toMatchObject({ passed: 1, mended: 0, discarded: 0, kept: 0 });
     // ... and every part after it comes back whole in its own reply: none of it is held.
-    for (const r of replies.slice(first + 1)) expect(r).toEqual({ text: part, findings: [], passed: 0, mended: 0, discarded: 0, kept: 0 });
+    for (const r of replies.slice(first + 1)) expect(r).toEqual({ text: part, findings: [], passed: 0, mended: 0, discarded: 0, kept: 0, pending: 0 });
     const tail = '\n\ndata: {"type":"RUN_FINISHED","threadId":"t","runId":"r"}\n\n';
     expect((await peer.ok("fixStream", { streamId, text: tail }))["text"]).toBe(tail);
     const closed = await peer.ok("closeStream", { streamId });
