@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from typing import Any, Awaitable, Callable, Deque, Dict, MutableMapping, Optional
+from typing import Any, Awaitable, Callable, Deque, Dict, List, MutableMapping, Optional, Tuple
 
 from ._body import BodyTap
 from ._fixing import Repair, RunCancelled
@@ -118,7 +118,7 @@ class Exchange:
             return
         await self.down_send(message)
 
-    async def _open(self, head: Message) -> Optional[Any]:
+    async def _open(self, head: Message) -> Optional[List[Tuple[bytes, bytes]]]:
         """openStream with the raw request and the app's response head (§14): the header pairs to write, or
         None when the response goes as the app wrote it. The body not yet read is read on up to the limit
         first (it waits for the app in `replay`): never more than that before the app's first byte."""

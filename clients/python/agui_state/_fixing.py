@@ -9,7 +9,7 @@ import codecs
 import collections
 import json
 import logging
-from typing import Any, Awaitable, Callable, Deque, Dict, List, MutableMapping, Optional
+from typing import Any, Awaitable, Callable, Deque, Dict, List, MutableMapping, Optional, Tuple
 
 from ._async import AsyncAguiState
 from ._errors import SidecarExitedError, UnknownStreamError
@@ -62,7 +62,7 @@ class Repair:
         self.error: Optional[BaseException] = None
         self.pump: Optional["asyncio.Future[None]"] = None
 
-    async def open(self) -> Optional[List[Any]]:
+    async def open(self) -> Optional[List[Tuple[bytes, bytes]]]:
         """openStream at the response head: the header pairs to write in place of the app's, with the
         lifecycle moved to repairing; or None, moved to passing (not a stream, or the sidecar failed)."""
         opened = await self._connect(None, "openStream")

@@ -9,6 +9,7 @@ import logging
 from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional, Tuple
 
 from ._async import AsyncAguiState
+from ._body import BodyTap
 from ._errors import ResumeUnknownError, SidecarExitedError
 from ._sidecar import SharedSidecar, log
 from ._tasks import Tasks
@@ -73,16 +74,13 @@ async def classify(sidecar: SharedSidecar, scope: Scope, paths: Optional[List[st
         return None
 
 
-async def _body(receive: Receive) -> bytes:
-    chunks: List[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
+async def _body(receive: Receive, limit: int) -> Optional[str]:
+    """The request body as text, read to its end but kept only within `limit` (classifyRequest's bodyBytes);
+    None past it, or cut off: the sidecar then refuses the rejoin as it would any it cannot place."""
+    tap = BodyTap(limit)
+    while not tap.ended.is_set():
+        tap.take(await receive())
+    return tap.text()
 
 
 async def _answer(send: Send, status: int, headers: Dict[str, str], body: str) -> None:
@@ -91,15 +89,19 @@ async def _answer(send: Send, status: int, headers: Dict[str, str], body: str) -
     await send({"type": "http.response.body", "body": body.encode("utf-8"), "more_body": False})
 
 
-async def rejoin(sidecar: SharedSidecar, scope: Scope, receive: Receive, send: Send, kind: str) -> None:
+async def rejoin(sidecar: SharedSidecar, scope: Scope, receive: Receive, send: Send, kind: str,
+                 body_bytes: int) -> None:
     """Answers a rejoin or a reload (`kind`, classifyRequest's) from the sidecar's run log: rejoinStream with
     the request as received, then its status, headers and readRejoin's text; a refusal is written exactly as
     the sidecar gives it. A sidecar that cannot be reached: 410 (204 for a reload) with an empty body, so that
     the client starts a new run (fail open)."""
     path = scope.get("path", "")
     refused = 204 if kind == "reload" else 410  # a sidecar that cannot be reached: the client starts a new run
-    request = {"method": scope.get("method", "POST"), "path": target(scope), "headers": header_pairs(scope.get("headers", ())),
-               "body": (await _body(receive)).decode("utf-8", "replace")}
+    request: Dict[str, Any] = {"method": scope.get("method", "POST"), "path": target(scope),
+                               "headers": header_pairs(scope.get("headers", ()))}
+    body = await _body(receive, body_bytes)
+    if body is not None:
+        request["body"] = body
     try:
         client, opened = await _call(sidecar, lambda c: c.rejoin_stream(request=request), path, "rejoinStream",
                                      f"the {kind} is answered {refused}")

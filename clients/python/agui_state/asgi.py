@@ -97,8 +97,8 @@ class AguiStateMiddleware:
         got = await classify(self.sidecar, scope, self.paths, self.resume) if scope["type"] == "http" else None
         if got is None or not got.get("handled"):
             await self.app(scope, receive, send)  # not ours (or the sidecar cannot say): untouched
-        elif got["kind"] != "forward":
-            await rejoin(self.sidecar, scope, receive, send, got["kind"])  # never the app
+        elif got["kind"] != "forward":  # never the app
+            await rejoin(self.sidecar, scope, receive, send, got["kind"], int(got.get("bodyBytes") or 0))
         else:
             await Exchange(self.app, self.sidecar, self.options, int(got.get("bodyBytes") or 0),
                            scope, receive, send).run()
