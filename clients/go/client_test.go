@@ -100,7 +100,7 @@ func classifier(req map[string]json.RawMessage) {
 	if strings.HasSuffix(p.Path, "/connect") {
 		kind = "reload"
 	}
-	fmt.Printf("{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"kind\":%q}}\n", req["id"], kind)
+	fmt.Printf("{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"kind\":%q,\"handled\":true,\"bodyBytes\":65536}}\n", req["id"], kind)
 }
 
 func startFake(t *testing.T, mode string, opts Options) *Client {

@@ -111,6 +111,12 @@ func TestWireFollowsDiscover(t *testing.T) {
 					Authorization: "Bearer a", Cookie: "s=1", Headers: map[string]string{"content-type": "text/event-stream"}}})
 			return err
 		},
+		func() error {
+			body := `{"state":{}}`
+			_, err := f.OpenStream(ctx, OpenStreamParams{Request: &StreamRequest{Method: "POST", Path: "/agent", Headers: [][2]string{{"Content-Type", "application/json"}}, Body: &body},
+				Response: &HTTPResponseHead{Status: 200, Headers: [][2]string{{"Content-Type", "text/event-stream"}}}, Own: []string{"/k"}, Snapshots: "delta", JoinKeys: true, NoResume: true})
+			return err
+		},
 		func() error { _, err := f.FixStream(ctx, "s1", "data: {}\n\n"); return err },
 		func() error { _, err := f.DetachStream(ctx, "s1"); return err },
 		func() error { _, err := f.CloseStream(ctx, "s1"); return err },
@@ -121,7 +127,7 @@ func TestWireFollowsDiscover(t *testing.T) {
 			return err
 		},
 		func() error {
-			_, err := f.ClassifyRequest(ctx, ClassifyRequestParams{Method: "POST", Path: "/agent", Headers: [][2]string{{"Last-Event-ID", "x"}}})
+			_, err := f.ClassifyRequest(ctx, ClassifyRequestParams{Method: "POST", Path: "/agent", Headers: [][2]string{{"Last-Event-ID", "x"}}, Paths: []string{"/agent"}, Resume: new(bool)})
 			return err
 		},
 		func() error {
@@ -202,10 +208,11 @@ func TestResultTypesHaveTheirSchemasMembers(t *testing.T) {
 	}
 	types := []any{ApplyOpsResult{}, ActivitySnapshotResult{}, GetActivityResult{}, GetStateResult{}, NormalizeResult{},
 		OpenRunResult{}, StatsResult{}, FixStreamResult{}, CloseStreamResult{}, DetachStreamResult{}, StreamSummary{},
-		StreamFinding{}, RejoinStreamResult{}, ReadRejoinResult{}, ResumeRun{}, ClassifyRequestResult{}, Limits{}, Skip{}}
+		StreamFinding{}, Note{}, RejoinStreamResult{}, ReadRejoinResult{}, ResumeRun{}, ClassifyRequestResult{}, Limits{}, Skip{}}
 	named := map[string]any{
 		"OpenStreamResult": openedStream{}, // unexported: OpenStream returns its id alone
 		"HttpRequest":      HTTPRequest{},  // Go's initialism
+		"HttpResponseHead": HTTPResponseHead{},
 		"ResumeUnknownData": struct {
 			Code string `json:"code"`
 			Refusal

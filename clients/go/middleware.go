@@ -1,17 +1,12 @@
 package aguistate
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"net/http"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -28,8 +23,10 @@ type MiddlewareOptions struct {
 	// JoinKeys reads an unescaped /toolState/raster-ops/dataset as the key
 	// "raster-ops/dataset" when that is the only way the op applies.
 	JoinKeys bool
-	// Paths are the request paths to repair; none means every path. A path
-	// that ends in "/" names its subtree, as in http.ServeMux.
+	// Paths are the request paths the middleware handles; none means every
+	// path. The sidecar matches them (classifyRequest): an entry handles its
+	// own path and every path below it ("/agent" handles "/agent/run", not
+	// "/agents"); every other request goes to the handler untouched.
 	Paths []string
 	// Logger gets the sidecar's findings by outcome, each restart of the
 	// sidecar, and one line per stream the middleware could not repair to its
@@ -50,11 +47,11 @@ type MiddlewareOptions struct {
 	// sidecar die: the new one is fed that text again (its output is not
 	// sent twice), and the repair goes on exactly as if nothing had happened.
 	// Past it, or when it is negative, a response whose sidecar dies is
-	// opened again from the request's state alone: under Own, the next
-	// STATE_SNAPSHOT is still an add of each owned member, whole, which needs
-	// nothing the lost sidecar knew, so the client's own keys are kept; a
-	// STATE_DELTA before it is checked against the request's state. Zero
-	// means defaultReplayLimit.
+	// opened again from the request's state and its RUN_STARTED alone: under
+	// Own, the next STATE_SNAPSHOT is still an add of each owned member,
+	// whole, which needs nothing the lost sidecar knew, so the client's own
+	// keys are kept; a STATE_DELTA before it is checked against the request's
+	// state. Zero means the sidecar's figure (openStream's replayBytes).
 	ReplayLimit int
 
 	// NoResume turns resume off (protocol/README.md §16; on by default when
@@ -62,6 +59,9 @@ type MiddlewareOptions struct {
 	// none): no event ids, no detach, and a request with Last-Event-ID or a
 	// POST to <path>/connect goes to the handler like any other.
 	NoResume bool
+	// Store, DetachGrace and Sidecar are for a sidecar the middleware starts:
+	// given with a Client, they are an error (ErrConflictingOptions).
+	//
 	// Store is the sidecar's --store, when the middleware starts it: "" for
 	// its default ("memory": this process serves rejoins), or
 	// "redis://HOST:PORT[/DB]", so that every server sharing the database
@@ -91,10 +91,19 @@ func sidecarOptions(opts MiddlewareOptions) Options {
 	return o
 }
 
-// defaultReplayLimit is MiddlewareOptions.ReplayLimit's default: an agent's
-// response is most often far smaller, and one past it is still repaired
-// after a crash, from its next snapshot on.
-const defaultReplayLimit = 8 << 20
+// ErrConflictingOptions: MiddlewareOptions' Store, DetachGrace or Sidecar,
+// which are flags of a sidecar the middleware starts, given with a Client it
+// does not start.
+var ErrConflictingOptions = errors.New("agui-state: CONFLICTING_OPTIONS: Store, DetachGrace and Sidecar start a sidecar, and a Client was given")
+
+// Check is nil, or ErrConflictingOptions when o cannot go with c.
+func (o MiddlewareOptions) Check(c *Client) error {
+	s := o.Sidecar
+	if c != nil && (o.Store != "" || o.DetachGrace != 0 || s.Path != "" || s.Args != nil || s.Env != nil || s.Stderr != nil || s.CloseTimeout != 0) {
+		return ErrConflictingOptions
+	}
+	return nil
+}
 
 // maxReopens is how many times one response opens its stream again after the
 // sidecar died: a sidecar that dies each time (input that crashes it, a host
@@ -102,22 +111,13 @@ const defaultReplayLimit = 8 << 20
 // unrepaired (fail open).
 const maxReopens = 2
 
-// maxBaselineBytes bounds the request body kept for its RunAgentInput.state;
-// past it the body still reaches the handler whole, and the baseline is {}
-// (the proxy's limit, src/proxy/baseline.ts).
-const maxBaselineBytes = 64 << 20
-
-// flushAt is how much written text waits for a Flush: a handler that never
-// flushes still streams, in parts of about this size, as net/http's own
-// buffer would send it.
-const flushAt = 16 << 10
-
-// Middleware repairs the AG-UI event streams a handler writes (a response
-// whose Content-Type is text/event-stream, or NDJSON: application/x-ndjson,
-// application/jsonl) through the sidecar's stream methods, with the
-// request's RunAgentInput.state as the client's baseline. Every other
-// response, and any response with a Content-Encoding, passes untouched: put
-// it inside a compression middleware, where the body is still plain text.
+// Middleware repairs the AG-UI event streams a handler writes through the
+// sidecar's stream methods. It is the sidecar's I/O (protocol/README.md §14):
+// the sidecar classifies each request (which it handles, which is a rejoin),
+// and, at the response head, given the raw request and the head, decides
+// whether the response is an event stream it repairs (SSE or NDJSON, not
+// Content-Encoded: put the middleware inside a compression middleware), its
+// baseline (the request's RunAgentInput.state) and the head to write.
 //
 // It fails open: whatever happens to the sidecar, the user's stream
 // completes. If the sidecar dies in the middle of a stream, it is restarted
@@ -130,9 +130,14 @@ const flushAt = 16 << 10
 // through unrepaired, and Logger says so. Logger also gets the restart, and
 // the sidecar's findings by outcome (passed, mended, discarded, kept).
 //
-// A nil c starts a sidecar with opts.Sidecar at the first stream, which then
+// A nil c starts a sidecar with opts.Sidecar at the first request, which then
 // waits for it (a few hundred milliseconds); NewMiddleware starts it at once.
+// Options that start a sidecar, given with c, panic with ErrConflictingOptions
+// (MiddlewareOptions.Check).
 func Middleware(c *Client, opts MiddlewareOptions) func(http.Handler) http.Handler {
+	if err := opts.Check(c); err != nil {
+		panic(err)
+	}
 	return newMiddleware(c, opts).wrap
 }
 
@@ -199,90 +204,50 @@ func newMiddleware(c *Client, opts MiddlewareOptions) *middleware {
 	if m.log == nil {
 		m.log = log.Default()
 	}
-	switch {
-	case opts.ReplayLimit == 0:
-		m.replayLimit = defaultReplayLimit
-	case opts.ReplayLimit > 0:
-		m.replayLimit = opts.ReplayLimit
-	}
 	return m
 }
 
+// wrap classifies every request (one call) and does what the sidecar says:
+// a rejoin or a reload is answered from its run log, never the handler; a
+// request it does not handle, or cannot classify, reaches the handler
+// untouched; a handled one reaches it through the body tee and the stream
+// writer, which opens the stream at the response head.
 func (m *middleware) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if m.resumes() && m.handles(r.URL.Path) {
-			if kind := m.classify(r); kind == "rejoin" || kind == "reload" {
-				m.rejoin(w, r, kind) // never the handler (middleware_resume.go)
-				return
-			}
-		}
-		if !m.wants(r.URL.Path) {
+		cl := m.classify(r)
+		switch {
+		case cl == nil || !cl.Handled:
 			next.ServeHTTP(w, r)
+			return
+		case cl.Kind == "rejoin" || cl.Kind == "reload":
+			m.rejoin(w, r, cl) // middleware_resume.go
 			return
 		}
 		sw := &streamWriter{w: w, m: m, req: r, ctx: r.Context()}
-		sw.input = baseline(r)
-		sw.state, sw.note = sw.input.state, sw.input.note
-		if m.resumes() {
-			r = sw.detachable(r) // the handler outlives its client for the grace (middleware_resume.go)
+		app := r
+		if r.Body != nil && r.Body != http.NoBody {
+			sw.body = newTeeBody(r.Body, int64(cl.BodyBytes), r.ContentLength)
+			app = r.WithContext(r.Context())
+			app.Body = sw.body
+		}
+		if !m.opts.NoResume {
+			app = sw.detachable(app) // the handler outlives its client for the grace (middleware_resume.go)
 		}
 		returned := false
 		defer func() { sw.finish(!returned) }()
-		next.ServeHTTP(sw, r)
+		next.ServeHTTP(sw, app)
 		returned = true
 	})
 }
 
 type middleware struct {
-	opts        MiddlewareOptions
-	log         *log.Logger
-	replayLimit int // 0: none kept
+	opts MiddlewareOptions
+	log  *log.Logger
 
 	mu sync.Mutex // guards c, and makes one restart of a dead sidecar out of many callers' attempts
 	c  *Client
 
-	noResume int32 // atomic; 1: the sidecar refused openStream's resume, and is not asked again (atomic.Bool is Go 1.19)
-}
-
-// resumes: streams are opened with resume, and requests classified.
-func (m *middleware) resumes() bool { return !m.opts.NoResume && atomic.LoadInt32(&m.noResume) == 0 }
-
-// dropResume turns resume off for a sidecar that does not know it (older
-// than protocol/README.md §16's methods): streams are repaired without ids,
-// as before resume, and it is not asked again.
-func (m *middleware) dropResume(err error) {
-	if atomic.CompareAndSwapInt32(&m.noResume, 0, 1) {
-		m.log.Printf("agui-state: the sidecar cannot file streams as resumable runs (%v); they are repaired without resume", err)
-	}
-}
-
-// resumeRefused is the member of openStream's resume the sidecar refused
-// ("/resume" itself, or "/resume/<member>"), "" when it refused none. unknown:
-// the sidecar does not know it (older than protocol/README.md §16, or than
-// that member), rather than refusing this request's value of it (a header
-// past the protocol's limits).
-func resumeRefused(err error) (field string, unknown bool) {
-	var e *Error
-	if !errors.As(err, &e) || !errors.Is(err, ErrInvalidParams) {
-		return "", false
-	}
-	field, _ = e.Field()
-	if field != "/resume" && !strings.HasPrefix(field, "/resume/") {
-		return "", false
-	}
-	return field, e.Reason() == "UNKNOWN_PARAM"
-}
-
-func (m *middleware) wants(path string) bool {
-	if len(m.opts.Paths) == 0 {
-		return true
-	}
-	for _, p := range m.opts.Paths {
-		if path == p || (strings.HasSuffix(p, "/") && strings.HasPrefix(path, p)) {
-			return true
-		}
-	}
-	return false
+	old int32 // atomic; 1: the sidecar was found older than classifyRequest's paths, and said so once
 }
 
 // client returns the sidecar's client and the process it holds, starting it
@@ -337,42 +302,15 @@ func (m *middleware) onSidecar(ctx context.Context, call func(c *Client, on *pro
 	return c, on, err
 }
 
-// open opens a stream (onSidecar); a baseline the sidecar refuses is dropped
-// for {}, as the proxy does. It returns the stream's process, what openStream
-// answered, and the params it was opened with (a refused baseline or resume
-// left out).
-func (m *middleware) open(ctx context.Context, p OpenStreamParams) (*proc, openedStream, OpenStreamParams, error) {
+// open opens a stream (onSidecar): the process it lives on, and what
+// openStream answered.
+func (m *middleware) open(ctx context.Context, p OpenStreamParams) (*proc, openedStream, error) {
 	var o openedStream
-	c, on, err := m.onSidecar(ctx, func(c *Client, on *proc) (err error) {
+	_, on, err := m.onSidecar(ctx, func(c *Client, on *proc) (err error) {
 		o, err = m.openOn(ctx, c, on, p)
 		return err
 	})
-	if c == nil {
-		return nil, o, p, err
-	}
-	if field, unknown := resumeRefused(err); p.Resume != nil && field != "" {
-		switch {
-		case unknown:
-			m.dropResume(err)
-			p.Resume = nil
-		case field == "/resume/threadId" && p.Resume.ThreadID != "":
-			// Past the protocol's cap: it names no thread, and the run is
-			// filed under none (rejoinable by id, never reloaded; §16).
-			r := *p.Resume
-			r.ThreadID = ""
-			p.Resume = &r
-		default:
-			m.log.Printf("agui-state: the request's resume was refused (%v); the stream is repaired without resume", err)
-			p.Resume = nil
-		}
-		o, err = m.openOn(ctx, c, on, p)
-	}
-	if p.State != nil && (errors.Is(err, ErrInvalidParams) || errors.Is(err, ErrLimitExceeded)) {
-		m.log.Printf("agui-state: the request's RunAgentInput.state was refused (%v); the stream is repaired from {}", err)
-		p.State = nil
-		o, err = m.openOn(ctx, c, on, p)
-	}
-	return on, o, p, err
+	return on, o, err
 }
 
 // openOn is openStream on the process on, within repairCallLimit.
@@ -382,77 +320,4 @@ func (m *middleware) openOn(ctx context.Context, c *Client, on *proc, p OpenStre
 		return err
 	})
 	return o, err
-}
-
-// runInput is what the middleware reads of the request's RunAgentInput.
-type runInput struct {
-	state    json.RawMessage // the client's state, an object; nil: {}
-	note     string          // why there is no state, when one was meant
-	threadID string          // "" when the body has none: the run is filed without one
-	messages json.RawMessage // an array, or nil
-}
-
-// baseline reads the request body for RunAgentInput.state (and threadId and
-// messages, for resume) and puts it back for the handler, whole, however long
-// it is. The state goes to the sidecar as its raw text, to be read by the
-// sidecar's one JSON reader (its rules for numbers and depth); nil means
-// none, and note says why when one was meant.
-func baseline(r *http.Request) runInput {
-	if r.Body == nil || r.Body == http.NoBody {
-		return runInput{}
-	}
-	body := r.Body
-	read, err := io.ReadAll(io.LimitReader(body, maxBaselineBytes+1))
-	rest := io.Reader(body)
-	if err != nil {
-		rest = &failedReader{err} // the handler sees the same error where it would have
-	}
-	r.Body = readCloser{io.MultiReader(bytes.NewReader(read), rest), body}
-	switch {
-	case err != nil:
-		return runInput{note: "the request body could not be read"}
-	case len(read) > maxBaselineBytes:
-		return runInput{note: "the request body is too large to keep"}
-	case r.Header.Get("Content-Encoding") != "" && !strings.EqualFold(r.Header.Get("Content-Encoding"), "identity"):
-		return runInput{note: "the request body is encoded"}
-	}
-	var input struct {
-		State    json.RawMessage `json:"state"`
-		ThreadID json.RawMessage `json:"threadId"` // raw: a threadId that is not a string must not lose the state
-		Messages json.RawMessage `json:"messages"`
-	}
-	if json.Unmarshal(read, &input) != nil {
-		return runInput{note: "the request body is not JSON"}
-	}
-	var in runInput
-	_ = json.Unmarshal(input.ThreadID, &in.threadID)
-	if s := bytes.TrimLeft(input.Messages, " \t\r\n"); len(s) > 0 && s[0] == '[' {
-		in.messages = input.Messages
-	}
-	if s := bytes.TrimLeft(input.State, " \t\r\n"); len(s) > 0 && s[0] == '{' {
-		in.state = input.State
-	}
-	return in // no state, null or not an object: the client holds {} as far as a patch can tell
-}
-
-type readCloser struct {
-	io.Reader
-	io.Closer
-}
-
-type failedReader struct{ err error }
-
-func (f *failedReader) Read([]byte) (int, error) { return 0, f.err }
-
-// framing is the stream framing a Content-Type names, or "" for a response
-// that is not an event stream (protocol/README.md §14, openStream).
-func framing(contentType string) string {
-	mediaType, _, _ := strings.Cut(contentType, ";")
-	switch strings.ToLower(strings.TrimSpace(mediaType)) {
-	case "text/event-stream":
-		return "sse"
-	case "application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonl", "application/jsonlines":
-		return "ndjson"
-	}
-	return ""
 }

@@ -6,142 +6,97 @@ import (
 	"fmt"
 )
 
-// How a repaired stream ends: the handler returns (finish), an event outgrows
-// the client's limit (passOn), the repair fails (fail, fail open) or the
-// client goes (abandon). Each is called with mu held, and releases it during
-// its sidecar calls.
+// How a repaired stream ends (protocol/README.md §14, the lifecycle): the
+// handler returns (finish: ended), the repair fails (fail: passing, fail
+// open) or the client goes (abandon: ended). Each is called with mu held,
+// and releases it during its sidecar calls.
 
-// passOn gives the repair up at an event that has grown past the client's
-// limit without its end: the client fails the run there whatever is sent,
-// and the sidecar would pass that text and the rest on as they came. The
-// events before it are repaired first; then the stream is closed, on a
-// goroutine of its own (passRest), and the event's text and every later
-// write go through as the handler wrote them.
-func (s *streamWriter) passOn() {
-	s.kick()
-	for s.sending {
-		s.cond.Wait()
-	}
-	if !s.feeding() {
-		return // the repair failed, or the client went away, meanwhile: the held text went with it
-	}
-	s.m.log.Printf("agui-state: %s: an event passed %d MiB without its end (the client's SSE limit); the rest of this response goes through unrepaired", s.req.URL.Path, clientLimit>>20)
-	s.mode, s.sending = closing, true
-	go s.passRest()
-}
-
-// passRest closes a stream passOn gave up, writes closeStream's text, then
-// what the handler wrote, as it wrote it.
-func (s *streamWriter) passRest() {
-	s.mu.Lock()
-	defer func() {
-		s.sending = false
-		s.cond.Broadcast()
-		s.mu.Unlock()
-	}()
-	if r, err := s.closeUnlocked(false); err == nil {
-		s.closed(r)
-		_ = s.out(r.Text) // nothing, as it was given only whole events; but its text comes first if any
-	}
-	s.end()
-	s.passHeld()
-}
-
-// finish ends the stream when the handler returns: what drain has not sent
+// finish ends the response when the handler returns: what drain has not sent
 // goes to the sidecar, then closeStream gives the rest of the output. A
 // handler that panicked (broken) breaks its resumable run off: a rejoin then
 // breaks off too, rather than end as if the run were whole. It holds the
-// turn (sending) from drain's last call to its own last, and makes each
-// call without mu.
+// turn from drain's last call to its own last, and makes each call without mu.
 func (s *streamWriter) finish(broken bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stop != nil {
 		defer s.stop() // the handler has returned: nothing waits on its context
 	}
-	if s.cond == nil { // never opened
+	defer s.life.to(ended) // from waiting (no head: net/http writes one) or passing
+	if s.cond == nil {     // never opened
 		return
 	}
-	for s.sending {
+	for s.turn {
 		s.cond.Wait()
 	}
-	if !s.feeding() {
+	if !s.life.feeding() {
 		return
 	}
-	s.sending, s.leaving = true, false // a client that left now leaves a whole run: nothing to detach
+	s.turn = true
 	defer func() {
-		s.sending = false
+		s.turn = false
 		s.cond.Broadcast()
 	}()
-	var held []byte // the text of an event the input's end cut off: only closeStream answers it
-	for _, whole := range []bool{true, false} {
-		n := len(s.buf)
-		if whole {
-			n = s.ready()
-		}
-		if n == 0 {
+	for s.life.feeding() {
+		if n := s.ready(true); n > 0 {
+			part := string(s.buf[:n])
+			s.buf = s.buf[n:]
+			p, id := s.p, s.id
+			s.mu.Unlock()
+			r, err := s.fix(p, id, part)
+			s.mu.Lock()
+			if !s.life.feeding() {
+				return // the client went away meanwhile (watch): nothing is worth sending
+			}
+			if err != nil {
+				s.buf = append([]byte(part), s.buf...)
+				if err = s.recover(err); err != nil {
+					s.fail(err)
+					return
+				}
+				continue
+			}
+			s.took(part, r)
+			if s.out(r.Text) != nil {
+				s.abandon()
+				return
+			}
 			continue
 		}
-		part := string(s.buf[:n])
-		p, id := s.p, s.id
-		s.mu.Unlock()
-		r, err := s.fix(p, id, part)
-		s.mu.Lock()
-		if !s.feeding() {
-			return // the client went away meanwhile (watch): nothing is worth sending
-		}
-		for err != nil {
-			if err = s.recover(err); err != nil {
-				break
-			}
-			r, err = s.fix(s.p, s.id, part)
+		r, err := s.closeUnlocked(broken)
+		if !s.life.feeding() {
+			return
 		}
 		if err != nil {
-			s.fail(err)
-			return
+			// A new sidecar is fed the replay, or the head and the unanswered
+			// tail again (recover), and closed in turn.
+			if err = s.recover(err); err != nil {
+				s.fail(err)
+				return
+			}
+			continue
 		}
-		s.took(part, r)
-		s.buf = s.buf[n:]
-		if r.Text == "" && len(s.buf) == 0 {
-			held = []byte(part)
-		}
-		if s.out(r.Text) != nil {
-			s.abandon()
-			return
-		}
+		s.takeTail()
+		s.replay = nil
+		s.closed(r)
+		_ = s.out(r.Text)
+		s.end(ended)
 	}
-	s.end()
-	r, err := s.closeUnlocked(broken && s.run != "")
-	// A new sidecar fed the replay holds the held text too; without the
-	// replay, it is sent as it came.
-	for err != nil && s.replay != nil {
-		if err = s.recover(err); err != nil {
-			break
-		}
-		r, err = s.closeUnlocked(false)
-	}
-	s.replay = nil
-	if err != nil {
-		s.buf = held
-		s.fail(err)
-		return
-	}
-	s.closed(r)
-	_ = s.out(r.Text)
 }
 
 // fail gives the stream up: what the sidecar has not answered goes on as the
-// handler wrote it, and so does everything after it. A request whose client
-// has gone is not a failure of the repair, and is not logged.
+// handler wrote it (the tail of its last `pending` bytes, then what was not
+// sent), and so does everything after it. A request whose client has gone is
+// not a failure of the repair, and is not logged.
 func (s *streamWriter) fail(err error) {
 	var exited *ExitError
 	var hung *hungError
 	// gone: the stream is not the sidecar's any more, and there is nothing to close.
 	gone := errors.As(err, &exited) || errors.As(err, &hung) || errors.Is(err, ErrUnknownStream)
-	if s.left { // detached: the run cannot go on into the log, and nobody reads the output
+	if s.life.at == detached { // the run cannot go on into the log, and nobody reads the output
 		s.m.log.Printf("agui-state: %s: the stream repair failed while its client was away (%v); the run is cancelled", s.req.URL.Path, err)
 		if gone {
-			s.end()
+			s.end(ended)
 		}
 		s.cancelRun("")
 		return
@@ -156,19 +111,19 @@ func (s *streamWriter) fail(err error) {
 		}
 		s.m.log.Printf("agui-state: %s: the stream repair failed (%v%s); the rest of this response goes through unrepaired", s.req.URL.Path, err, again)
 	}
-	s.end()
+	s.end(passing)
 	s.passHeld() // before the close below lets the handler's writes through: they come after it
 	if !gone {
 		_, _ = s.closeUnlocked(true)
 	}
 }
 
-// passHeld writes what is held as the handler wrote it, once the repair has
-// stopped.
+// passHeld writes what is held, the unanswered tail and what was not sent,
+// as the handler wrote it, once the repair has stopped.
 func (s *streamWriter) passHeld() {
-	raw := s.buf
-	s.buf = nil
-	if s.werr == nil && !s.left {
+	raw := append(s.takeTail(), s.buf...)
+	s.buf, s.replay = nil, nil
+	if s.werr == nil && len(raw) > 0 {
 		if _, s.werr = s.w.Write(raw); s.werr == nil {
 			_ = s.flush()
 		}
@@ -179,7 +134,7 @@ func (s *streamWriter) passHeld() {
 // that did not reach its end, so its run (if resumable) ends as broken off.
 // Called with mu held, which it releases during the call.
 func (s *streamWriter) abandon() {
-	s.end()
+	s.end(ended)
 	_, _ = s.closeUnlocked(true)
 }
 
@@ -208,11 +163,10 @@ func (s *streamWriter) fix(p *proc, id, part string) (r *FixStreamResult, err er
 	return r, err
 }
 
-// end stops the repair: later writes go through as they are.
-func (s *streamWriter) end() {
-	if s.mode == repairing || s.mode == detached || s.mode == closing {
-		s.mode = passing
-	}
+// end stops the repair, to next: passing (later writes go through as they
+// are) or ended; the watch and the heartbeat stop.
+func (s *streamWriter) end(next phase) {
+	s.life.to(next)
 	if s.done != nil {
 		close(s.done)
 		s.done = nil

@@ -1,15 +1,11 @@
 package aguistate
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
+	"unicode/utf8"
 )
-
-// runStarted finds a RUN_STARTED event's type member in an event's data.
-var runStarted = regexp.MustCompile(`"type"\s*:\s*"RUN_STARTED"`)
 
 // A stream's life across a crash of the sidecar, and the report of what the
 // sidecar did to it.
@@ -22,11 +18,13 @@ var runStarted = regexp.MustCompile(`"type"\s*:\s*"RUN_STARTED"`)
 // took, from the same baseline, holds the same view again, and its output for
 // that text is exactly what was already sent: it is dropped, and the repair
 // goes on where it stopped, as if nothing had happened. That needs the parts
-// kept (ReplayLimit). Without them, the stream is opened again from the
-// request's state: the repair goes on as far as it can without what was
-// lost, and under Own a STATE_SNAPSHOT is still an add of each owned member,
-// whole (the first owned write the new stream sees, §13), which holds
-// whatever the client holds, so the client's own keys are kept.
+// kept (openStream's replayBytes, or ReplayLimit). Past it, the stream is
+// opened again from the request's state and fed its RUN_STARTED alone
+// (fixStream's head), then the tail the old one had not answered for, as new
+// text: the repair goes on as far as it can without what was lost, and under
+// Own a STATE_SNAPSHOT is still an add of each owned member, whole (the first
+// owned write the new stream sees, §13), which holds whatever the client
+// holds, so the client's own keys are kept.
 
 // outcomes counts findings by what the repair did with them (§13).
 type outcomes struct{ passed, mended, discarded, kept int }
@@ -44,21 +42,75 @@ func (o outcomes) String() string {
 	return strings.Join(parts, ", ")
 }
 
-// took keeps a part the sidecar has taken, for a replay, while the stream's
-// parts stay within ReplayLimit, and reports its findings.
+// took keeps a part the sidecar has taken: in the replay while it stays
+// within the limit, and in the tail, cut to the reply's pending (§14,
+// fixStream); and reports its findings.
 func (s *streamWriter) took(part string, r *FixStreamResult) {
 	if s.replay != nil {
-		if len(s.replay)+len(part) > s.m.replayLimit {
-			s.started = firstRunStarted(append(s.replay, part...))
-			s.replay = nil
-		} else {
-			s.replay = append(s.replay, part...)
-		}
+		s.replay = append(s.replay, part...)
 	}
+	if r.Head > 0 && s.head == nil && s.replay != nil {
+		s.head = append([]byte(nil), s.replay[:rawLen(s.replay, r.Head)]...)
+	}
+	if len(s.replay) > s.limit {
+		s.replay = nil
+	}
+	s.keepTail([]byte(part), r.Pending)
 	o := outcomes{r.Passed, r.Mended, r.Discarded, r.Kept}
 	s.counted = outcomes{s.counted.passed + o.passed, s.counted.mended + o.mended, s.counted.discarded + o.discarded, s.counted.kept + o.kept}
 	s.report(o)
 	s.each(r.Findings)
+}
+
+// keepTail adds part to the tail and cuts it to its last pending bytes as
+// the sidecar counts them: UTF-8 bytes of the text it was sent, where each
+// byte that is not UTF-8 came as U+FFFD (3 bytes, as encoding/json sends it).
+// tailSent is the tail's length so counted, so each byte is read once as it
+// comes in and once as it goes.
+func (s *streamWriter) keepTail(part []byte, pending int) {
+	s.tail = append(s.tail, part...)
+	for i := 0; i < len(part); {
+		r, n := utf8.DecodeRune(part[i:])
+		s.tailSent += sentLen(r, n)
+		i += n
+	}
+	cut := 0
+	for cut < len(s.tail) && s.tailSent > pending {
+		r, n := utf8.DecodeRune(s.tail[cut:])
+		if s.tailSent-sentLen(r, n) < pending {
+			break // a character the count starts inside: keep it whole
+		}
+		s.tailSent -= sentLen(r, n)
+		cut += n
+	}
+	s.tail = s.tail[cut:]
+}
+
+// takeTail is the tail, which the stream no longer holds.
+func (s *streamWriter) takeTail() []byte {
+	t := s.tail
+	s.tail, s.tailSent = nil, 0
+	return t
+}
+
+// rawLen is how many bytes of b the sidecar counts as sent bytes (the
+// length of b's start that keepTail's count gives sent).
+func rawLen(b []byte, sent int) int {
+	i := 0
+	for i < len(b) && sent > 0 {
+		r, n := utf8.DecodeRune(b[i:])
+		sent -= sentLen(r, n)
+		i += n
+	}
+	return i
+}
+
+// sentLen is a character's length in the text sent: 3 for a byte that is not UTF-8.
+func sentLen(r rune, n int) int {
+	if r == utf8.RuneError && n == 1 {
+		return 3
+	}
+	return n
 }
 
 // each hands every finding to MiddlewareOptions.Findings, when set.
@@ -68,20 +120,6 @@ func (s *streamWriter) each(findings []StreamFinding) {
 			f(s.req, finding)
 		}
 	}
-}
-
-// firstRunStarted is the first SSE event of text when it is a RUN_STARTED (whole, with its blank line),
-// else nil: what a new sidecar is fed past ReplayLimit (protocol/README.md §14).
-func firstRunStarted(text []byte) []byte {
-	end := bytes.Index(text, []byte("\n\n"))
-	if end < 0 {
-		return nil
-	}
-	first := text[:end+2]
-	if !runStarted.Match(first) {
-		return nil
-	}
-	return append([]byte(nil), first...)
 }
 
 // closed reports the findings of the text closeStream answered: the stream's
@@ -123,6 +161,9 @@ func (s *streamWriter) reopen(why error) error {
 		return err
 	}
 	o, err := s.m.openOn(s.ctx, s.c, p, s.params)
+	if err == nil && o.Pass != nil {
+		err = fmt.Errorf("the new sidecar passed the stream (%s)", o.Pass.Code)
+	}
 	if err != nil {
 		s.p = p // a process that failed here is the one to restart next
 		return err
@@ -131,13 +172,15 @@ func (s *streamWriter) reopen(why error) error {
 	// old one had, so the ids the client gets from here on rejoin this one.
 	s.p, s.id, s.counted, s.run = p, o.StreamID, outcomes{}, o.Run
 	if s.replay == nil {
-		// The run's RUN_STARTED alone, so that the rest is read as the same run (a new stream's first
-		// event must open a run, §13), its output dropped: the client has it.
-		if len(s.started) > 0 {
-			if _, err := s.fix(p, s.id, string(s.started)); err != nil {
+		// The run's RUN_STARTED alone, so that the rest is read as the same run
+		// (a new stream's first event must open a run, §13), its output dropped:
+		// the client has it. Then the tail the old sidecar held, as new text.
+		if len(s.head) > 0 {
+			if _, err := s.fix(p, s.id, string(s.head)); err != nil {
 				return err
 			}
 		}
+		s.buf = append(s.takeTail(), s.buf...)
 		s.m.log.Printf("agui-state: %s: the stream was opened again on the new sidecar, from the request's state: what the old one had seen of it was not kept (ReplayLimit), so the rest is repaired without it", s.req.URL.Path)
 		return nil
 	}
@@ -147,8 +190,9 @@ func (s *streamWriter) reopen(why error) error {
 		if err != nil {
 			return err
 		}
-		// Its findings were reported as the parts first went through.
+		// Its findings were reported as the parts first went through; it holds the tail again.
 		s.counted = outcomes{r.Passed, r.Mended, r.Discarded, r.Kept}
+		s.keepTail(nil, r.Pending)
 	}
 	s.m.log.Printf("agui-state: %s: the stream was opened again on the new sidecar, and the %d bytes it had repaired fed to it again: the repair goes on", s.req.URL.Path, len(s.replay))
 	return nil

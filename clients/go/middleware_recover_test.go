@@ -80,7 +80,8 @@ func TestMiddlewareRecoversFromACrash(t *testing.T) {
 	if n := strings.Count(log, "agui-state: the sidecar exited (agui-state exited: signal: killed); restarted it (pid "+strconv.Itoa(c.Process().Pid)+")"); n != 1 {
 		t.Errorf("%d restarts logged, want 1: %s", n, log)
 	}
-	if n := strings.Count(log, "/: the stream was opened again on the new sidecar, and the 228 bytes it had repaired fed to it again: the repair goes on"); n != 2 {
+	// Fed again: every byte the old sidecar took, the unfinished fourth event's start too.
+	if n := strings.Count(log, "/: the stream was opened again on the new sidecar, and the "+strconv.Itoa(cut)+" bytes it had repaired fed to it again: the repair goes on"); n != 2 {
 		t.Errorf("%d reopens logged, want 2: %s", n, log)
 	}
 	if strings.Contains(log, "unrepaired") {
@@ -262,4 +263,43 @@ func sidecarStream(t *testing.T, c *Client, stream string) (*FixStreamResult, *C
 		t.Fatal(err)
 	}
 	return fixed, closed
+}
+
+// Past the replay's limit, the stream is opened again from the request's
+// state and fed its RUN_STARTED alone (fixStream's head), then the tail the
+// old sidecar had not answered for, as new text: an event the kill cut in two
+// is repaired whole, and the client's keys are kept.
+func TestMiddlewareRecoversPastTheReplayLimit(t *testing.T) {
+	c, ctx := startClient(t), testCtx(t)
+	events := []string{
+		`{"type":"RUN_STARTED","threadId":"t","runId":"r"}`,
+		`{"type":"STATE_SNAPSHOT","snapshot":{"toolState":{"step":1}}}`,
+		`{"type":"STATE_SNAPSHOT","snapshot":{"toolState":{"step":2,"rows":[1,2]}}}`,
+		`{"type":"RUN_FINISHED","threadId":"t","runId":"r"}`,
+	}
+	stream := sse(events)
+	cut := strings.Index(stream, `"rows"`) // inside the third event
+	h := &paused{head: stream[:cut], tail: stream[cut:], resume: map[string]chan struct{}{"a": make(chan struct{})}}
+	opts := ownToolState
+	opts.ReplayLimit = len(sse(events[:1])) + 8 // past it at the second event
+	s, logs := serve(t, c, opts, h.ServeHTTP)
+	state := `{"selectedLayer":"era5","toolState":{"step":0}}`
+	resp := post(t, ctx, s.URL+"?pause=a", `{"state":`+state+`}`)
+	readHead(t, resp.Body, fixed(t, state, sse(events[:2]), ownArgs...))
+	if err := c.Process().Kill(); err != nil {
+		t.Fatal(err)
+	}
+	h.resume["a"] <- struct{}{}
+	rest := readAll(t, resp.Body)
+	if want := "data: " + `{"type":"STATE_DELTA","delta":[{"op":"add","path":"/toolState","value":{"step":2,"rows":[1,2]}}]}` + "\n\n" + sse(events[3:]); rest != want {
+		t.Errorf("after the kill:\n got %q\nwant %q", rest, want)
+	}
+	// The new stream was fed the run's RUN_STARTED (head): its RUN_FINISHED
+	// ends a run it knows, no finding passed.
+	if o := loggedOutcomes(t, logs.String()); o.passed != 0 {
+		t.Errorf("findings %v: the new stream did not know the run: log %s", o, logs)
+	}
+	if !strings.Contains(logs.String(), "the stream was opened again on the new sidecar, from the request's state") || strings.Contains(logs.String(), "unrepaired") {
+		t.Errorf("log %s", logs)
+	}
 }

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,10 +17,10 @@ import (
 // request and response, keeps a handler going when its client leaves, and
 // writes what the sidecar hands back.
 //
-//   - A stream is opened with `resume` (the request's threadId, messages,
-//     path and headers, the response's headers): every event the sidecar
-//     gives back carries an `id:` line and is logged, and the head gets the
-//     headers the sidecar adds (the announcement).
+//   - A stream is opened with the raw request and head (resume on unless
+//     NoResume): when the sidecar files it as a run, every event it gives back
+//     carries an `id:` line and is logged, and the head it gives carries the
+//     announcement.
 //   - Detach: the handler runs under a context that the client's disconnect
 //     does not cancel (appContext). When the client leaves mid-run, the stream
 //     is detached: the handler's writes still go through fixStream, their output
@@ -82,21 +82,22 @@ func (s *streamWriter) detachable(r *http.Request) *http.Request {
 // clientLeft: the request's context ended while the handler runs. Called with
 // mu held.
 func (s *streamWriter) clientLeft() {
-	switch s.mode {
+	switch s.life.at {
 	case repairing:
 		s.leave()
-	case detached, gone:
+	case detached, ended:
 	default: // no stream, or one no longer repaired: cancel as before resume
 		s.stop()
 	}
 }
 
 // leave: the client of a repaired stream is gone (its connection closed, or a
-// write to it failed). A resumable stream is detached (by drain, which holds
-// the turn to call the sidecar: detach); any other is closed, and its handler
-// cancelled. Called with mu held.
+// write to it failed). A resumable stream is detached at once (nothing more
+// is written to the client, and the handler's writes see no error), and
+// drain, which holds the turn to call the sidecar, files it so (detach); any
+// other is closed, and its handler cancelled. Called with mu held.
 func (s *streamWriter) leave() {
-	if s.mode != repairing || s.left {
+	if s.life.at != repairing {
 		return
 	}
 	if s.run == "" {
@@ -106,13 +107,13 @@ func (s *streamWriter) leave() {
 		}
 		return
 	}
-	s.left, s.leaving = true, true // nothing more is written to the client, and the handler's writes see no error
-	s.kick()
+	s.life.to(detached)
+	s.kick(false)
 }
 
 // detach files the stream's run as detached (detachStream), for drain, with
 // mu released during the call: the handler's writes go on into buf, for
-// fixStream once it is detached.
+// fixStream once it is detached. No grace (0, or the call failed) ends the run.
 func (s *streamWriter) detach() {
 	c, p, id := s.c, s.p, s.id
 	s.mu.Unlock()
@@ -122,14 +123,14 @@ func (s *streamWriter) detach() {
 		return err
 	})
 	s.mu.Lock()
-	if s.mode != repairing {
+	if s.life.at != detached {
 		return // cancelled meanwhile
 	}
 	if err != nil || r.GraceMs <= 0 {
 		s.cancelRun("")
 		return
 	}
-	s.mode = detached
+	s.grace = r.GraceMs
 	s.m.log.Printf("agui-state: %s: the client left mid-run; the run goes on for %v for it to rejoin", s.req.URL.Path, time.Duration(r.GraceMs)*time.Millisecond)
 	// The sidecar answers a cancel only in a fixStream reply: ask at least
 	// twice per grace, with text "" when the handler wrote nothing.
@@ -140,7 +141,7 @@ func (s *streamWriter) detach() {
 	go s.heartbeat(every, s.done)
 }
 
-// heartbeat makes drain call fixStream every so often while the stream is
+// heartbeat has drain call fixStream every so often while the stream is
 // detached, until it ends.
 func (s *streamWriter) heartbeat(every time.Duration, done <-chan struct{}) {
 	t := time.NewTicker(every)
@@ -151,9 +152,8 @@ func (s *streamWriter) heartbeat(every time.Duration, done <-chan struct{}) {
 			return
 		case <-t.C:
 			s.mu.Lock()
-			if s.mode == detached && !s.sending {
-				s.poll = true
-				s.kick()
+			if s.life.at == detached {
+				s.kick(true)
 			}
 			s.mu.Unlock()
 		}
@@ -168,11 +168,9 @@ func (s *streamWriter) cancelRun(why string) {
 	if why != "" {
 		s.m.log.Printf("agui-state: %s: the client left and %s: the handler is cancelled", s.req.URL.Path, why)
 	}
-	open := s.feeding()
-	if open {
-		s.end()
-	}
-	s.mode, s.left, s.leaving, s.buf = gone, true, false, nil
+	open := s.life.feeding()
+	s.end(ended)
+	s.buf = nil
 	if s.werr == nil {
 		s.werr = errRunCancelled
 	}
@@ -184,37 +182,18 @@ func (s *streamWriter) cancelRun(why string) {
 	}
 }
 
-// resumeRun is openStream's `resume` for this request and response; nil for
-// a request with no path to file it under (`OPTIONS *`).
-func (s *streamWriter) resumeRun() *ResumeRun {
-	if !strings.HasPrefix(s.req.URL.Path, "/") {
+// classify asks the sidecar what r is, with the middleware's paths and
+// resume; nil when it cannot say (the sidecar cannot be reached, even
+// restarted): the request goes to the handler untouched (fail open).
+func (m *middleware) classify(r *http.Request) *ClassifyRequestResult {
+	if r.URL.Path == "" || r.URL.Path[0] != '/' { // `OPTIONS *`: no path, none the protocol takes
 		return nil
 	}
-	return &ResumeRun{
-		ThreadID: s.input.threadID, Messages: s.input.messages, Path: s.req.URL.RequestURI(),
-		RequestHeaders: HeaderPairs(s.req.Header), ResponseHeaders: HeaderPairs(s.w.Header()),
-	}
-}
-
-// handles: the request is the sidecar's to classify. Paths name agent paths,
-// each with its reload endpoint, <path>/connect (protocol/README.md §16).
-func (m *middleware) handles(path string) bool {
-	if !strings.HasPrefix(path, "/") { // `OPTIONS *`
-		return false
-	}
-	agent := strings.TrimSuffix(path, "/connect")
-	if agent == "" {
-		agent = "/"
-	}
-	return m.wants(path) || m.wants(agent)
-}
-
-// classify asks the sidecar what r is: "forward" (to the handler), "rejoin"
-// or "reload". A sidecar that cannot be reached, even restarted, sends the
-// request to the handler (fail open).
-func (m *middleware) classify(r *http.Request) string {
 	ctx := r.Context()
-	p := ClassifyRequestParams{Method: r.Method, Path: r.URL.RequestURI(), Headers: HeaderPairs(r.Header)}
+	p := ClassifyRequestParams{Method: r.Method, Path: r.URL.RequestURI(), Headers: HeaderPairs(r.Header), Paths: m.opts.Paths}
+	if m.opts.NoResume {
+		p.Resume = new(bool)
+	}
 	var res *ClassifyRequestResult
 	_, _, err := m.onSidecar(ctx, func(c *Client, on *proc) error {
 		return bounded(ctx, on, "classifyRequest", func(ctx context.Context) (err error) {
@@ -225,15 +204,23 @@ func (m *middleware) classify(r *http.Request) string {
 	var hung *hungError
 	switch {
 	case err == nil:
-		return res.Kind
-	case errors.Is(err, ErrMethodNotFound): // a sidecar older than classifyRequest
-		m.dropResume(err)
+		return res
 	case errors.As(err, &hung):
 		m.logHung(r.URL.Path, hung, "and the request goes to the handler")
+	case errors.Is(err, ErrMethodNotFound) || unknownParam(err): // a sidecar older than protocol 1.2
+		if atomic.CompareAndSwapInt32(&m.old, 0, 1) {
+			m.log.Printf("agui-state: the sidecar cannot classify requests (%v): it is older than this middleware, and every request goes to the handler untouched", err)
+		}
 	case r.Context().Err() == nil:
 		m.log.Printf("agui-state: %s: the request could not be classified (%v); it goes to the handler", r.URL.Path, err)
 	}
-	return "forward"
+	return nil
+}
+
+// unknownParam: err is a -32602 for a param the sidecar does not know.
+func unknownParam(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && errors.Is(err, ErrInvalidParams) && e.Reason() == "UNKNOWN_PARAM"
 }
 
 // rejoin answers a rejoin or a reload from the sidecar's run log, never
@@ -245,9 +232,9 @@ func (m *middleware) classify(r *http.Request) string {
 // ended it ends the response; any other end breaks it off
 // (http.ErrAbortHandler), so that the client never takes a cut run for a
 // whole one.
-func (m *middleware) rejoin(w http.ResponseWriter, r *http.Request, kind string) {
-	ctx, path := r.Context(), r.URL.Path
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBaselineBytes))
+func (m *middleware) rejoin(w http.ResponseWriter, r *http.Request, cl *ClassifyRequestResult) {
+	ctx, path, kind := r.Context(), r.URL.Path, cl.Kind
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(cl.BodyBytes)))
 	var c *Client
 	var on *proc
 	var res *RejoinStreamResult

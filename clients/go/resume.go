@@ -53,18 +53,26 @@ type ResumeRun struct {
 	Headers       map[string]string `json:"headers,omitempty"`
 }
 
-// ClassifyRequestParams is a request as it reached the server.
+// ClassifyRequestParams is a request as it reached the server, with the
+// middleware's own options: Paths, the paths it handles (nil: every path),
+// and Resume, false when its resume is off (nil: on).
 type ClassifyRequestParams struct {
 	Method  string      `json:"method"`
 	Path    string      `json:"path"`    // the request target, query allowed
 	Headers [][2]string `json:"headers"` // HeaderPairs of the request's
+	Paths   []string    `json:"paths,omitempty"`
+	Resume  *bool       `json:"resume,omitempty"`
 }
 
 // ClassifyRequestResult says what to do with a request: Kind "forward" (to
 // the app, as any other), "rejoin" (a dropped stream) or "reload" (a
 // reloaded page): answer those two with RejoinStream, never the app.
+// Handled false: the request is not the middleware's (the app's, untouched);
+// true: BodyBytes is how much of its body to keep for openStream.
 type ClassifyRequestResult struct {
-	Kind string `json:"kind"`
+	Kind      string `json:"kind"`
+	Handled   bool   `json:"handled"`
+	BodyBytes int    `json:"bodyBytes,omitempty"`
 }
 
 // ClassifyRequest asks the sidecar what a request is (protocol/README.md

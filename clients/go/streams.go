@@ -9,13 +9,58 @@ import (
 // `agui-state fix` does (§13), fed part by part by a server that cannot
 // compute its own deltas. Middleware (middleware.go) is built on them.
 
+// OpenStreamParams opens a stream in one of two forms (protocol/README.md
+// §14). The exchange form (protocol 1.2), which Middleware uses: Request and
+// Response, the raw request and the app's response head, from which the
+// sidecar decides the framing, the baseline, whether the response is an
+// event stream at all and the head to write; NoResume turns resume off. The
+// earlier form: State, Framing and Resume, decided by the caller (not with
+// Request).
 type OpenStreamParams struct {
-	State     json.RawMessage `json:"state,omitempty"`     // the client's RunAgentInput.state, an object; nil: {}
-	Own       []string        `json:"own,omitempty"`       // fix --own: escaped pointers, e.g. {"/toolState"}
-	Snapshots string          `json:"snapshots,omitempty"` // fix --snapshots: "pass" (the default) or "delta"
-	JoinKeys  bool            `json:"joinKeys,omitempty"`  // fix --join-keys
-	Framing   string          `json:"framing,omitempty"`   // "sse" or "ndjson"; "" tells them apart by the first line
-	Resume    *ResumeRun      `json:"resume,omitempty"`    // file the stream as a resumable run (SSE only; resume.go)
+	Request   *StreamRequest    `json:"request,omitempty"`   // the request as received
+	Response  *HTTPResponseHead `json:"response,omitempty"`  // the app's response head
+	State     json.RawMessage   `json:"state,omitempty"`     // the client's RunAgentInput.state, an object; nil: {}
+	Own       []string          `json:"own,omitempty"`       // fix --own: escaped pointers, e.g. {"/toolState"}
+	Snapshots string            `json:"snapshots,omitempty"` // fix --snapshots: "pass" (the default) or "delta"
+	JoinKeys  bool              `json:"joinKeys,omitempty"`  // fix --join-keys
+	Framing   string            `json:"framing,omitempty"`   // "sse" or "ndjson"; "" tells them apart by the first line
+	Resume    *ResumeRun        `json:"resume,omitempty"`    // file the stream as a resumable run (SSE only; resume.go)
+	NoResume  bool              `json:"-"`                   // the exchange form's resume: false (sent as such)
+}
+
+// MarshalJSON sends NoResume as the exchange form's `"resume": false`.
+func (p OpenStreamParams) MarshalJSON() ([]byte, error) {
+	type plain OpenStreamParams
+	if !p.NoResume {
+		return json.Marshal(plain(p))
+	}
+	return json.Marshal(struct {
+		plain
+		Resume bool `json:"resume"`
+	}{plain: plain(p)})
+}
+
+// StreamRequest is openStream's request: Body is the whole body as text, nil
+// when it went past ClassifyRequestResult.BodyBytes (or was cut off).
+type StreamRequest struct {
+	Method  string      `json:"method"`
+	Path    string      `json:"path"`    // the request target, query allowed
+	Headers [][2]string `json:"headers"` // HeaderPairs of the request's
+	Body    *string     `json:"body,omitempty"`
+}
+
+// HTTPResponseHead is a response head as the app gave it.
+type HTTPResponseHead struct {
+	Status  int         `json:"status"`
+	Headers [][2]string `json:"headers"`
+}
+
+// Note is a code and its sentence for the log: why openStream passed a
+// response (NOT_AN_EVENT_STREAM, CONTENT_ENCODED), or why it could not use the
+// request's state (BODY_TOO_LARGE, BODY_NOT_JSON, BODY_ENCODED, STATE_NOT_OBJECT).
+type Note struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 // StreamFinding is one finding of the repair (protocol/README.md §13, the
@@ -49,6 +94,14 @@ type FixStreamResult struct {
 	// Cancel is only ever true for a stream DetachStream detached: the grace
 	// passed with nobody reading its run, so cancel the app and CloseStream.
 	Cancel bool `json:"cancel,omitempty"`
+	// Pending is how many UTF-8 bytes at the end of all the text given so far
+	// no reply has answered yet (the unfinished event the sidecar holds):
+	// what to send on as it came should the repair fail.
+	Pending int `json:"pending"`
+	// Head is given once, in the reply that answers the stream's first event
+	// when that is a RUN_STARTED: its length in UTF-8 bytes from the stream's
+	// start, through that event (0: not in this reply).
+	Head int `json:"head,omitempty"`
 }
 
 // StreamSummary counts a whole stream (protocol/README.md §13 and §14).
@@ -81,16 +134,41 @@ func (c *Client) OpenStream(ctx context.Context, p OpenStreamParams) (string, er
 	return r.StreamID, err
 }
 
-// openedStream is openStream's result: Run is set when the stream was filed
-// as a resumable run (Resume given, and a sidecar with a run log), and with it
-// Opening, the block to write to the client first, and Headers, the headers
-// to add to the response's head: the announcement that it can be resumed
-// (protocol/README.md §16).
+// openedStream is openStream's result. Pass (exchange form): the response is
+// not repaired, and there is no stream. Else Headers (exchange form) is the
+// whole head to write in place of the app's, ReplayBytes how much answered
+// text to keep for a replay, Baseline why the request's state was not used;
+// Run is set when the stream was filed as a resumable run, and with it
+// Opening, the block to write to the client first (protocol/README.md §16).
 type openedStream struct {
-	StreamID string            `json:"streamId"`
-	Run      string            `json:"run"`
-	Opening  string            `json:"opening"`
-	Headers  map[string]string `json:"headers"`
+	StreamID    string      `json:"streamId"`
+	Pass        *Note       `json:"pass"`
+	Headers     headerPairs `json:"headers"`
+	ReplayBytes int         `json:"replayBytes"`
+	Baseline    *Note       `json:"baseline"`
+	Run         string      `json:"run"`
+	Opening     string      `json:"opening"`
+}
+
+// headerPairs reads openStream's headers: [name, value] pairs (the exchange
+// form), or the earlier form's object of the headers to add.
+type headerPairs [][2]string
+
+func (h *headerPairs) UnmarshalJSON(b []byte) error {
+	var pairs [][2]string
+	if err := json.Unmarshal(b, &pairs); err == nil {
+		*h = pairs
+		return nil
+	}
+	var m map[string]string
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*h = headerPairs{}
+	for k, v := range m {
+		*h = append(*h, [2]string{k, v})
+	}
+	return nil
 }
 
 func (c *Client) openStreamOn(ctx context.Context, on *proc, p OpenStreamParams) (openedStream, error) {

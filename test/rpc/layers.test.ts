@@ -13,7 +13,8 @@ import { ROOT } from "../../scripts/harness/fixtures.js";
  * test/core/purity.test.ts: it imports nothing but its own modules.)
  *
  * From the bottom: core; protocol, store, json; resume (the run log, its ids
- * and its rules, shared by the proxy and the stream methods); service;
+ * and its rules, shared by the proxy and the stream methods); edge (what a
+ * request and an answer are to the repair, shared likewise); service;
  * rpc/common; rpc/node.
  * Beside them: stream (the client model that check and fix share), proxy (an
  * HTTP server around stream's fixer), runtime, log. At the top: cli, then
@@ -24,7 +25,9 @@ const LAYERS: Record<string, RegExp> = {
   "src/protocol": new RegExp(String.raw`^(\.\/[\w.-]+\.js|\.\.\/${CORE}|ajv(\/.*)?|vscode-jsonrpc)$`),
   "src/store": new RegExp(String.raw`^\.\.\/${CORE}$`),
   "src/json": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE})$`),
-  "src/service": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/protocol\/[\w-]+\.js|\.\.\/(store|resume)\/[\w-]+\.js|\.\.\/log\.js)$`),
+  "src/service": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/protocol\/[\w-]+\.js|\.\.\/(store|resume|edge)\/[\w-]+\.js|\.\.\/log\.js)$`),
+  // The stream edge (protocol/README.md §14): which requests are handled, which answers are streams, the baseline; resume's header rules and the core's JSON only.
+  "src/edge": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/resume\/edge\.js)$`),
   // Resume's run side (protocol/README.md §16): ids, the keyed credential hash, the stamper, the run log in memory or in Redis.
   // The announcement's name and value come from the browser module, which has no Node and says it to its fetch.
   "src/resume": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/(log|json\/stringify|stream\/events|web\/resume\/announce)\.js|node:crypto|node:stream|ioredis)$`),
@@ -36,7 +39,7 @@ const LAYERS: Record<string, RegExp> = {
   // The protocol's types only (a finding is the protocol's StreamFinding, held equal at compile time).
   "src/stream": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/protocol\/types\.js|@ag-ui\/core(\/schemas)?|fast-json-patch)$`),
   // An HTTP server around stream's fixer: its own options type, not the command line's; the inspector, loaded only with --inspect.
-  "src/proxy": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(log|stream\/[\w-]+|inspect\/[\w-]+|resume\/[\w-]+)\.js|node:(events|http|https|net|stream|zlib))$`),
+  "src/proxy": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(log|stream\/[\w-]+|inspect\/[\w-]+|resume\/[\w-]+|edge\/[\w-]+)\.js|node:(events|http|https|net|stream|zlib))$`),
   // The inspector (issue 25): what the stream's observer saw, served over its own node:http listener; never the proxy or the command line.
   "src/inspect": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(log|stream\/[\w-]+)\.js|node:(events|http|net|crypto))$`),
   // The inspector's page runs in a browser: its own modules only, no Node, no library; and the API's types.
@@ -48,7 +51,7 @@ const LAYERS: Record<string, RegExp> = {
   // The top: flags, files and exit codes, wiring every layer below; the transport only through rpc/node.
   // `sarif` is @types/sarif, imported as types only (check --sarif's log shape), erased from the bundle.
   "src/cli": new RegExp(
-    String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(json|protocol|rpc\/node|runtime|service|stream|proxy|inspect|resume)\/[\w-]+\.js|\.\.\/log\.js|\.\.\/\.\.\/package\.json|node:(fs|path|stream|url|util)|sarif)$`,
+    String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/(json|protocol|rpc\/node|runtime|service|stream|proxy|inspect|resume|edge)\/[\w-]+\.js|\.\.\/log\.js|\.\.\/\.\.\/package\.json|node:(fs|path|stream|url|util)|sarif)$`,
   ),
   // pino and its sink: the one place that writes to stderr.
   "src/log.ts": /^(\.\/log-sink\.js|pino|node:util)$/,
