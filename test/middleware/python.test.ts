@@ -238,7 +238,7 @@ stack.test("kill -9 of the sidecar mid-stream, three responses on it: it is star
   const log = child.stderr.trim().split("\n");
   expect(log.filter((l) => l.includes("sidecar died"))).toEqual(["WARNING agui_state.asgi: agui-state sidecar died (agui-state exited with status -9 (signal SIGKILL)); starting a new one"]);
   expect(log.filter((l) => l.includes("restarted"))).toEqual([`WARNING agui_state.asgi: agui-state sidecar restarted (pid ${after[0]})`]);
-  expect(log.filter((l) => l.includes("resumes")).map((l) => l.replace(/\d+ characters/, "N characters"))).toEqual(runIds.map(() => "WARNING agui_state.asgi: /agent: the stream resumes on the new agui-state sidecar, its mirror rebuilt from the N characters answered for"));
+  expect(log.filter((l) => l.includes("resumes")).map((l) => l.replace(/\d+ bytes/, "N bytes"))).toEqual(runIds.map(() => "WARNING agui_state.asgi: /agent: the stream resumes on the new agui-state sidecar, its mirror rebuilt from the N bytes answered for"));
   expect(log).toHaveLength(5);
   expect(child.stdout.toString("utf8"), "the server's stdout holds only its own line").toBe(`listening on ${port}\n`);
 

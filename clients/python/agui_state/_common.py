@@ -235,23 +235,31 @@ class Methods(Generic[R]):
 
     def open_stream(self, *, state: Optional[Dict[str, JSON]] = None, own: Optional[Iterable[str]] = None,
                     snapshots: Optional[str] = None, join_keys: bool = False, framing: Optional[str] = None,
-                    resume: Optional[Dict[str, JSON]] = None) -> R:
-        """openStream: {streamId, run?, opening?, headers?}. `state` is the client's baseline (RunAgentInput.state);
-        own, snapshots ("pass" or "delta") and join_keys are `fix --own`, `--snapshots`, `--join-keys`; framing is
-        "sse" or "ndjson" (None: told apart from the first line). `resume` ({threadId?, messages?, path,
-        requestHeaders, responseHeaders}: the request's and the response's header pairs as the server has them,
-        protocol/README.md §16) files the stream as a resumable run: every event of the returned text then
-        carries an `id:` line and goes into the run log, and the result has `run`, `opening`, the id block to
-        write to the client first, before any text (so that a client cut before the first event holds an id to
-        rejoin from), and `headers`, to add to the response's head (the announcement, `ag-ui-resumable`)."""
+                    resume: Union[bool, Dict[str, JSON], None] = None, request: Optional[Dict[str, JSON]] = None,
+                    response: Optional[Dict[str, JSON]] = None) -> R:
+        """openStream. own, snapshots ("pass" or "delta") and join_keys are `fix --own`, `--snapshots`,
+        `--join-keys`. What a middleware passes (protocol/README.md §14): `request` ({method, path, headers,
+        body?}: the request as received, its header pairs, and its body as text when the whole of it was
+        kept) and `response` ({status, headers}: the app's response head); `resume=False` when the
+        middleware's resume is off. The sidecar then decides the framing, the baseline and the headers:
+        {pass: {code, message}} when the response is not one to repair (pass it on untouched), else
+        {streamId, headers, replayBytes, baseline?, run?, opening?}: `headers` are the response head's pairs
+        to write in place of the app's, `opening` the id block to write right after the head, before any text.
+        The earlier form: `state` (the baseline, RunAgentInput.state), `framing` ("sse" or "ndjson"; None:
+        told apart from the first line) and a `resume` dict ({threadId?, messages?, path, requestHeaders,
+        responseHeaders}) that files the stream as a resumable run; {streamId, run?, opening?, headers?}."""
         own = _optional_sequence("open_stream", "own", own, "str")
         return self.call("openStream", _params(state=state, own=own, snapshots=snapshots,
-                                               join_keys=join_keys or None, framing=framing, resume=resume))
+                                               join_keys=join_keys or None, framing=framing, resume=resume,
+                                               request=request, response=response))
 
     def fix_stream(self, stream_id: str, text: str) -> R:
-        """fixStream: {text, findings, passed, mended, discarded, kept}: the repaired text of every event `text`
-        (the next part of the stream, cut anywhere but never inside a character) completes, their findings
-        (protocol/README.md §13, each with its outcome), and those counted by outcome.
+        """fixStream: {text, findings, passed, mended, discarded, kept, pending?, head?}: the repaired text of
+        every event `text` (the next part of the stream, cut anywhere but never inside a character) completes,
+        their findings (protocol/README.md §13, each with its outcome), and those counted by outcome.
+        `pending`: how many UTF-8 bytes at the end of all the text given so far no reply has answered for yet
+        (what a middleware keeps to fail open with); `head`, once: the bytes from the stream's start up to and
+        including its first event, when that is a RUN_STARTED (what it keeps past replayBytes).
         After detach_stream the text is "" and the reply carries `cancel`: true once the grace passed with
         nobody reading the run (then cancel the app and call close_stream)."""
         return self.call("fixStream", {"streamId": stream_id, "text": text})
@@ -272,12 +280,17 @@ class Methods(Generic[R]):
         a reply says `cancel`. graceMs 0: not resumable, cancel now. UnknownStreamError for an unknown id."""
         return self.call("detachStream", {"streamId": stream_id})
 
-    def classify_request(self, method: str, path: str, headers: Iterable[Sequence[str]]) -> R:
-        """classifyRequest: {kind}, what a request a middleware received is (protocol/README.md §16): "rejoin"
-        (answer it with rejoin_stream), "reload" (the same) or "forward" (the app's). `headers` are the
-        request's header pairs, [name, value] as received (any case, repeats kept)."""
+    def classify_request(self, method: str, path: str, headers: Iterable[Sequence[str]],
+                         paths: Optional[Iterable[str]] = None, resume: Optional[bool] = None) -> R:
+        """classifyRequest: {kind, handled, bodyBytes?}, what a request a middleware received is (protocol/README.md
+        §16): `handled` false: the app's, untouched; else `kind` "rejoin" or "reload" (answer it with
+        rejoin_stream) or "forward" (the app's, its body teed up to `bodyBytes` for open_stream). `headers` are
+        the request's header pairs, [name, value] as received (any case, repeats kept); `paths` the middleware's
+        option as the user gave it (None: every path), `resume` False when its resume is off."""
         pairs = [list(p) for p in _sequence("classify_request", "headers", headers, "name and value pairs")]
-        return self.call("classifyRequest", {"method": method, "path": path, "headers": pairs})
+        paths = _optional_sequence("classify_request", "paths", paths, "str")
+        return self.call("classifyRequest", {"method": method, "path": path, "headers": pairs,
+                                             **_params(paths=paths, resume=resume)})
 
     def rejoin_stream(self, request: Optional[Dict[str, JSON]] = None, *, thread_id: Optional[str] = None,
                       path: Optional[str] = None, authorization: Optional[str] = None, cookie: Optional[str] = None,

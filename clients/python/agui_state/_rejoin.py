@@ -9,6 +9,7 @@ import logging
 from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional, Tuple
 
 from ._async import AsyncAguiState
+from ._body import BodyTap
 from ._errors import ResumeUnknownError, SidecarExitedError
 from ._sidecar import SharedSidecar, log
 from ._tasks import Tasks
@@ -45,32 +46,41 @@ async def _call(sidecar: SharedSidecar, call: Callable[[AsyncAguiState], Awaitab
     raise AssertionError("unreachable")
 
 
-async def classify(sidecar: SharedSidecar, scope: Scope) -> str:
-    """classifyRequest's kind for this request: "forward" (the app's), "rejoin" or "reload". A sidecar that
-    cannot answer sends the request to the app (fail open), with one line."""
-    method, path, headers = scope.get("method", "GET"), scope.get("path", ""), header_pairs(scope.get("headers", ()))
+def target(scope: Scope) -> str:
+    """The request's path with its query, as the client sent it (raw_path where the server gives it)."""
+    raw = scope.get("raw_path")
+    path = raw.decode("latin-1") if isinstance(raw, bytes) and raw else scope.get("path", "")
+    query = scope.get("query_string") or b""
+    return f"{path}?{query.decode('latin-1')}" if query else path
+
+
+async def classify(sidecar: SharedSidecar, scope: Scope, paths: Optional[List[str]],
+                   resume: bool) -> Optional[Dict[str, Any]]:
+    """classifyRequest's reply for this request (protocol/README.md §16): whether it is handled, its kind
+    ("forward": the app's; "rejoin" or "reload") and how much of its body to keep. None when the sidecar
+    cannot answer: the request goes to the app untouched (fail open), with one line."""
+    path = scope.get("path", "")
+    request = (scope.get("method", "GET"), target(scope), header_pairs(scope.get("headers", ())))
     try:
-        _, got = await _call(sidecar, lambda c: c.classify_request(method, path, headers), path, "classifyRequest",
-                             "the request goes to the app")
-        return str(got["kind"])
+        _, got = await _call(sidecar, lambda c: c.classify_request(*request, paths=paths,
+                                                                   resume=None if resume else False),
+                             path, "classifyRequest", "the request goes to the app")
+        return dict(got)
     except asyncio.TimeoutError:
-        return "forward"  # said by hung()
+        return None  # said by hung()
     except Exception as e:  # noqa: BLE001 - fail open
-        log.warning("%s: the request could not be classified for resume (%s: %s); it goes to the app",
+        log.warning("%s: the request could not be classified (%s: %s); it goes to the app untouched",
                     path, type(e).__name__, e)
-        return "forward"
+        return None
 
 
-async def _body(receive: Receive) -> bytes:
-    chunks: List[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
+async def _body(receive: Receive, limit: int) -> Optional[str]:
+    """The request body as text, read to its end but kept only within `limit` (classifyRequest's bodyBytes);
+    None past it, or cut off: the sidecar then refuses the rejoin as it would any it cannot place."""
+    tap = BodyTap(limit)
+    while not tap.ended.is_set():
+        tap.take(await receive())
+    return tap.text()
 
 
 async def _answer(send: Send, status: int, headers: Dict[str, str], body: str) -> None:
@@ -79,15 +89,19 @@ async def _answer(send: Send, status: int, headers: Dict[str, str], body: str) -
     await send({"type": "http.response.body", "body": body.encode("utf-8"), "more_body": False})
 
 
-async def rejoin(sidecar: SharedSidecar, scope: Scope, receive: Receive, send: Send, kind: str) -> None:
+async def rejoin(sidecar: SharedSidecar, scope: Scope, receive: Receive, send: Send, kind: str,
+                 body_bytes: int) -> None:
     """Answers a rejoin or a reload (`kind`, classifyRequest's) from the sidecar's run log: rejoinStream with
     the request as received, then its status, headers and readRejoin's text; a refusal is written exactly as
     the sidecar gives it. A sidecar that cannot be reached: 410 (204 for a reload) with an empty body, so that
     the client starts a new run (fail open)."""
     path = scope.get("path", "")
     refused = 204 if kind == "reload" else 410  # a sidecar that cannot be reached: the client starts a new run
-    request = {"method": scope.get("method", "POST"), "path": path, "headers": header_pairs(scope.get("headers", ())),
-               "body": (await _body(receive)).decode("utf-8", "replace")}
+    request: Dict[str, Any] = {"method": scope.get("method", "POST"), "path": target(scope),
+                               "headers": header_pairs(scope.get("headers", ()))}
+    body = await _body(receive, body_bytes)
+    if body is not None:
+        request["body"] = body
     try:
         client, opened = await _call(sidecar, lambda c: c.rejoin_stream(request=request), path, "rejoinStream",
                                      f"the {kind} is answered {refused}")

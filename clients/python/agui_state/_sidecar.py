@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Dict, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Optional, Sequence, Tuple
 
 from ._async import AsyncAguiState
+
+if TYPE_CHECKING:  # _tasks takes REPAIR_CALL_LIMIT from here
+    from ._tasks import Tasks
 
 log = logging.getLogger("agui_state.asgi")
 
@@ -97,6 +100,24 @@ class SharedSidecar:
         log.warning("%s: the agui-state sidecar did not answer %s within %d ms; it is ended (pid %d), %s, and the "
                     "next stream starts a new one", path, method, limit, client.pid, then)
         client.kill()
+
+    def close_later(self, tasks: Tasks, generation: int, path: str, stream_id: str, broken: bool = False) -> None:
+        """closeStream of a stream let go, in a task of `tasks` that is let finish, on the process of
+        `generation` only: on another, the id may name another stream. The sidecar forgets it either way
+        (a dead one did; an idle limit holds on a live one that cannot be asked)."""
+        client = self.client
+
+        async def close() -> None:
+            if client is None or not self.ready or self.generation != generation:
+                return
+            try:
+                await client.close_stream(stream_id, broken=broken)
+            except asyncio.TimeoutError:
+                self.hung(generation, path, "closeStream", "the response had ended")
+            except Exception as e:  # noqa: BLE001 - see above
+                log.debug("closeStream %s after the response broke off: %s", stream_id, e)
+
+        tasks.start(close(), finish=True)
 
     async def close(self) -> None:
         """At the server's shutdown: close the process this module started (never the caller's)."""

@@ -230,7 +230,8 @@ DIES_ON_REJOIN = ("import sys, json, os\n"
                   "    if r['method'] != 'classifyRequest':\n"
                   "        os._exit(3)\n"
                   "    kind = 'reload' if r['params']['path'].endswith('/connect') else 'rejoin'\n"
-                  "    print(json.dumps({'jsonrpc': '2.0', 'id': r['id'], 'result': {'kind': kind}}), flush=True)\n")
+                  "    print(json.dumps({'jsonrpc': '2.0', 'id': r['id'], 'result': {'kind': kind, 'handled': True}}), "
+                  "flush=True)\n")
 
 
 async def test_fail_open_a_sidecar_that_cannot_be_reached_410_or_204_empty_and_unclassified_goes_to_the_app(
@@ -282,6 +283,33 @@ async def test_client_wrappers_classify_and_raise_the_resume_errors() -> None:
         assert (await s.close_stream(opened["streamId"], broken=True))["text"] == ""
 
 
+async def test_client_wrappers_take_the_request_form_of_the_edge() -> None:
+    # protocol/README.md §14: the middleware's paths and resume go to classifyRequest, the raw request and
+    # response head to openStream, and the sidecar answers with what to do.
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        resumed = await s.classify_request("POST", "/agent/run?x=1", [("Last-Event-ID", "x")], paths=("/agent",))
+        assert resumed["kind"] == "rejoin" and resumed["handled"] is True and resumed["bodyBytes"] > 0
+        assert (await s.classify_request("POST", "/agents", [], paths=["/agent"])) == {"kind": "forward", "handled": False}
+        off = await s.classify_request("POST", "/agent", [("Last-Event-ID", "x")], resume=False)
+        assert off["kind"] == "forward" and off["handled"] is True
+        with pytest.raises(TypeError, match="paths"):
+            await s.classify_request("POST", "/agent", [], paths="/agent")  # type: ignore[arg-type]
+        request = {"method": "POST", "path": "/agent", "headers": [["Content-Type", "application/json"]],
+                   "body": BODY.decode()}
+        head = {"status": 200, "headers": [["Content-Type", "text/event-stream"], ["Content-Length", "9"]]}
+        opened = await s.open_stream(request=request, response=head, own=["/toolState"])
+        assert opened["headers"] == [["Content-Type", "text/event-stream"], ["ag-ui-resumable", "true"]]
+        assert opened["replayBytes"] > 0 and "baseline" not in opened and opened["opening"].startswith("id: ")
+        fixed = await s.fix_stream(opened["streamId"], EVENTS[0].decode() + EVENTS[1].decode()[:9])
+        assert (fixed["pending"], fixed["head"]) == (9, len(EVENTS[0]))
+        await s.close_stream(opened["streamId"])
+        plain = await s.open_stream(request=request, response=head, resume=False)
+        assert "run" not in plain and plain["headers"] == [["Content-Type", "text/event-stream"]]
+        await s.close_stream(plain["streamId"])
+        passed = await s.open_stream(request=request, response={"status": 200, "headers": [["content-type", "application/json"]]})
+        assert passed["pass"]["code"] == "NOT_AN_EVENT_STREAM" and "streamId" not in passed
+
+
 def test_the_sync_client_classifies_and_refuses_alike() -> None:
     with AguiState(BIN, env=child_env(), timeout=30) as s:
         assert s.classify_request("POST", "/agent", [("Last-Event-ID", "x")])["kind"] == "rejoin"
@@ -301,8 +329,9 @@ def test_store_and_grace_are_the_started_sidecar_s_flags() -> None:
     assert AguiStateMiddleware(app, store="redis://127.0.0.1:6379/0", detach_grace=2.5).sidecar is mw.sidecar
     with pytest.raises(ValueError, match="detach_grace"):
         AguiStateMiddleware(app, detach_grace=-1)
-    with pytest.raises(ValueError, match="sidecar the middleware starts"):
-        AguiStateMiddleware(app, store="memory", sidecar=AsyncAguiState(BIN))
+    for options in ({"store": "memory"}, {"detach_grace": 0}, {"store": "none", "detach_grace": 1.5}):
+        with pytest.raises(ValueError, match="CONFLICTING_OPTIONS"):
+            AguiStateMiddleware(app, sidecar=AsyncAguiState(BIN), **options)  # type: ignore[arg-type]
 
 
 async def test_a_rejoin_whose_client_is_gone_when_it_writes_ends_with_one_line_and_no_exception(

@@ -30,7 +30,7 @@ def sample(name: str) -> Any:
     """A value for each wrapper param that the wrapper sends on as it is, with a null inside."""
     fixed = {"ops": [{"op": "add", "path": "/n", "value": None}], "remove": ["a", "b"], "path": ["a/b", 0],
              "atomic": True, "snapshot": True, "replace": False, "if_version": 7,
-             "own": ["/a", "/b~1c"], "headers": [["Last-Event-ID", "x"], ["cookie", None]]}
+             "own": ["/a", "/b~1c"], "paths": ["/agent", "/x~y"], "headers": [["Last-Event-ID", "x"], ["cookie", None]]}
     return fixed.get(name, {"param": name, "null": None})
 
 
