@@ -171,7 +171,10 @@ class _Session(asyncio.SubprocessProtocol):
             fut.set_exception(asyncio.TimeoutError())
 
     async def call(self, msg_id: int, method: str, params: Mapping[str, Any], timeout: Optional[float]) -> Any:
-        line = encode(msg_id, method, params)
+        # A request body handed over whole (openStream's and rejoinStream's `request`) may be tens of MiB: its
+        # line is encoded in a worker thread, so that the event loop is not held meanwhile (issue 39).
+        line = await asyncio.to_thread(encode, msg_id, method, params) if _large(params) else \
+            encode(msg_id, method, params)
         if self.exited:
             raise self.exit_error()
         fut: "asyncio.Future[Result]" = self.loop.create_future()
@@ -278,3 +281,14 @@ class AsyncAguiState(Spawn, Methods[Coroutine[Any, Any, Result]]):
         result: Result = await session.call(next(self._ids), method, {} if params is None else params,
                                             self.timeout if timeout is None else timeout)
         return result
+
+
+# Characters of a request body past which its call's line is encoded off the event loop.
+_ENCODE_OFF_LOOP = 1 << 20
+
+
+def _large(params: Mapping[str, Any]) -> bool:
+    """Whether params carry a request body (protocol/README.md §14, §16) long enough to encode off the loop."""
+    request = params.get("request")
+    body = request.get("body") if isinstance(request, Mapping) else None
+    return isinstance(body, str) and len(body) > _ENCODE_OFF_LOOP

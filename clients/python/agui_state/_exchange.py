@@ -126,7 +126,7 @@ class Exchange:
             await self._pull()
         request: Dict[str, Any] = {"method": self.scope.get("method", "GET"), "path": target(self.scope),
                                    "headers": header_pairs(self.scope.get("headers", ()))}
-        body = self.tap.text()
+        body = await self.tap.text()
         if body is not None:
             request["body"] = body
         self.tap.chunks = []  # what it was kept for is done

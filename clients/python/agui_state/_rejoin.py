@@ -80,7 +80,7 @@ async def _body(receive: Receive, limit: int) -> Optional[str]:
     tap = BodyTap(limit)
     while not tap.ended.is_set():
         tap.take(await receive())
-    return tap.text()
+    return await tap.text()
 
 
 async def _answer(send: Send, status: int, headers: Dict[str, str], body: str) -> None:

@@ -311,3 +311,29 @@ async def test_a_call_before_start_says_how_to_start() -> None:
         await s.start()
     assert (await s.stats())["threads"] == 0
     await s.close()
+
+
+async def test_a_large_request_body_is_encoded_off_the_event_loop(s: AsyncAguiState,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # openStream's request form carries the request body whole (protocol/README.md §14): past 1 MiB its line
+    # is encoded in a worker thread, so that the loop serving every other request is not held meanwhile.
+    import threading
+    from agui_state import _async
+
+    encoded_on: List[str] = []
+    real = _async.encode
+
+    def spy(*args: Any) -> bytes:
+        encoded_on.append(threading.current_thread().name)
+        return real(*args)
+
+    monkeypatch.setattr(_async, "encode", spy)
+    head = {"status": 200, "headers": [["Content-Type", "text/event-stream"]]}
+    for size in (1000, 2 << 20):
+        body = '{"state":{"pad":"' + "x" * size + '"}}'
+        opened = await s.open_stream(request={"method": "POST", "path": "/agent", "headers": [], "body": body},
+                                     response=head, resume=False)
+        assert "baseline" not in opened, "the body was the baseline"
+        await s.close_stream(opened["streamId"])
+    loop_thread = threading.current_thread().name
+    assert encoded_on[0] == loop_thread and encoded_on[2] != loop_thread, encoded_on
