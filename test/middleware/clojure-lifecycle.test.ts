@@ -7,6 +7,8 @@ import { afterAll, beforeAll, describe, expect, vi } from "vitest";
 import { ROOT } from "../../scripts/harness/fixtures.js";
 import { BINARY, SEA, childEnv, run } from "../../scripts/harness/process.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
+import { resumableFetch } from "../../src/web/resume/index.js";
+import { readToFailure } from "../resume/failing-body.js";
 
 /**
  * Issue 40 through the Clojure middleware: the lifecycle table (test/fixtures/lifecycle/cases.json),
@@ -217,6 +219,31 @@ describe("the lifecycle table through wrap-agui-state in Jetty, into the real Ht
       expect(thrown(warnings)).toEqual([]);
     });
   }
+
+  test("a body that threw, with resume on (the default): the run is whole, so the client never rejoins it", async () => {
+    // Issue 38 §5's broken run (clojure-resume.test.ts, under pass) ends cancelled and its one rejoin gets 410;
+    // under repair the sidecar logs the run as whole, ended by its RUN_ERROR: nothing to rejoin.
+    const i = CASES.findIndex((c) => c.end === "reset");
+    const c = CASES[i] as Case;
+    for (const jetty of ["sync", "async"] as const) {
+      const statuses: number[] = [];
+      const counting = async (url: string, init: RequestInit): Promise<Response> => {
+        const res = await fetch(url, init);
+        statuses.push(res.status);
+        return res;
+      };
+      const res = await resumableFetch({ fetch: counting, backoffMs: 1 })(`${urls[jetty]}/default/${i}?key=resume-${jetty}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(c.input),
+      });
+      const { failed, text } = await readToFailure(res);
+      expect(failed).toBeUndefined();
+      expect(statuses).toEqual([200]);
+      const last = text.trimEnd().split("\n").at(-1) ?? "";
+      expect(JSON.parse(last.replace(/^data: /, ""))).toMatchObject({ type: "RUN_ERROR", code: "INCOMPLETE_STREAM" });
+    }
+  });
 
   test(':lifecycle "repair", given, is the default: every case whole through the sync and async servers', async () => {
     for (const [i, c] of CASES.entries()) for (const jetty of ["sync", "async"] as const) expect(failures(c, await runCase(jetty, "repair", i)), c.name).toEqual([]);
