@@ -14,11 +14,13 @@ import { readToFailure } from "../resume/failing-body.js";
  * Issue 40 through the Clojure middleware: the lifecycle table (test/fixtures/lifecycle/cases.json),
  * each case's stream served by a Ring app through agui-state.ring/wrap-agui-state in real Jetty
  * servers, sync and async (clients/clojure/test/agui_state/ring_lifecycle_agent.clj), into the real
- * HttpAgent. A "reset" case's body throws after its last event. The checks are the FINAL CONTRACT's
- * (runAgent resolves; the run ends as the case expects; no text or tool-call argument lost; the state
- * is the input's with every snapshot and delta applied; `check` names each mend), and the middleware's
- * own findings name each mend too. The negative control: with :lifecycle "pass" every case with a
- * mend fails those checks in the client, and a case without one still passes them.
+ * HttpAgent, under :lifecycle "repair" (opt-in: the default is pass). A "reset" case's body throws
+ * after its last event. The checks are the FINAL CONTRACT's (runAgent resolves; the run ends as the
+ * case expects; no text or tool-call argument lost; the state is the input's with every snapshot and
+ * delta applied; `check` names each break, with the mend of --lifecycle repair), and the middleware's
+ * own findings name each mend, mended or discarded. The negative control: with :lifecycle not given
+ * (pass) or "pass", every case with a mend fails those checks in the client, and a case without one
+ * still passes them.
  */
 const JARS = ["data.json", "ring-core", "ring-jetty-adapter"].map((j) => `/usr/share/java/${j}.jar`);
 const { available, test } = toolchain("Clojure + Ring + Jetty (clojure, libdata-json-clojure, libring-core-clojure, libring-jetty-adapter-clojure)", [
@@ -188,8 +190,8 @@ const thrown = (warnings: readonly string[] | undefined): string[] => (warnings 
 describe("the lifecycle table through wrap-agui-state in Jetty, into the real HttpAgent", () => {
   for (const [i, c] of CASES.entries()) {
     for (const jetty of ["sync", "async"] as const) {
-      test(`${c.name} (${c.issue}, ${c.end}), ${jetty} Jetty, :lifecycle not given: the run is whole`, async () => {
-        const o = await runCase(jetty, "default", i);
+      test(`${c.name} (${c.issue}, ${c.end}), ${jetty} Jetty, :lifecycle "repair": the run is whole`, async () => {
+        const o = await runCase(jetty, "repair", i);
         expect(failures(c, o)).toEqual([]);
         const { findings, warnings } = await said(jetty, o.key);
         // The middleware's own findings name each mend of the case (those it mends or discards).
@@ -199,28 +201,31 @@ describe("the lifecycle table through wrap-agui-state in Jetty, into the real Ht
       });
     }
 
-    test(`${c.name}: check names each mend with outcome mended or discarded`, async () => {
+    test(`${c.name}: check names each break, with the mend of --lifecycle repair`, async () => {
       const r = await run(SEA, ["check", "--json"], sse(c));
       const findings = r.stdout
         .toString("utf8")
         .split("\n")
         .filter(Boolean)
-        .map((l) => JSON.parse(l) as { code: string; outcome: string });
-      for (const code of c.expect.mends) expect(mendedCodes(findings), r.stdout.toString("utf8")).toContain(code);
+        .map((l) => JSON.parse(l) as { code?: string; hint?: string });
+      for (const code of c.expect.mends)
+        expect(findings.some((f) => f.code === code && (f.hint ?? "").includes("--lifecycle repair")), `${code} in ${r.stdout.toString("utf8")}`).toBe(true);
     });
 
-    test(`${c.name}: negative control, :lifecycle "pass": ${c.expect.mends.length ? "the client fails the run" : "still whole (nothing to mend)"}`, async () => {
-      const o = await runCase("sync", "pass", i);
-      if (c.expect.mends.length) expect(failures(c, o)).not.toEqual([]);
-      else expect(failures(c, o)).toEqual([]);
-      // Nothing mended under pass, and a body that threw is broken off as before: the adapter's to say.
-      const { findings, warnings } = await said("sync", o.key);
-      expect(mendedCodes(findings).filter((code) => c.expect.mends.includes(code))).toEqual([]);
-      expect(thrown(warnings)).toEqual([]);
-    });
+    for (const mode of ["default", "pass"] as const) {
+      test(`${c.name}: negative control, :lifecycle ${mode === "default" ? "not given" : '"pass"'}: ${c.expect.mends.length ? "the client fails the run" : "still whole (nothing to mend)"}`, async () => {
+        const o = await runCase("sync", mode, i);
+        if (c.expect.mends.length) expect(failures(c, o)).not.toEqual([]);
+        else expect(failures(c, o)).toEqual([]);
+        // Nothing mended under pass, and a body that threw is broken off as before: the adapter's to say.
+        const { findings, warnings } = await said("sync", o.key);
+        expect(mendedCodes(findings).filter((code) => c.expect.mends.includes(code))).toEqual([]);
+        expect(thrown(warnings)).toEqual([]);
+      });
+    }
   }
 
-  test("a body that threw, with resume on (the default): the run is whole, so the client never rejoins it", async () => {
+  test('a body that threw under :lifecycle "repair", with resume on (the default): the run is whole, so the client never rejoins it', async () => {
     // Issue 38 §5's broken run (clojure-resume.test.ts, under pass) ends cancelled and its one rejoin gets 410;
     // under repair the sidecar logs the run as whole, ended by its RUN_ERROR: nothing to rejoin.
     const i = CASES.findIndex((c) => c.end === "reset");
@@ -232,7 +237,7 @@ describe("the lifecycle table through wrap-agui-state in Jetty, into the real Ht
         statuses.push(res.status);
         return res;
       };
-      const res = await resumableFetch({ fetch: counting, backoffMs: 1 })(`${urls[jetty]}/default/${i}?key=resume-${jetty}`, {
+      const res = await resumableFetch({ fetch: counting, backoffMs: 1 })(`${urls[jetty]}/repair/${i}?key=resume-${jetty}`, {
         method: "POST",
         headers: { "content-type": "application/json" },
         body: JSON.stringify(c.input),
@@ -245,7 +250,4 @@ describe("the lifecycle table through wrap-agui-state in Jetty, into the real Ht
     }
   });
 
-  test(':lifecycle "repair", given, is the default: every case whole through the sync and async servers', async () => {
-    for (const [i, c] of CASES.entries()) for (const jetty of ["sync", "async"] as const) expect(failures(c, await runCase(jetty, "repair", i)), c.name).toEqual([]);
-  });
 });

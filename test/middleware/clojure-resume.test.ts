@@ -186,8 +186,7 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
     };
     // ResumableHttpAgent's fetch, its body read as HttpAgent reads it (HttpAgent itself rethrows a failed
     // body from its reader's cancel() as an unhandled rejection, @ag-ui/client 1.0.0, as
-    // test/resume/failed-run.test.ts says). The app wrote 3 events and threw, under :lifecycle "pass" (under
-    // repair, issue 40 ends such a run whole, with a RUN_ERROR: clojure-lifecycle.test.ts): the run ended broken, and
+    // test/resume/failed-run.test.ts says). The app wrote 3 events and threw: the run ended broken, and
     // the client holds its last event, so its one rejoin is refused like an unknown id (§16) and the
     // client errs, instead of rejoining a dead run until its log expires.
     const res = await resumableFetch({ fetch: counting, backoffMs: 1 })(`${a.url}/agent-raise`, { method: "POST", headers: { "content-type": "application/json" }, body: input("raised") });

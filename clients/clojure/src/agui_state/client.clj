@@ -345,8 +345,8 @@
   [name value] pairs, its body as text, left out when it was not kept whole),
   :response {\"status\" \"headers\"} the app's response head; the repair policy
   of `fix --own` (pointers), `--snapshots` (\"pass\" or \"delta\") and
-  `--join-keys`, and `--lifecycle` (:lifecycle \"repair\", the default, or
-  \"pass\"); :resume false turns resume off for the stream. The sidecar
+  `--join-keys`, and `--lifecycle` (:lifecycle \"pass\", the default, or
+  \"repair\"); :resume false turns resume off for the stream. The sidecar
   decides the rest (the framing, the baseline, the headers). Returns {:pass
   {\"code\" \"message\"}} when the response is not one to repair, else
   {:stream-id :headers :replay-bytes}, and :baseline (why the request's state

@@ -107,11 +107,12 @@
     :snapshots  \"pass\" (default) or \"delta\" (`fix --snapshots`)
     :join-keys  true to read an unescaped /toolState/a/b as the key \"a/b\" when
                 that is the only way the op applies (`fix --join-keys`)
-    :lifecycle  \"repair\" (the sidecar's default) or \"pass\" (`fix --lifecycle`):
+    :lifecycle  \"pass\" (the sidecar's default) or \"repair\" (`fix --lifecycle`):
                 repair mends a run the client would reject (content after its
                 message's end, a RUN_FINISHED with a message open, events after
                 the run's end, a stream that stops inside its run, ...), each
-                mend a finding; pass leaves the lifecycle as the app wrote it.
+                mend a finding; pass leaves the lifecycle as the app wrote it
+                (repair sends events the app never wrote: opt in).
                 Any other value throws ex-info with :code \"INVALID_OPTION\".
                 Under repair, a body that throws inside a run gets the run's
                 closes and a RUN_ERROR (code INCOMPLETE_STREAM) and the response

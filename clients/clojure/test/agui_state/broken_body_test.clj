@@ -1,9 +1,9 @@
 (ns agui-state.broken-body-test
   "Issue 40 (FINAL CONTRACT, closeStream's `ended`): a handler's body that
-  throws inside its run. Under repair (the default) the middleware writes
+  throws inside its run. Under :lifecycle \"repair\" the middleware writes
   closeStream's text, the run's closes and a RUN_ERROR INCOMPLETE_STREAM, ends
   the response cleanly (write-body-to-stream returns, `out` is closed) and
-  says the exception once to :warn; under :lifecycle \"pass\" the exception
+  says the exception once to :warn; under \"pass\", the default, the exception
   reaches the adapter, which breaks the response off, as before. A body that
   closes its stream before it throws (with-open) ended its run at the close:
   the same clean end, the exception said once."
@@ -71,11 +71,9 @@
 
 (deftest a-body-that-throws-inside-its-run
   (with-open [sc (r/sidecar {:path (s/bin) :env {"AGUI_STATE_LOG_LEVEL" "warn"}})]
-    (doseq [close-first [false true]
-            lifecycle [nil "repair"]]
-      (testing (str ":lifecycle " (pr-str lifecycle) (when close-first ", the stream closed before the throw"))
-        (let [{:keys [events thrown closed warnings]} (answer sc (handler close-first)
-                                                              (if lifecycle {:lifecycle lifecycle} {}))]
+    (doseq [close-first [false true]]
+      (testing (str ":lifecycle \"repair\"" (when close-first ", the stream closed before the throw"))
+        (let [{:keys [events thrown closed warnings]} (answer sc (handler close-first) {:lifecycle "repair"})]
           (is (nil? thrown) "the response ended cleanly: nothing rethrown to the adapter")
           (is (pos? closed) "its stream was closed")
           (is (= ["RUN_STARTED" "TEXT_MESSAGE_START" "TEXT_MESSAGE_CONTENT" "TEXT_MESSAGE_END" "RUN_ERROR"]
@@ -83,8 +81,9 @@
           (is (= "INCOMPLETE_STREAM" (get (last events) "code")))
           (is (= 1 (count warnings)) "the exception said once")
           (is (str/includes? (first warnings) "IllegalStateException") "with its class and stack trace"))))
-    (testing ":lifecycle \"pass\": the exception reaches the adapter, which breaks the response off"
-      (let [{:keys [events thrown warnings]} (answer sc (handler false) {:lifecycle "pass"})]
-        (is (= boom (ex-message thrown)))
-        (is (= ["RUN_STARTED" "TEXT_MESSAGE_START" "TEXT_MESSAGE_CONTENT"] (map #(get % "type") events)))
-        (is (empty? warnings))))))
+    (doseq [opts [{} {:lifecycle "pass"}]]
+      (testing (str (pr-str opts) ": the exception reaches the adapter, which breaks the response off")
+        (let [{:keys [events thrown warnings]} (answer sc (handler false) opts)]
+          (is (= boom (ex-message thrown)))
+          (is (= ["RUN_STARTED" "TEXT_MESSAGE_START" "TEXT_MESSAGE_CONTENT"] (map #(get % "type") events)))
+          (is (empty? warnings)))))))

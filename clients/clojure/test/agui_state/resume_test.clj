@@ -374,9 +374,7 @@
                                  (.write out (utf8 (nth events 2)))
                                  (.flush out)
                                  (throw (IllegalStateException. "the app failed mid-run")))))})
-          ;; Under :lifecycle "pass": under repair (the default) the sidecar ends the
-          ;; cut run with a RUN_ERROR (issue 40), and it is whole, not broken.
-          app (r/wrap-agui-state handler (assoc opts :client cl :log (fn [_]) :lifecycle "pass"))
+          app (r/wrap-agui-state handler (assoc opts :client cl :log (fn [_])))
           response (app (request "/agent" (input "t6" client-keys)))
           got (ByteArrayOutputStream.)
           running (future (try (protocols/write-body-to-stream (:body response) response (leaving got 2))

@@ -13,8 +13,8 @@
   prints `listening SYNC-URL ASYNC-URL`: one Jetty server with the one-argument
   handler, one with the async (three-argument) one, both on one sidecar
   component (AGUI_STATE_BIN, else PATH). Each serves:
-    POST /default/N?key=K  case N through wrap-agui-state, :lifecycle not given
-    POST /repair/N?key=K   the same with :lifecycle \"repair\"
+    POST /repair/N?key=K   case N through wrap-agui-state with :lifecycle \"repair\"
+    POST /default/N?key=K  the same, :lifecycle not given (pass: the negative control)
     POST /pass/N?key=K     the same with :lifecycle \"pass\" (the negative control)
     GET  /said?key=K       {\"findings\": [...], \"warnings\": [...]}: what the
                            middleware gave :finding and :warn for the request K"

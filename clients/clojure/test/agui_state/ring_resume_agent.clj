@@ -21,10 +21,7 @@
                        the opening id block (§16) goes out alone
     POST /agent-now    the same agent without the pause: the uninterrupted run
     POST /agent-raise  the same agent, but it throws after its first 3 events (an app
-                       that raised mid-run), through a wrap-agui-state of its own with
-                       :lifecycle \"pass\": the response breaks off, the run ends broken
-                       (under repair, the default, issue 40 ends it whole, with a
-                       RUN_ERROR: test/middleware/clojure-lifecycle.test.ts)
+                       that raised mid-run)
     POST /agent-quiet  the same agent, but after the gate opens it writes all but its
                        RUN_FINISHED and falls silent (until a hang guard): a run whose
                        client left is detached by those writes, then silent
@@ -162,24 +159,18 @@
       ([request respond raise] (swap! requests update (:uri request) (fnil inc 0)) (handler request respond raise))))
 
 (defn app []
-  (let [;; A sidecar of the app's own: a component, with the flags the test gives.
-        s (agui-ring/sidecar
-           (cond-> {}
-             (System/getenv "RING_AGENT_DETACH_GRACE")
-             (assoc :detach-grace (System/getenv "RING_AGENT_DETACH_GRACE"))
-             (System/getenv "RING_AGENT_STORE")
-             (assoc :store (System/getenv "RING_AGENT_STORE"))
-             (System/getenv "RING_AGENT_LOG_BYTES")
-             (assoc :args ["--log-bytes" (System/getenv "RING_AGENT_LOG_BYTES")])))
-        handler (if async? async-router router)
-        opts {:log stamped :warn stamped :sidecar s}
-        main (agui-ring/wrap-agui-state handler (assoc opts :paths ["/agent" "/agent-late" "/agent-now" "/agent-quiet"]))
-        ;; The run that ends broken (issue 38 §5): the lifecycle as the app left it.
-        raise (agui-ring/wrap-agui-state handler (assoc opts :paths ["/agent-raise"] :lifecycle "pass"))
-        pick (fn [request] (if (= "/agent-raise" (:uri request)) raise main))]
-    (counted
-     (fn ([request] ((pick request) request))
-         ([request respond raise] ((pick request) request respond raise))))))
+  (counted
+   (agui-ring/wrap-agui-state (if async? async-router router)
+                              {:paths ["/agent" "/agent-late" "/agent-now" "/agent-raise" "/agent-quiet"] :log stamped :warn stamped
+                               ;; A sidecar of the app's own: a component, with the flags the test gives.
+                               :sidecar (agui-ring/sidecar
+                                         (cond-> {}
+                                           (System/getenv "RING_AGENT_DETACH_GRACE")
+                                           (assoc :detach-grace (System/getenv "RING_AGENT_DETACH_GRACE"))
+                                           (System/getenv "RING_AGENT_STORE")
+                                           (assoc :store (System/getenv "RING_AGENT_STORE"))
+                                           (System/getenv "RING_AGENT_LOG_BYTES")
+                                           (assoc :args ["--log-bytes" (System/getenv "RING_AGENT_LOG_BYTES")])))})))
 
 (defn -main [& _]
   (let [^Server server (jetty/run-jetty (app) {:host "127.0.0.1" :port 0 :join? false :async? async?})

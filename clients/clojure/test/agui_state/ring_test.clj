@@ -26,9 +26,6 @@
 (def ^:private client-keys {"selectedLayer" "era5" "ui" {"panel" "layers"}})
 (def ^:private flags ["--own" "/toolState" "--join-keys"])
 (def ^:private opts {:own ["/toolState"] :join-keys true})
-;; A prefix of a run as the middleware writes it while the run goes on: `fix` on
-;; the prefix alone would end the cut run (issue 40: RUN_ERROR INCOMPLETE_STREAM).
-(def ^:private prefix-flags (conj flags "--lifecycle" "pass"))
 
 (defn- utf8 ^bytes [^String s] (.getBytes s StandardCharsets/UTF_8))
 
@@ -285,7 +282,7 @@
           (is (= 1 (count @warnings)))))
       (testing "a sidecar that keeps dying: restarted :restarts times, then the rest goes as written, with one warning"
         (let [{:keys [out warnings]} (run #{2 3 4} (assoc opts :restarts 2))
-              repaired (fix client-keys (utf8 (apply str (map #(str % "\n\n") (take 4 events)))) prefix-flags)]
+              repaired (fix client-keys (utf8 (apply str (map #(str % "\n\n") (take 4 events)))) flags)]
           (is (= 3 (count warnings)) (pr-str warnings))
           (is (every? #(re-find restart-line %) (take 2 warnings)))
           (is (re-find #"^agui-state\.ring: fixStream failed on stream s\d+: agui-state sidecar exited .*; not restarted again: it was restarted 2 times in this response; the rest of this response goes out unrepaired$"
@@ -294,9 +291,9 @@
               "repaired up to the third death, then as the server wrote it")))
       (testing "past :replay-limit, the new stream starts from the request's state and the first event: under :own the next snapshot is one add of /toolState, and the client's keys stand"
         (let [{:keys [out warnings logged]} (run #{3} (assoc opts :replay-limit 100))
-              after (subs out (count (fix client-keys (utf8 head) prefix-flags)))
+              after (subs out (count (fix client-keys (utf8 head) flags)))
               state (client-state client-keys out)]
-          (is (str/starts-with? out (fix client-keys (utf8 head) prefix-flags)))
+          (is (str/starts-with? out (fix client-keys (utf8 head) flags)))
           (is (= 1 (count warnings)) (pr-str warnings))
           (is (re-find #"restarted \(pid \d+\), stream s\d+ resumes from the request's state and the response's first event \(more than the replay limit, 100 bytes, were answered for\)$"
                        (str (first warnings))))
@@ -462,7 +459,7 @@
                           (let [k (.read in buf)]
                             (when (pos? k) (.write got buf 0 k) (recur)))))
                       (.statusCode response)))
-          fixed-head (fix client-keys (utf8 head) prefix-flags)
+          fixed-head (fix client-keys (utf8 head) flags)
           ;; The long event's bytes the client has, once it has the mended head.
           xs-got #(let [text (.toString got "UTF-8")
                         at (.indexOf text "data: xxx")]

@@ -123,7 +123,7 @@
                    snapshots (assoc :snapshots snapshots)
                    join-keys (assoc :join-keys true)
                    (false? resume) (assoc :resume false)
-                   ;; Left out when not given: the sidecar's default (repair), and a
+                   ;; Left out when not given: the sidecar's default (pass), and a
                    ;; sidecar before issue 40 takes the call.
                    lifecycle (assoc :lifecycle lifecycle))
           ;; Starting the sidecar is inside the try: a missing binary fails open too.
