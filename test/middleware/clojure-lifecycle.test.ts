@@ -208,7 +208,9 @@ describe("the lifecycle table through wrap-agui-state in Jetty, into the real Ht
         .split("\n")
         .filter(Boolean)
         .map((l) => JSON.parse(l) as { code?: string; hint?: string });
-      for (const code of c.expect.mends)
+      // INCOMPLETE_STREAM is no break of verifyEvents (the client throws at no event: its run just never ends), so
+      // check, which names what the client does, says nothing of it; fix --report and the middleware's findings do.
+      for (const code of c.expect.mends.filter((m) => m !== "INCOMPLETE_STREAM"))
         expect(findings.some((f) => f.code === code && (f.hint ?? "").includes("--lifecycle repair")), `${code} in ${r.stdout.toString("utf8")}`).toBe(true);
     });
 
