@@ -108,9 +108,13 @@ export class StreamFixer {
   private mend: Mend | undefined;
 
   /** The stream ended: the held RUN_FINISHED, or a cut run's closes and RUN_ERROR (protocol/README.md §13). */
+  /** Set once the end of the input found a run going on and the lifecycle repair ended it (RUN_ERROR INCOMPLETE_STREAM). */
+  runEnded = false;
+
   private ending(): string {
     if (this.passing) return this.takeHeld();
     const m = this.client.end(this.reader.line);
+    if (m !== undefined && m.findings.length > 0) this.runEnded = true;
     return m === undefined ? this.takeHeld() : this.compose(m, "");
   }
 

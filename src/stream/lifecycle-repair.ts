@@ -1,5 +1,5 @@
 import { EventType, type Event as AguiEvent } from "@ag-ui/core";
-import { finding, type At, type Reported } from "./findings.js";
+import { applies, finding, type At, type Reported } from "./findings.js";
 import type { Lifecycle, LifecycleBreak } from "./lifecycle.js";
 import type { Messages } from "./messages.js";
 import { Recent } from "./recent.js";
@@ -92,7 +92,8 @@ export class LifecycleRepair {
     const error: AguiEvent = { type: EventType.RUN_ERROR, message: "the stream stopped before its run ended (agui-state ended it)", code: INCOMPLETE_STREAM };
     this.send(error);
     before.push(error);
-    const f = this.tally.count({ ...finding(at, "fatal", { code: INCOMPLETE_STREAM, message: "the stream stopped inside its run, with no RUN_FINISHED or RUN_ERROR", hint: "end every run with RUN_FINISHED, or RUN_ERROR when it fails" }, "mended") });
+    // No kind: verifyEvents throws at no event here; the client's run just never ends (§13).
+    const f = this.tally.count(applies(at, { code: INCOMPLETE_STREAM, message: "the stream stopped inside its run, with no RUN_FINISHED or RUN_ERROR", hint: "end every run with RUN_FINISHED, or RUN_ERROR when it fails" }, "mended"));
     return { ...NOTHING, before, findings: [f] };
   }
 
