@@ -52,27 +52,27 @@ async def through(lifecycle: Optional[str], resume: bool) -> List[Dict[str, Any]
         return await serve(mw, request(json.dumps(RUN_INPUT).encode()))
 
 
-@pytest.mark.parametrize("resume", [True, False])
-@pytest.mark.parametrize("lifecycle", [None, "repair"])
-async def test_an_app_that_raises_inside_its_run_gets_a_whole_failed_run(
-        lifecycle: Optional[str], resume: bool, caplog: pytest.LogCaptureFixture) -> None:
+async def test_an_app_that_raises_inside_its_run_gets_a_whole_failed_run(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="agui_state.asgi")
-    sent = await through(lifecycle, resume)  # no NodeFailed: the client got a whole run
-    assert sent[-1] == {"type": "http.response.body", "body": sent[-1]["body"], "more_body": False}
-    events = events_of(sent)
-    assert events[:3] == EVENTS
-    assert [e["type"] for e in events[3:]] == ["TEXT_MESSAGE_END", "RUN_ERROR"]
-    assert events[-1]["code"] == "INCOMPLETE_STREAM"
-    said = [r for r in caplog.records if r.name == "agui_state.asgi"]
-    assert [(r.levelno, r.getMessage(), r.exc_info) for r in said] == [
-        (logging.WARNING, "/agent: the app raised mid-stream (NodeFailed: the node failed); the run was ended "
-                          "with a RUN_ERROR (INCOMPLETE_STREAM)", None)]
+    for lifecycle in (None, "repair"):  # left out: the sidecar's default, repair
+        for resume in (True, False):
+            caplog.clear()
+            sent = await through(lifecycle, resume)  # no NodeFailed: the client got a whole run
+            assert sent[-1] == {"type": "http.response.body", "body": sent[-1]["body"], "more_body": False}
+            events = events_of(sent)
+            assert events[:3] == EVENTS
+            assert [e["type"] for e in events[3:]] == ["TEXT_MESSAGE_END", "RUN_ERROR"]
+            assert events[-1]["code"] == "INCOMPLETE_STREAM"
+            said = [r for r in caplog.records if r.name == "agui_state.asgi"]
+            assert [(r.levelno, r.getMessage(), r.exc_info) for r in said] == [
+                (logging.WARNING, "/agent: the app raised mid-stream (NodeFailed: the node failed); the run was "
+                                  "ended with a RUN_ERROR (INCOMPLETE_STREAM)", None)], (lifecycle, resume)
 
 
-@pytest.mark.parametrize("resume", [True, False])
-async def test_with_lifecycle_pass_an_app_that_raises_breaks_off_as_before(resume: bool) -> None:
-    with pytest.raises(NodeFailed):
-        await through("pass", resume)
+async def test_with_lifecycle_pass_an_app_that_raises_breaks_off_as_before() -> None:
+    for resume in (True, False):
+        with pytest.raises(NodeFailed):
+            await through("pass", resume)
 
 
 async def test_an_invalid_lifecycle_is_a_construction_error() -> None:
