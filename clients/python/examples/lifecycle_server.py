@@ -4,10 +4,11 @@ test/middleware/python-lifecycle.test.ts runs it under uvicorn with the shared t
     AGUI_STATE_BIN=dist/agui-state /usr/bin/python3 clients/python/examples/lifecycle_server.py \\
         --cases test/fixtures/lifecycle/cases.json [--lifecycle pass]
 
-POST /agent answers the case whose input.threadId is the request's threadId: its events as SSE, then the end
+POST /agent/N answers the case whose input.threadId is the request's threadId (N names the case in the log
+lines, the middleware's findings among them with `--debug`): its events as SSE, then the end
 the case says: "eof" ends the response, "reset" raises in the app after the last event (a node that fails
-mid-run; without the middleware, uvicorn breaks the response off). `--lifecycle` is the middleware's option
-(left out: the middleware does not set it, and the sidecar's default, repair, holds). It listens on an
+mid-run; without lifecycle repair, uvicorn breaks the response off). `--lifecycle` is the middleware's option
+(left out: the middleware does not set it, and the sidecar's default, pass, holds). It listens on an
 ephemeral port of 127.0.0.1 and prints `listening on PORT` once it serves.
 """
 from __future__ import annotations
@@ -44,7 +45,7 @@ app = FastAPI()
 app.add_middleware(AguiStateMiddleware, paths=["/agent"], **({} if LIFECYCLE is None else {"lifecycle": LIFECYCLE}))
 
 
-@app.post("/agent")
+@app.post("/agent/{n}")
 async def run(request: Request) -> StreamingResponse:
     case = CASES[(await request.json())["threadId"]]
 
@@ -71,4 +72,6 @@ async def main() -> None:
 
 if __name__ == "__main__":
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if "--debug" in sys.argv:  # each finding of the sidecar's, as JSON (_fixing.py)
+        logging.getLogger("agui_state.asgi").setLevel(logging.DEBUG)
     asyncio.run(main())
