@@ -48,14 +48,6 @@ def fix(stream: bytes, state: Dict[str, Any], flags: List[str] = FLAGS, status: 
     return r.stdout
 
 
-def fix_prefix(stream: bytes, state: Dict[str, Any], flags: List[str] = FLAGS) -> bytes:
-    """What the client has had once the app wrote `stream`, the start of a run it has not ended: `fix` of it
-    with `--lifecycle pass`. Under repair (the default) fix ends a run its input stops inside with a
-    RUN_ERROR (issue 40), which a middleware writes only once the response ends; a start without a
-    lifecycle fault is otherwise written the same either way."""
-    return fix(stream, state, [*flags, "--lifecycle", "pass"])
-
-
 def replay(state: Dict[str, Any], body: bytes) -> Dict[str, Any]:
     """The state a client holds after the SSE body, each delta applied by python3-jsonpatch (which
     raises where the client would warn)."""
@@ -292,7 +284,7 @@ def kill_between(s: AsyncAguiState, events: List[bytes], kills: List[int], got: 
     event numbered in `kills` goes to the app's send, once the client has had every event before it as
     fix writes them (each such output must differ from the last): so each kill comes between two fixStream
     calls, wherever the loop is. `killed` gets the pids killed."""
-    expected = {k: fix_prefix(b"".join(events[:k]), STATE) for k in kills}
+    expected = {k: fix(b"".join(events[:k]), STATE) for k in kills}
     assert len(set(expected.values())) == len(kills), "each kill waits for output of its own"
     forwarded = {k: asyncio.Event() for k in kills}
 
@@ -341,7 +333,7 @@ async def test_kill_9_mid_stream_restarts_the_sidecar_and_the_rest_is_repaired(
         state = replay(STATE, body_of(sent))
         assert {k: state[k] for k in STATE} == STATE, "the client's keys survive the kill"
         # The negative control: the snapshots after the kill, as sent, wipe them.
-        assert "selectedLayer" not in replay(replay(STATE, fix_prefix(b"".join(events[:3]), STATE)), events[3])
+        assert "selectedLayer" not in replay(replay(STATE, fix(b"".join(events[:3]), STATE)), events[3])
         assert said(caplog) == [
             "agui-state sidecar died (agui-state exited with status -9 (signal SIGKILL)); starting a new one",
             f"agui-state sidecar restarted (pid {s.pid})",
@@ -379,7 +371,7 @@ async def test_past_the_replay_limit_a_restart_starts_from_the_request_state_and
         with caplog.at_level(logging.WARNING, logger="agui_state.asgi"):
             sent = await serve(mw, request(body := json.dumps(RUN_INPUT).encode()), send=record)
         out = body_of(sent)
-        head = fix_prefix(b"".join(events[:3]), STATE)
+        head = fix(b"".join(events[:3]), STATE)
         assert out.startswith(head)
         first_after = json.loads(out[len(head):].split(b"\n\n")[0][6:])
         assert first_after["type"] == "STATE_DELTA" and first_after["delta"] == [
@@ -405,7 +397,7 @@ async def test_a_sidecar_that_keeps_dying_is_restarted_twice_then_the_rest_goes_
             sent = await serve(mw, request(json.dumps(RUN_INPUT).encode()), send=record)
         assert len(set(pids)) == 3, "three sidecars killed: the first and two restarted"
         # Repaired up to the third death; from there on, as the app sent it.
-        assert body_of(sent) == fix_prefix(b"".join(events[:5]), STATE) + b"".join(events[5:])
+        assert body_of(sent) == fix(b"".join(events[:5]), STATE) + b"".join(events[5:])
         gave_up = [w for w in said(caplog) if "died 3 times" in w]
         assert gave_up == ["/agent: agui-state sidecar died 3 times during this response; the rest of it goes "
                            "through unrepaired"]
@@ -473,7 +465,7 @@ async def test_an_event_that_never_ends_is_passed_on_past_10_mib_not_held(caplog
     endless = [b"data: " + piece] + [piece] * 170  # 10.6 MiB
     rest = [b"\n\n" + sse({"type": "RUN_FINISHED", "threadId": "t1", "runId": "r1"})]
     chunks = [head] + endless + rest
-    fixed_head = fix_prefix(head, STATE)
+    fixed_head = fix(head, STATE)
     assert fixed_head != head, "the head has a delta to mend"
     got: List[bytes] = []
     passed_on = asyncio.Event()

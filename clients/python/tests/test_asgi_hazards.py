@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Dict, List, Optional, Set
 
 import pytest
-from test_asgi import RUN_INPUT, STATE, body_of, fix, fix_prefix, request, serve, without_ids
+from test_asgi import RUN_INPUT, STATE, body_of, fix, request, serve, without_ids
 
 from agui_state import AsyncAguiState
 from agui_state.asgi import AguiStateMiddleware
@@ -54,7 +54,7 @@ async def test_a_stopped_sidecar_is_ended_after_the_repair_call_limit_and_the_st
     ticks = [sse({"type": "CUSTOM", "name": "tick", "value": i}) for i in range(90)]
     events = sloppy[:-1] + ticks + sloppy[-1:]  # 100 events
     stop_at = len(sloppy) - 1  # once the client has the sloppy part, repaired
-    repaired = fix_prefix(b"".join(events[:stop_at]), STATE)
+    repaired = fix(b"".join(events[:stop_at]), STATE)
     got: List[bytes] = []
     had_it = asyncio.Event()
     stopped: List[int] = []
