@@ -57,11 +57,11 @@ class AguiStateMiddleware:
     leaves) are the sidecar's --store and --detach-grace, for the sidecar the middleware starts: given
     with `sidecar` they are a ValueError (CONFLICTING_OPTIONS); None leaves the sidecar's default (memory, 30 s).
 
-    `lifecycle` ("repair", the sidecar's default, or "pass"; protocol/README.md §13) is `fix --lifecycle`: a run's
-    lifecycle faults are mended so that the client does not fail it. A stream that stops inside its run (the
-    app's response ended early, or the app raised mid-stream) is then ended by the sidecar with a RUN_ERROR
-    (INCOMPLETE_STREAM), and its response ended cleanly: the client gets a whole, failed run, and the app's
-    exception is logged once at WARNING rather than raised to the server.
+    `lifecycle` ("repair" or "pass"; None leaves the sidecar's default, pass; protocol/README.md §13) is `fix
+    --lifecycle`: with "repair", a run's lifecycle faults are mended so that the client does not fail it, and
+    a stream that stops inside its run (the app's response ended early, or the app raised mid-stream) is ended
+    by the sidecar with a RUN_ERROR (INCOMPLETE_STREAM) and its response ended cleanly: the client gets a
+    whole, failed run, and the app's exception is logged once at WARNING rather than raised to the server.
     """
 
     def __init__(self, app: ASGIApp, *, own: Iterable[str] = (), snapshots: Optional[str] = None,

@@ -1,7 +1,8 @@
 """agui_state.asgi's `lifecycle` option and closeStream's `ended` (issue 40, protocol/README.md §13, §14) as
-plain ASGI, on the real sidecar ($AGUI_STATE_BIN): an app that raises inside its run gets its run ended by
-the sidecar (the closes and a RUN_ERROR with code INCOMPLETE_STREAM), its response ended cleanly, and its
-error said once at WARNING instead of raised to the server; with lifecycle="pass" it breaks off as before.
+plain ASGI, on the real sidecar ($AGUI_STATE_BIN): with lifecycle="repair", an app that raises inside its run
+gets its run ended by the sidecar (the closes and a RUN_ERROR with code INCOMPLETE_STREAM), its response ended
+cleanly, and its error said once at WARNING instead of raised to the server; by default (the sidecar's: pass)
+and with lifecycle="pass" it breaks off as before.
 The table of real frameworks' faults through uvicorn into the real HttpAgent is
 test/middleware/python-lifecycle.test.ts's part."""
 from __future__ import annotations
@@ -54,25 +55,25 @@ async def through(lifecycle: Optional[str], resume: bool) -> List[Dict[str, Any]
 
 async def test_an_app_that_raises_inside_its_run_gets_a_whole_failed_run(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="agui_state.asgi")
-    for lifecycle in (None, "repair"):  # left out: the sidecar's default, repair
-        for resume in (True, False):
-            caplog.clear()
-            sent = await through(lifecycle, resume)  # no NodeFailed: the client got a whole run
-            assert sent[-1] == {"type": "http.response.body", "body": sent[-1]["body"], "more_body": False}
-            events = events_of(sent)
-            assert events[:3] == EVENTS
-            assert [e["type"] for e in events[3:]] == ["TEXT_MESSAGE_END", "RUN_ERROR"]
-            assert events[-1]["code"] == "INCOMPLETE_STREAM"
-            said = [r for r in caplog.records if r.name == "agui_state.asgi"]
-            assert [(r.levelno, r.getMessage(), r.exc_info) for r in said] == [
-                (logging.WARNING, "/agent: the app raised mid-stream (NodeFailed: the node failed); the run was "
-                                  "ended with a RUN_ERROR (INCOMPLETE_STREAM)", None)], (lifecycle, resume)
-
-
-async def test_with_lifecycle_pass_an_app_that_raises_breaks_off_as_before() -> None:
     for resume in (True, False):
-        with pytest.raises(NodeFailed):
-            await through("pass", resume)
+        caplog.clear()
+        sent = await through("repair", resume)  # no NodeFailed: the client got a whole run
+        assert sent[-1] == {"type": "http.response.body", "body": sent[-1]["body"], "more_body": False}
+        events = events_of(sent)
+        assert events[:3] == EVENTS
+        assert [e["type"] for e in events[3:]] == ["TEXT_MESSAGE_END", "RUN_ERROR"]
+        assert events[-1]["code"] == "INCOMPLETE_STREAM"
+        said = [r for r in caplog.records if r.name == "agui_state.asgi"]
+        assert [(r.levelno, r.getMessage(), r.exc_info) for r in said] == [
+            (logging.WARNING, "/agent: the app raised mid-stream (NodeFailed: the node failed); the run was "
+                              "ended with a RUN_ERROR (INCOMPLETE_STREAM)", None)], resume
+
+
+async def test_by_default_or_with_lifecycle_pass_an_app_that_raises_breaks_off_as_before() -> None:
+    for lifecycle in (None, "pass"):  # left out: the sidecar's default, pass
+        for resume in (True, False):
+            with pytest.raises(NodeFailed):
+                await through(lifecycle, resume)
 
 
 async def test_an_invalid_lifecycle_is_a_construction_error() -> None:
