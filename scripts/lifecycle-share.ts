@@ -33,7 +33,8 @@ async function fails(r: GeneratedRun, i: number, flags: readonly string[]): Prom
   const state = path.join(work, `state-${i}.json`);
   writeFileSync(state, JSON.stringify(r.input.state));
   const fixed = await run(SEA, ["fix", "--state", state, ...flags], toSse(r.events));
-  if (fixed.code !== 0) throw new Error(`fix exited ${String(fixed.code)}: ${fixed.stderr}`);
+  // 1: an event the client refuses went out as it came (with --lifecycle pass, the lifecycle's breaks); 2 and up: fix failed.
+  if (fixed.code !== 0 && fixed.code !== 1) throw new Error(`fix exited ${String(fixed.code)}: ${fixed.stderr}`);
   return failed(await runHttp(r.input, fixed.stdout.toString("utf8")));
 }
 

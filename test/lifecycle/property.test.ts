@@ -19,6 +19,33 @@ import { generatedRun, type GeneratedRun } from "./runs.js";
 const SEED = 40;
 const RUNS = 300;
 
+/**
+ * Runs the generator makes rarely (about 1 in 700 with another seed), kept as examples so every run
+ * checks them: a stream whose first event is content (no RUN_STARTED, no start of its message or call)
+ * needs two mends at one event, a RUN_STARTED and the message's (or call's) start before it.
+ */
+const ids = { threadId: "t", runId: "r1" };
+const EXAMPLES: GeneratedRun[] = [
+  {
+    input: { ...ids, state: {} },
+    events: [
+      { type: "TEXT_MESSAGE_CONTENT", messageId: "m1", delta: "a" },
+      { type: "TEXT_MESSAGE_END", messageId: "m1" },
+      { type: "RUN_FINISHED", ...ids },
+    ],
+    faults: ["missing start", "missing start"],
+  },
+  {
+    input: { ...ids, state: {} },
+    events: [
+      { type: "TOOL_CALL_ARGS", toolCallId: "c1", delta: "{}" },
+      { type: "TOOL_CALL_END", toolCallId: "c1" },
+      { type: "RUN_FINISHED", ...ids },
+    ],
+    faults: ["missing start", "missing start"],
+  },
+];
+
 /** What went wrong with one repaired run, or [] (read in a failure's message with the run that shows it). */
 async function problems(r: GeneratedRun): Promise<string[]> {
   const fixed = fixEvents(r, "repair");
@@ -42,9 +69,9 @@ describe("lifecycle repair on generated runs with faults injected", () => {
     await fc.assert(
       fc.asyncProperty(generatedRun, async (r) => {
         const found = await problems(r);
-        expect(found, `${JSON.stringify(r.faults)}\n${r.events.map((e) => JSON.stringify(e)).join("\n")}`).toEqual([]);
+        expect(found.join("\n"), `${JSON.stringify(r.faults)}\n${r.events.map((e) => JSON.stringify(e)).join("\n")}`).toBe("");
       }),
-      { seed: SEED, numRuns: RUNS },
+      { seed: SEED, numRuns: RUNS, examples: EXAMPLES.map((r) => [r] as [GeneratedRun]) },
     );
   });
 
