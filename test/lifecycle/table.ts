@@ -14,9 +14,10 @@ export { heldDeltas, sentDeltas, sentState } from "./deltas.js";
  * @ag-ui/client HttpAgent must see once the path under test repaired it.
  * Three parts, each usable alone: `serveCase` (a framework on node:http that
  * sends a case's events and ends as the case says), `runCase` (HttpAgent.runAgent
- * against a URL, recording how the run ended) and `expectCase` (the contract's
- * checks, spec-40 FINAL CONTRACT). The middleware runners serve their own app
- * and reuse `runCase` and `expectCase`.
+ * against a URL, recording how the run ended) and `caseFailures` (the
+ * contract's checks, spec-40 FINAL CONTRACT: `expect(caseFailures(c, out)).toEqual([])`).
+ * The middleware runners serve their own app and reuse `runCase`, `caseFailures`
+ * and, for their negative control, `clientFailed`.
  */
 
 export interface LifecycleCase {
@@ -113,7 +114,7 @@ export async function runCase(url: string, c: LifecycleCase): Promise<RunOutcome
 
 /**
  * The contract's checks on one run (spec-40 FINAL CONTRACT), as a list of
- * what failed ("" when none): a runner may assert it is empty (the repaired
+ * what failed (empty when nothing did): a runner asserts it is empty (the repaired
  * path) or not (the negative control).
  */
 export function caseFailures(c: LifecycleCase, out: RunOutcome): string[] {
