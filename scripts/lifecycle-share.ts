@@ -1,8 +1,8 @@
 /**
  * The share of generated AG-UI runs with lifecycle faults (issue 40,
  * test/lifecycle/runs.ts) that fail in the real @ag-ui/client after
- * `agui-state fix`, with the lifecycle repaired (the default) and with
- * `--lifecycle pass`. Each run goes through the built binary (dist/agui-state
+ * `agui-state fix`, with `--lifecycle repair` and with `--lifecycle pass`
+ * (the default). Each run goes through the built binary (dist/agui-state
  * fix --state FILE), then into HttpAgent.runAgent, its fetch answering with
  * fix's output; a run fails when runAgent rejects or a run it saw start never
  * ends. A fixed seed: the same build gives the same figures.
@@ -55,8 +55,8 @@ async function main(): Promise<void> {
   let raw = 0;
   for (const r of runs) if (failed(await runHttp(r.input, toSse(r.events)))) raw++;
   console.log(`  fail in @ag-ui/client as the server sent them:     ${pct(raw)}`);
-  console.log(`  fail after fix --lifecycle pass:                  ${pct(await count(runs, ["--lifecycle", "pass"]))}`);
-  console.log(`  fail after fix (lifecycle repaired, the default): ${pct(await count(runs, []))}`);
+  console.log(`  fail after fix --lifecycle pass (the default):    ${pct(await count(runs, ["--lifecycle", "pass"]))}`);
+  console.log(`  fail after fix --lifecycle repair:                ${pct(await count(runs, ["--lifecycle", "repair"]))}`);
 }
 
 main()
