@@ -132,26 +132,30 @@ export class LifecycleRepair {
     return { ...fixed, findings: [...findings, ...fixed.findings] };
   }
 
-  /** Any other break: a start sent first where one is missing; otherwise the event is left out. */
+  /** Any other break: a start sent first where one is missing (a run's, then a message's or a call's); otherwise the event is left out. */
   private fix(event: AguiEvent, at: At): Mend {
-    const broke = this.lifecycle.peek(event) as LifecycleBreak;
     const findings: Reported[] = [];
     const before: AguiEvent[] = [];
-    if (broke.code === "FIRST_EVENT") before.push(...this.startRun(at, findings));
-    else if (broke.code === "LIFECYCLE" && event.type === EventType.RUN_STARTED) {
+    let broke = this.lifecycle.peek(event);
+    if (broke?.code === "FIRST_EVENT") {
+      before.push(...this.startRun(at, findings));
+      broke = this.lifecycle.peek(event);
+    }
+    if (broke?.code === "LIFECYCLE" && event.type === EventType.RUN_STARTED) {
       before.push(...this.closes(), this.finished());
       findings.push(this.said(at, broke, "mended", "the run before it is closed and finished first"));
-    } else if (broke.code === "LIFECYCLE") {
+      broke = this.lifecycle.peek(event);
+    } else if (broke?.code === "LIFECYCLE") {
       const start = this.startFor(event);
       if (start !== undefined) {
         this.send(start);
         before.push(start);
         findings.push(this.said(at, broke, "mended", `a ${start.type} is sent before it`));
+        broke = this.lifecycle.peek(event);
       }
     }
-    const still = before.length > 0 ? this.lifecycle.peek(event) : broke;
-    if (still === undefined) return { ...NOTHING, before, findings };
-    return { ...NOTHING, before, drop: true, findings: [...findings, this.said(at, still, "discarded", "it is left out")] };
+    if (broke === undefined) return { ...NOTHING, before, findings };
+    return { ...NOTHING, before, drop: true, findings: [...findings, this.said(at, broke, "discarded", "it is left out")] };
   }
 
   /** RUN_STARTED before a stream's first event that is not one. */

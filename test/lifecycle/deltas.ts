@@ -3,7 +3,7 @@ import fastJsonPatch, { type Operation } from "fast-json-patch";
 import type { Json, JsonObject } from "../../src/core/index.js";
 
 /**
- * What a stream sent that the client must hold (spec-40 FINAL CONTRACT): its
+ * What a stream sent that the client must hold: its
  * text and tool-call argument deltas, and the state its snapshots and deltas
  * make; and what a client's messages hold of them. Pure, for the table, the
  * property test and scripts/lifecycle-share.ts alike.

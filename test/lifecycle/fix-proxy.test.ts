@@ -10,8 +10,8 @@ import { CASES, caseFailures, caseSse, clientFailed, runCase, serveCase, serveTe
  * The lifecycle table (issue 40) through `agui-state fix` and `agui-state
  * proxy`, the real binary, into the real @ag-ui/client HttpAgent: each case's
  * run ends as the table says, with every text and tool-call delta and the
- * exact state (spec-40 FINAL CONTRACT). The repair is opt-in (spec-40's
- * change of 13:40): `--lifecycle repair` here; `check --json` names each
+ * exact state. The repair is opt-in (protocol/README.md §13):
+ * `--lifecycle repair` here; `check --json` names each
  * break with the mend `fix --lifecycle repair` makes, and `fix --report` each
  * mend it made. The negative control is the default (pass): every case that
  * needs a mend still fails in the client.

@@ -6,7 +6,7 @@ import { fixEvents } from "./repair.js";
 import { generatedRun, type GeneratedRun } from "./runs.js";
 
 /**
- * Lifecycle repair as a property (issue 40, spec-40 "Tests"): random AG-UI
+ * Lifecycle repair as a property (issue 40, its Tests): random AG-UI
  * runs with the faults real frameworks send injected (test/lifecycle/runs.ts),
  * through StreamFixer with the lifecycle repaired, into @ag-ui/client's own
  * enforceEvents, verifyEvents and defaultApplyEvents. The client never

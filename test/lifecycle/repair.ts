@@ -6,7 +6,7 @@ import { fromSse, toSse, type GeneratedRun } from "./runs.js";
 /**
  * A generated run through `fix` in this process (StreamFixer, the code the
  * binary runs), from the request's state and ids, with the lifecycle repaired
- * or passed (the policy's `lifecycle`, spec-40 FINAL CONTRACT). The stream's
+ * or passed (the policy's `lifecycle`, the lifecycle table's checks). The stream's
  * end is fixer.end(), where a cut run is ended.
  */
 export function fixText(r: GeneratedRun, lifecycle: "repair" | "pass"): string {

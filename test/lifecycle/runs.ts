@@ -6,8 +6,8 @@ import type { JsonObject } from "../../src/core/index.js";
  * property test and scripts/lifecycle-share.ts. A stream is one or two
  * well-formed runs: text messages, tool calls, steps and state deltas, their
  * events interleaved (text and tool streams overlap, as AG-UI 1.0 allows),
- * every STATE_DELTA one that applies. Then faults the field sends (spec-40's
- * mends table) are injected: content after its message's (or call's) end, a
+ * every STATE_DELTA one that applies. Then faults the field sends (protocol/README.md
+ * §13's mends table) are injected: content after its message's (or call's) end, a
  * missing start (RUN_STARTED, TEXT_MESSAGE_START, TOOL_CALL_START), a missing
  * end (RUN_FINISHED with open messages, calls or steps), events after
  * RUN_FINISHED, and a cut (the stream stops anywhere). No RUN_ERROR is sent:

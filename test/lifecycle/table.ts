@@ -15,7 +15,7 @@ export { heldDeltas, sentDeltas, sentState } from "./deltas.js";
  * Three parts, each usable alone: `serveCase` (a framework on node:http that
  * sends a case's events and ends as the case says), `runCase` (HttpAgent.runAgent
  * against a URL, recording how the run ended) and `caseFailures` (the
- * contract's checks, spec-40 FINAL CONTRACT: `expect(caseFailures(c, out)).toEqual([])`).
+ * lifecycle table's checks, the lifecycle table's checks: `expect(caseFailures(c, out)).toEqual([])`).
  * The middleware runners serve their own app and reuse `runCase`, `caseFailures`
  * and, for their negative control, `clientFailed`.
  */
@@ -113,7 +113,7 @@ export async function runCase(url: string, c: LifecycleCase): Promise<RunOutcome
 }
 
 /**
- * The contract's checks on one run (spec-40 FINAL CONTRACT), as a list of
+ * The lifecycle table's checks on one run, as a list of
  * what failed (empty when nothing did): a runner asserts it is empty (the repaired
  * path) or not (the negative control).
  */
@@ -148,12 +148,13 @@ export interface CheckLine {
 }
 
 /**
- * The codes of expect.mends `check --json` does not name as the lead's change of 13:40 (spec-40)
- * says: each break with a hint saying what `fix --lifecycle repair` does (outcome "passed": check
- * mends nothing). INCOMPLETE_STREAM has no kind (the client throws at no event): named, with any hint.
+ * The codes of expect.mends `check --json` does not name as protocol/README.md §13 says: each
+ * break with a hint saying what `fix --lifecycle repair` does (outcome "passed": check mends nothing).
  */
 export function unnamedInCheck(c: LifecycleCase, lines: readonly CheckLine[]): string[] {
-  return c.expect.mends.filter((code) => !lines.some((l) => l.code === code && (code === "INCOMPLETE_STREAM" || (l.hint ?? "").startsWith("fix --lifecycle repair "))));
+  // INCOMPLETE_STREAM is no break of verifyEvents (the client throws at no event: its run just never ends), so check,
+  // which names what the client does, says nothing of it (protocol/README.md §13); fix --report names its mend.
+  return c.expect.mends.filter((code) => code !== "INCOMPLETE_STREAM" && !lines.some((l) => l.code === code && (l.hint ?? "").startsWith("fix --lifecycle repair ")));
 }
 
 /** The codes of expect.mends that `fix --report` (stderr, one line a finding) does not say it mended or discarded. */

@@ -15,7 +15,7 @@ import { readToFailure } from "../resume/failing-body.js";
  * each case's stream served by a Ring app through agui-state.ring/wrap-agui-state in real Jetty
  * servers, sync and async (clients/clojure/test/agui_state/ring_lifecycle_agent.clj), into the real
  * HttpAgent, under :lifecycle "repair" (opt-in: the default is pass). A "reset" case's body throws
- * after its last event. The checks are the FINAL CONTRACT's (runAgent resolves; the run ends as the
+ * after its last event. The checks are the lifecycle table's (runAgent resolves; the run ends as the
  * case expects; no text or tool-call argument lost; the state is the input's with every snapshot and
  * delta applied; `check` names each break, with the mend of --lifecycle repair), and the middleware's
  * own findings name each mend, mended or discarded. The negative control: with :lifecycle not given
@@ -160,7 +160,7 @@ function expectedState(c: Case): unknown {
   return s;
 }
 
-/** The contract's checks on the client's outcome of case `c`: each one that fails, in words; none when the run is whole. */
+/** The lifecycle table's checks on the client's outcome of case `c`: each one that fails, in words; none when the run is whole. */
 function failures(c: Case, o: Outcome): string[] {
   const f: string[] = [];
   if (o.rejected !== undefined) f.push(`runAgent rejected: ${o.rejected}`);

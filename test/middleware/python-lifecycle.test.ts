@@ -77,7 +77,7 @@ function expectedState(c: Case): JsonObject {
   return doc;
 }
 
-/** The contract's client checks of one case through `url`: each that failed, [] when all held. */
+/** The lifecycle table's client checks of one case through `url`: each that failed, [] when all held. */
 async function clientChecks(url: string, c: Case): Promise<string[]> {
   const failed: string[] = [];
   const agent = new HttpAgent({ url: `${url}/agent/${CASES.indexOf(c)}`, threadId: c.input.threadId, initialState: structuredClone(c.input.state) });

@@ -1,5 +1,5 @@
 (ns agui-state.broken-body-test
-  "Issue 40 (FINAL CONTRACT, closeStream's `ended`): a handler's body that
+  "Issue 40 (closeStream's `ended`): a handler's body that
   throws inside its run. Under :lifecycle \"repair\" the middleware writes
   closeStream's text, the run's closes and a RUN_ERROR INCOMPLETE_STREAM, ends
   the response cleanly (write-body-to-stream returns, `out` is closed) and
