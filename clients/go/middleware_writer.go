@@ -95,7 +95,7 @@ func (s *streamWriter) writeHeader(code int) {
 	params := OpenStreamParams{
 		Request:  &StreamRequest{Method: s.req.Method, Path: s.req.URL.RequestURI(), Headers: HeaderPairs(s.req.Header)},
 		Response: &HTTPResponseHead{Status: code, Headers: HeaderPairs(s.w.Header())},
-		Own:      o.Own, Snapshots: o.Snapshots, JoinKeys: o.JoinKeys, NoResume: o.NoResume,
+		Own:      o.Own, Snapshots: o.Snapshots, JoinKeys: o.JoinKeys, NoResume: o.NoResume, Lifecycle: o.Lifecycle,
 	}
 	s.mu.Unlock()
 	if s.body != nil {
