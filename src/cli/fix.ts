@@ -17,7 +17,7 @@ import { REPAIR_OPTIONS, repairPolicy } from "./repair-flags.js";
 export function fixCommand(argv: string[]): Promise<number> {
   return guardedRead("fix", async () => {
     const { file, state, flag: report, values } = streamArgs("fix", argv, "report", REPAIR_OPTIONS);
-    const policy = repairPolicy(values);
+    const policy = repairPolicy(values, process.env);
     const err = writer(process.stderr);
     // The findings of each chunk's events, written once the chunk is done: an event's come out together.
     let found: Reported[] = [];

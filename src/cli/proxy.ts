@@ -172,7 +172,7 @@ export function parseProxyArgs(argv: string[], env: NodeJS.ProcessEnv): ProxyOpt
   if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new UsageError(`--log-level: expected one of ${LOG_LEVELS.join(", ")}, got ${JSON.stringify(level)}`);
   const inspect = inspectOptions(values, env, (text) => parseListen(text, "--inspect"));
   const resume = resumeFlags(values, env);
-  return { upstream, host, port, logLevel: level as LogLevel, graceMs: Math.round(grace * 1000), policy: repairPolicy(values), maxRequestBody: maxRequestBody(values, env), ...(inspect ? { inspect } : {}), ...(resume ? { resume } : {}) };
+  return { upstream, host, port, logLevel: level as LogLevel, graceMs: Math.round(grace * 1000), policy: repairPolicy(values, env), maxRequestBody: maxRequestBody(values, env), ...(inspect ? { inspect } : {}), ...(resume ? { resume } : {}) };
 }
 
 /**

@@ -9,10 +9,11 @@ export const REPAIR_OPTIONS = {
   own: { type: "string", multiple: true },
   snapshots: { type: "string" },
   "join-keys": { type: "boolean" },
+  lifecycle: { type: "string" },
 } as const satisfies ParseArgsConfig["options"];
 
-/** The policy the flags ask for; a UsageError names the flag that is wrong. */
-export function repairPolicy(values: Record<string, unknown>): Policy {
+/** The policy the flags ask for; a UsageError names the flag that is wrong. `env`: AGUI_STATE_LIFECYCLE stands in for --lifecycle. */
+export function repairPolicy(values: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Policy {
   const pointers = values["own"];
   const own: Path[] = [];
   for (const p of Array.isArray(pointers) ? pointers.map(String) : []) {
@@ -22,5 +23,8 @@ export function repairPolicy(values: Record<string, unknown>): Policy {
   }
   const snapshots = values["snapshots"] ?? "pass";
   if (snapshots !== "pass" && snapshots !== "delta") throw new UsageError(`--snapshots: expected pass or delta, got ${JSON.stringify(snapshots)}`);
-  return { own, snapshots, joinKeys: values["join-keys"] === true };
+  // protocol/README.md §13, the lifecycle's mends: on by default, as it changes only runs the client fails anyway.
+  const lifecycle = values["lifecycle"] ?? (env["AGUI_STATE_LIFECYCLE"] || "repair");
+  if (lifecycle !== "repair" && lifecycle !== "pass") throw new UsageError(`--lifecycle: expected repair or pass, got ${JSON.stringify(lifecycle)}`);
+  return { own, snapshots, joinKeys: values["join-keys"] === true, lifecycle };
 }

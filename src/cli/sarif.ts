@@ -48,6 +48,7 @@ export const RULES: Record<FindingCode, RuleText> = {
   FIRST_EVENT: { short: "The stream does not start with RUN_STARTED", help: "The first event must be RUN_STARTED (or RUN_ERROR): the client's run fails otherwise." },
   AFTER_RUN_FINISHED: { short: "An event after RUN_FINISHED", help: "After RUN_FINISHED only RUN_STARTED or RUN_ERROR may come: the client's run fails." },
   AFTER_RUN_ERROR: { short: "An event after RUN_ERROR", help: "After RUN_ERROR only RUN_STARTED may come: the client's run fails." },
+  INCOMPLETE_STREAM: { short: "A run that never ends", help: "The stream stopped inside its run, with no RUN_FINISHED or RUN_ERROR; the client is left with a run that simply stops. fix ends it with RUN_ERROR INCOMPLETE_STREAM after closing what was open." },
   LIFECYCLE: { short: "A break of the run lifecycle", help: "Messages, tool calls, steps, reasoning and subagents must be opened and closed in order; the client's verifyEvents fails the run (the message is the client's own)." },
   UNKNOWN_ACTIVITY: { short: "An ACTIVITY_DELTA for an activity the client does not have", help: "The client skips it without a word. Send an ACTIVITY_SNAPSHOT for the message before its deltas (`fix` drops this one)." },
   NOT_AN_ACTIVITY: { short: "An ACTIVITY_DELTA for a message that is not an activity", help: "The client warns and skips the delta. Patch only activity messages." },

@@ -17,6 +17,8 @@ export interface Baseline {
   /** RunAgentInput.threadId and .messages, when the body has them: what a resumable run is filed under and replays (protocol/README.md §16). */
   threadId?: string;
   messages?: unknown[];
+  /** RunAgentInput.runId: what a RUN_STARTED the lifecycle repair sends carries, with threadId (issue 40). */
+  runId?: string;
 }
 
 const SAID: Readonly<Record<BaselineCode, string>> = {
@@ -39,8 +41,9 @@ export function baselineOf(text: string): Baseline {
     return { state: {}, note: "BODY_NOT_JSON" };
   }
   if (!isObject(input)) return { state: {}, note: undefined };
-  const about: Pick<Baseline, "threadId" | "messages"> = {};
+  const about: Pick<Baseline, "threadId" | "messages" | "runId"> = {};
   if (typeof input["threadId"] === "string") about.threadId = input["threadId"];
+  if (typeof input["runId"] === "string") about.runId = input["runId"];
   if (Array.isArray(input["messages"])) about.messages = input["messages"];
   const state = input["state"];
   if (state === undefined || state === null) return { state: {}, note: undefined, ...about };

@@ -9,7 +9,7 @@ export const DISCOVER_JSON = String.raw`{
   "openrpc": "1.3.2",
   "info": {
     "title": "agui-state",
-    "version": "1.2.0",
+    "version": "1.3.0",
     "description": "A JSON-RPC 2.0 sidecar over stdio that keeps a per-thread mirror of AG-UI shared state and returns STATE_SNAPSHOT / STATE_DELTA events that always apply on the client. This document is the machine-readable form of protocol/README.md (protocol version 1); where the two differ, one of them is wrong and gets fixed. Conventions: params are by name (a params array is -32602, data.reason POSITIONAL_PARAMS; omitted params count as {}); every method's params object is closed; results are closed objects; every error carries \u0060data\u0060 with a string \u0060code\u0060: the error's name, except for PATCH_FAILED (-32002), whose data.code is the failing op's skip code (see x-error-data); pointers in results are escaped RFC 6901 strings; ops are emitted with members in the order op, from, path, value. Extensions: x-limits (default limits), x-skip-codes (the closed set of skip codes), x-error-data (the data schema of each error in components.errors, by name), method param x-element-schema (the intended shape of each element of an array param that the server decodes element by element), example pairing x-error (an error response's code and data, instead of result) and x-file (the example file it was made from). The examples are written once, as the files of protocol/examples/; this file carries none, and the document that rpc.discover returns has each file as an example pairing of its method."
   },
   "methods": [
@@ -3482,6 +3482,17 @@ export const DISCOVER_JSON = String.raw`{
           }
         },
         {
+          "name": "lifecycle",
+          "description": "fix --lifecycle: repair (default) mends the runs @ag-ui/client would reject (a missing start sent first, what is open closed before a run ends, a RUN_FINISHED held back until the answer ends, duplicates and events after RUN_ERROR left out, a run the stream stops inside ended with RUN_ERROR INCOMPLETE_STREAM; protocol/README.md §13); pass sends them as they come.",
+          "required": false,
+          "schema": {
+            "enum": [
+              "repair",
+              "pass"
+            ]
+          }
+        },
+        {
           "name": "framing",
           "description": "The stream's framing, from the response's Content-Type (text/event-stream: sse; application/x-ndjson, application/jsonl: ndjson). Default: told apart from the first non-blank line.",
           "required": false,
@@ -6318,6 +6329,10 @@ export const DISCOVER_JSON = String.raw`{
           },
           "summary": {
             "$ref": "#/components/schemas/StreamSummary"
+          },
+          "ended": {
+            "description": "true when the stream stopped inside a run and the lifecycle repair ended it in \u0060text\u0060 (what was open closed, then RUN_ERROR INCOMPLETE_STREAM): the client gets a whole, failed run, so the middleware ends its response cleanly, even after the app broke off (protocol/README.md §14). A resumable run is then logged as it was sent, and a rejoin ends with it.",
+            "type": "boolean"
           }
         },
         "required": [

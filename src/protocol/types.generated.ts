@@ -542,6 +542,10 @@ export interface OpenStreamParams {
    * fix --join-keys. Default false.
    */
   joinKeys?: boolean;
+  /**
+   * fix --lifecycle: repair (default) mends the runs @ag-ui/client would reject (a missing start sent first, what is open closed before a run ends, a RUN_FINISHED held back until the answer ends, duplicates and events after RUN_ERROR left out, a run the stream stops inside ended with RUN_ERROR INCOMPLETE_STREAM; protocol/README.md §13); pass sends them as they come.
+   */
+  lifecycle?: "repair" | "pass";
   framing?: StreamFraming;
   /**
    * File the stream as a resumable run (protocol/README.md §16): every event of fixStream's and closeStream's `text` then carries an `id:` line and goes into the run log. Only for SSE: with framing `ndjson`, -32602 CONFLICTING_PARAMS, field `/resume`; with framing left out, `sse` is taken. Ignored (no ids, no `run`) when the sidecar runs with --store none. In the request form, `false` keeps the stream out of the run log (the middleware's resume is off); left out, an SSE stream is filed when the store is not none.
@@ -751,6 +755,10 @@ export interface CloseStreamResult {
    */
   findings: StreamFinding[];
   summary: StreamSummary;
+  /**
+   * true when the stream stopped inside a run and the lifecycle repair ended it in `text` (what was open closed, then RUN_ERROR INCOMPLETE_STREAM): the client gets a whole, failed run, so the middleware ends its response cleanly, even after the app broke off (protocol/README.md §14). A resumable run is then logged as it was sent, and a rejoin ends with it.
+   */
+  ended?: boolean;
 }
 /**
  * A whole stream counted (protocol/README.md §13 and §14): the events read, the STATE_DELTA and ACTIVITY_DELTA events among them, how many events had a finding of each kind, the findings by outcome, and `unfixed`, the findings about events that went out as they came and that the client still refuses (a lifecycle break, an unknown event type, an event other than a delta that the schema refuses; `fix` exits 1 when there is one).
@@ -1100,7 +1108,7 @@ export const METHOD_PARAMS = {
   "closeThread": { required: ["threadId"], optional: [] },
   "escapePointer": { required: ["path"], optional: [] },
   "parsePointer": { required: ["pointer"], optional: [] },
-  "openStream": { required: [], optional: ["state", "own", "snapshots", "joinKeys", "framing", "resume", "request", "response"] },
+  "openStream": { required: [], optional: ["state", "own", "snapshots", "joinKeys", "lifecycle", "framing", "resume", "request", "response"] },
   "fixStream": { required: ["streamId", "text"], optional: [] },
   "closeStream": { required: ["streamId"], optional: ["broken"] },
   "detachStream": { required: ["streamId"], optional: [] },

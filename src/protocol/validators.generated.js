@@ -1843,8 +1843,9 @@ return errors === 0;
 }
 
 export const openStream = validate28;
-const schema67 = {"$id":"urn:agui-state:params:openStream","type":"object","properties":{"state":{"$ref":"urn:agui-state:openrpc#/components/schemas/Json","description":"The client's baseline, RunAgentInput.state: a JSON object. Left out, it is not known: {} stands in for it, and the first snapshot sent whole is SNAPSHOT_REPLACES_UNKNOWN (§13)."},"own":{"type":"array","items":{"$ref":"urn:agui-state:openrpc#/components/schemas/Pointer"}},"snapshots":{"enum":["pass","delta"]},"joinKeys":{"type":"boolean"},"framing":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamFraming"},"resume":{"oneOf":[{"$ref":"urn:agui-state:openrpc#/components/schemas/ResumeRun"},{"type":"boolean"}]},"request":{"$ref":"urn:agui-state:openrpc#/components/schemas/HttpRequest"},"response":{"$ref":"urn:agui-state:openrpc#/components/schemas/HttpResponseHead"}},"required":[],"additionalProperties":false};
+const schema67 = {"$id":"urn:agui-state:params:openStream","type":"object","properties":{"state":{"$ref":"urn:agui-state:openrpc#/components/schemas/Json","description":"The client's baseline, RunAgentInput.state: a JSON object. Left out, it is not known: {} stands in for it, and the first snapshot sent whole is SNAPSHOT_REPLACES_UNKNOWN (§13)."},"own":{"type":"array","items":{"$ref":"urn:agui-state:openrpc#/components/schemas/Pointer"}},"snapshots":{"enum":["pass","delta"]},"joinKeys":{"type":"boolean"},"lifecycle":{"enum":["repair","pass"]},"framing":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamFraming"},"resume":{"oneOf":[{"$ref":"urn:agui-state:openrpc#/components/schemas/ResumeRun"},{"type":"boolean"}]},"request":{"$ref":"urn:agui-state:openrpc#/components/schemas/HttpRequest"},"response":{"$ref":"urn:agui-state:openrpc#/components/schemas/HttpResponseHead"}},"required":[],"additionalProperties":false};
 const schema70 = {"description":"How the event stream is framed (protocol/README.md §13, The stream).","enum":["sse","ndjson"]};
+const func37 = Object.prototype.hasOwnProperty;
 const schema71 = {"description":"openStream's `resume`: file the stream as a resumable run (protocol/README.md §16). The middleware passes the request's and the response's headers as they are (`requestHeaders`, `responseHeaders`); the sidecar derives the credential and the headers a rejoin gets. `authorization`, `cookie` and `headers` are the earlier form of the same, still taken (not with the new members).","type":"object","properties":{"threadId":{"description":"The request's RunAgentInput.threadId, as it came. One past 256 characters (UTF-16 units, as the client's JSON.parse holds it) names no thread, as one left out: the run is filed under no thread, so it can be rejoined by its ids but never reloaded (the sidecar decides; the middleware passes what it got).","type":"string","maxLength":65536},"path":{"description":"The request's path (a query is taken off).","type":"string","minLength":1,"maxLength":8192,"pattern":"^/"},"requestHeaders":{"description":"The request's headers, as received: the credential is derived from them by the operator's policy (--credential).","$ref":"#/components/schemas/HeaderPairs"},"responseHeaders":{"description":"The response's headers, as the app sent them: a rejoin is answered with them again, less those of one response (set-cookie, content-length, content-encoding, hop-by-hop).","$ref":"#/components/schemas/HeaderPairs"},"authorization":{"description":"Earlier form: the request's Authorization header (not with requestHeaders).","$ref":"#/components/schemas/Credential"},"cookie":{"description":"Earlier form: the request's Cookie header (not with requestHeaders).","$ref":"#/components/schemas/Credential"},"messages":{"description":"The request's RunAgentInput.messages, replayed to a reload as a MESSAGES_SNAPSHOT after RUN_STARTED (with a STATE_SNAPSHOT of `state`). Default [].","type":"array"},"headers":{"description":"Earlier form: the response's headers by lower-case name (not with responseHeaders). Default {\"content-type\": \"text/event-stream\"}.","type":"object","additionalProperties":{"type":"string"}}},"required":["path"],"additionalProperties":false};
 const schema72 = {"description":"HTTP headers as a server received or sent them: [name, value] pairs, names in any case, repeats allowed, in order (protocol/README.md §16). The sidecar reads them by the resume edge's one set of rules: names in lower case, repeats joined with \", \" (a Cookie's with \"; \").","type":"array","maxItems":512,"items":{"type":"array","items":[{"type":"string","minLength":1,"maxLength":256},{"type":"string","maxLength":65536}],"minItems":2,"maxItems":2}};
 const schema74 = {"description":"A request header's value as the client sent it (`Authorization`, or `Cookie` with every cookie header joined by \"; \"). The sidecar keeps only an HMAC-SHA-256 of the two under its key, never the text (protocol/README.md §16).","type":"string","maxLength":65536};
@@ -2592,7 +2593,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 const _errs1 = errors;
 for(const key0 in data){
-if(!((((((((key0 === "state") || (key0 === "own")) || (key0 === "snapshots")) || (key0 === "joinKeys")) || (key0 === "framing")) || (key0 === "resume")) || (key0 === "request")) || (key0 === "response"))){
+if(!(func37.call(schema67.properties, key0))){
 validate28.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -2662,11 +2663,11 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.framing !== undefined){
-let data5 = data.framing;
+if(data.lifecycle !== undefined){
+let data5 = data.lifecycle;
 const _errs11 = errors;
-if(!((data5 === "sse") || (data5 === "ndjson"))){
-validate28.errors = [{instancePath:instancePath+"/framing",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamFraming/enum",keyword:"enum",params:{allowedValues: schema70.enum},message:"must be equal to one of the allowed values"}];
+if(!((data5 === "repair") || (data5 === "pass"))){
+validate28.errors = [{instancePath:instancePath+"/lifecycle",schemaPath:"#/properties/lifecycle/enum",keyword:"enum",params:{allowedValues: schema67.properties.lifecycle.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 var valid0 = _errs11 === errors;
@@ -2675,24 +2676,37 @@ else {
 var valid0 = true;
 }
 if(valid0){
+if(data.framing !== undefined){
+let data6 = data.framing;
+const _errs12 = errors;
+if(!((data6 === "sse") || (data6 === "ndjson"))){
+validate28.errors = [{instancePath:instancePath+"/framing",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamFraming/enum",keyword:"enum",params:{allowedValues: schema70.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+var valid0 = _errs12 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
 if(data.resume !== undefined){
-let data6 = data.resume;
-const _errs13 = errors;
+let data7 = data.resume;
 const _errs14 = errors;
+const _errs15 = errors;
 let valid5 = false;
 let passing0 = null;
-const _errs15 = errors;
-if(!(validate29(data6, {instancePath:instancePath+"/resume",parentData:data,parentDataProperty:"resume",rootData}))){
+const _errs16 = errors;
+if(!(validate29(data7, {instancePath:instancePath+"/resume",parentData:data,parentDataProperty:"resume",rootData}))){
 vErrors = vErrors === null ? validate29.errors : vErrors.concat(validate29.errors);
 errors = vErrors.length;
 }
-var _valid0 = _errs15 === errors;
+var _valid0 = _errs16 === errors;
 if(_valid0){
 valid5 = true;
 passing0 = 0;
 }
-const _errs16 = errors;
-if(typeof data6 !== "boolean"){
+const _errs17 = errors;
+if(typeof data7 !== "boolean"){
 const err0 = {instancePath:instancePath+"/resume",schemaPath:"#/properties/resume/oneOf/1/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err0];
@@ -2702,7 +2716,7 @@ vErrors.push(err0);
 }
 errors++;
 }
-var _valid0 = _errs16 === errors;
+var _valid0 = _errs17 === errors;
 if(_valid0 && valid5){
 valid5 = false;
 passing0 = [passing0, 1];
@@ -2726,44 +2740,45 @@ validate28.errors = vErrors;
 return false;
 }
 else {
-errors = _errs14;
+errors = _errs15;
 if(vErrors !== null){
-if(_errs14){
-vErrors.length = _errs14;
+if(_errs15){
+vErrors.length = _errs15;
 }
 else {
 vErrors = null;
 }
 }
 }
-var valid0 = _errs13 === errors;
+var valid0 = _errs14 === errors;
 }
 else {
 var valid0 = true;
 }
 if(valid0){
 if(data.request !== undefined){
-const _errs18 = errors;
+const _errs19 = errors;
 if(!(validate31(data.request, {instancePath:instancePath+"/request",parentData:data,parentDataProperty:"request",rootData}))){
 vErrors = vErrors === null ? validate31.errors : vErrors.concat(validate31.errors);
-errors = vErrors.length;
-}
-var valid0 = _errs18 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.response !== undefined){
-const _errs19 = errors;
-if(!(validate33(data.response, {instancePath:instancePath+"/response",parentData:data,parentDataProperty:"response",rootData}))){
-vErrors = vErrors === null ? validate33.errors : vErrors.concat(validate33.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs19 === errors;
 }
 else {
 var valid0 = true;
+}
+if(valid0){
+if(data.response !== undefined){
+const _errs20 = errors;
+if(!(validate33(data.response, {instancePath:instancePath+"/response",parentData:data,parentDataProperty:"response",rootData}))){
+vErrors = vErrors === null ? validate33.errors : vErrors.concat(validate33.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs20 === errors;
+}
+else {
+var valid0 = true;
+}
 }
 }
 }

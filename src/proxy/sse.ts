@@ -127,10 +127,33 @@ export async function fixStream(upstream: IncomingMessage, framing: Framing, res
     // a broken stream, not a clean end that would look like a finished run.
     const fail = (e: Error) => {
       if (settled) return;
+      const err = { message: e.message, code: (e as NodeJS.ErrnoException).code };
+      // Lifecycle repair (protocol/README.md §13): a run the upstream broke off inside ends as a failed one, what
+      // was open closed and RUN_ERROR INCOMPLETE_STREAM sent, and the client's response ends cleanly, at once.
+      const last = ended();
+      if (last !== undefined && !gone()) {
+        log.warn({ err }, "the event stream broke off inside its run; ended it with RUN_ERROR INCOMPLETE_STREAM");
+        settled = true;
+        res.end(last, () => {
+          watching?.close(false);
+          resolve({ complete: false, counts });
+        });
+        return;
+      }
       recorder?.finish("cancelled");
-      log.error({ err: { message: e.message, code: (e as NodeJS.ErrnoException).code } }, "the event stream broke off mid-stream; closing the client's connection so it does not look finished");
+      log.error({ err }, "the event stream broke off mid-stream; closing the client's connection so it does not look finished");
       res.destroy();
       done(false);
+    };
+    /** The text that ends a run the stream stopped inside (the fixer's end), or undefined when it ended none or cannot. */
+    const ended = (): string | undefined => {
+      try {
+        const text = recorder ? recorder.items(fixer.endEach()) : fixer.end();
+        if (!fixer.runEnded) return undefined;
+        return recorder ? text + recorder.end() : text;
+      } catch {
+        return undefined;
+      }
     };
     source.on("error", fail);
     if (source !== upstream) upstream.on("error", fail);

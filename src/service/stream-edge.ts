@@ -31,7 +31,7 @@ export function classifyRequest(p: P.ClassifyRequestParams, resumeOn: boolean, l
 }
 
 /** openStream's request form, read: the answer passes untouched, or the stream to open, in the earlier form's terms. */
-export type EdgeOpen = { pass: P.Note } | { params: P.OpenStreamParams; baseline?: P.Note };
+export type EdgeOpen = { pass: P.Note } | { params: P.OpenStreamParams; baseline?: P.Note; run?: { threadId: string; runId: string } };
 
 /**
  * openStream's request form (§14): the response's head decides whether there is a stream and its
@@ -53,12 +53,14 @@ export function openFromRequest(p: P.OpenStreamParams, resumeOn: boolean): CallR
     ...(p.own !== undefined ? { own: p.own } : {}),
     ...(p.snapshots !== undefined ? { snapshots: p.snapshots } : {}),
     ...(p.joinKeys !== undefined ? { joinKeys: p.joinKeys } : {}),
+    ...(p.lifecycle !== undefined ? { lifecycle: p.lifecycle } : {}),
     framing: stream.framing,
     // A baseline that could not be read is not known: {} stands in for it (§13).
     ...(base.note === undefined ? { state: base.state as JsonObject } : {}),
     ...(resume ? { resume } : {}),
   };
-  return ok({ params, ...(base.note !== undefined ? { baseline: { code: base.note, message: baselineMessage(base.note) } } : {}) });
+  const run = { threadId: base.threadId ?? "agui-state", runId: base.runId ?? "agui-state" };
+  return ok({ params, run, ...(base.note !== undefined ? { baseline: { code: base.note, message: baselineMessage(base.note) } } : {}) });
 }
 
 /** The request form's result members beside the stream's: the head to write, the replay bound, why the baseline is {}. */

@@ -30,7 +30,9 @@ type Outcome = P.StreamFinding["outcome"];
 export interface FixerSpec {
   /** Left out: the client's baseline is not known (§13, SNAPSHOT_REPLACES_UNKNOWN). */
   state?: JsonObject;
-  policy: { own: Path[]; snapshots: "pass" | "delta"; joinKeys: boolean };
+  policy: { own: Path[]; snapshots: "pass" | "delta"; joinKeys: boolean; lifecycle: "repair" | "pass" };
+  /** The request's thread and run ids, for a RUN_STARTED the lifecycle repair sends. */
+  run?: { threadId: string; runId: string };
   /** Every finding, with its outcome (§13): the pipeline's Finding is this protocol type. */
   onFinding: (f: P.StreamFinding) => void;
   framing?: "sse" | "ndjson";
@@ -45,6 +47,8 @@ export interface Fixer {
   readonly unfixed: number;
   /** What it holds, approximately, in bytes: its mirror and its unfinished event. */
   readonly bytes: number;
+  /** At the end: the lifecycle repair ended a run the stream left going (closeStream's `ended`). */
+  readonly runEnded: boolean;
   /** The unfinished event's text (fixStream's `pending`, §14). */
   readonly pendingText: string;
   /** The input up to its first event when that is a RUN_STARTED ("" when not; undefined until it came): fixStream's `head`. */
@@ -157,12 +161,12 @@ export class StreamService {
     const edge = openFromRequest(p, this.resume !== undefined);
     if (!edge.ok) return edge;
     if ("pass" in edge.value) return ok({ pass: edge.value.pass });
-    const opened = this.open(edge.value.params);
+    const opened = this.open(edge.value.params, edge.value.run);
     if (!opened.ok) return opened;
     return ok({ ...opened.value, ...edgeResult(edge.value, p.response as P.HttpResponseHead, opened.value.run !== undefined) });
   }
 
-  private open(p: P.OpenStreamParams): CallResult<Opened> {
+  private open(p: P.OpenStreamParams, run?: { threadId: string; runId: string }): CallResult<Opened> {
     if (typeof p.resume === "boolean") return err(invalidParams("/resume", "INVALID_VALUE", "resume: true or false only in the request form (with request and response); otherwise the run to file (protocol/README.md §16)"));
     const resumeRun = p.resume;
     // protocol/README.md §11 and §14: the baseline is an object, held to a thread's state limits.
@@ -181,13 +185,14 @@ export class StreamService {
       return err(invalidParams("/resume", "CONFLICTING_PARAMS", "resume: give requestHeaders and responseHeaders, or the earlier authorization, cookie and headers, not both"));
     }
     if (resumeRun !== undefined && p.framing === "ndjson") return err(invalidParams("/resume", "CONFLICTING_PARAMS", "resume: only an SSE stream (framing sse) can be resumed; NDJSON has no event ids. Leave resume out for this stream"));
-    const policy = { own, snapshots: p.snapshots ?? "pass", joinKeys: p.joinKeys ?? false };
+    const policy = { own, snapshots: p.snapshots ?? "pass", joinKeys: p.joinKeys ?? false, lifecycle: p.lifecycle ?? "repair" };
     const counts = zero();
     const stream: Stream = {
       opts: {
         // The fixer copies the baseline into its mirror. Left out, it is not known (§13).
         ...(p.state !== undefined ? { state: p.state as JsonObject } : {}),
         policy,
+        ...(run ? { run } : {}),
         // A listener also makes the fixer work out its verdict on each mended delta, so the findings are fix --report's.
         onFinding: (f) => {
           counts[f.outcome]++;
@@ -288,8 +293,10 @@ export class StreamService {
     const stream = found.value;
     let summary: P.StreamSummary | undefined;
     const recorder = stream.recorder;
+    let ended = false;
     let text = this.run(undefined, stream, (fixer) => {
       const out = fixer.end();
+      ended = fixer.runEnded;
       const s = fixer.summary;
       const o = fixer.outcomes;
       summary = { events: s.events, deltas: s.deltas, dropped: s.dropped, ignored: s.ignored, fatal: s.fatal, wiped: s.wiped, passed: o.passed, mended: o.mended, discarded: o.discarded, kept: o.kept, unfixed: fixer.unfixed };
@@ -297,10 +304,11 @@ export class StreamService {
     });
     if (recorder) {
       // §16: the run ends as the app's response ended; a response that broke off ends it cancelled, so a rejoin breaks too.
-      if (p.broken === true) recorder.finish("cancelled");
+      // A run the lifecycle repair ended (RUN_ERROR) is whole: it is logged as it was sent, and a rejoin ends with it.
+      if (p.broken === true && !ended) recorder.finish("cancelled");
       text = recorder.part(text) + recorder.end();
     }
-    return ok({ text: stream.detached ? "" : text, findings: stream.findings, summary: summary as P.StreamSummary });
+    return ok({ text: stream.detached ? "" : text, findings: stream.findings, summary: summary as P.StreamSummary, ...(ended ? { ended } : {}) });
   }
 
   /**

@@ -9,6 +9,8 @@ import { NONE, Tally, type Summary } from "./tally.js";
 import { Untouched } from "./untouched.js";
 
 export { PASSTHROUGH, type Policy, type Step } from "./repair-apply.js";
+export type { Mend, RunIds } from "./lifecycle-repair.js";
+import type { Mend, RunIds } from "./lifecycle-repair.js";
 export type { Summary } from "./tally.js";
 
 /**
@@ -38,6 +40,8 @@ export interface ClientOptions {
    * exit status never depends on it.
    */
   diagnose?: boolean;
+  /** The request's thread and run ids: what a RUN_STARTED the lifecycle repair sends carries. */
+  run?: RunIds;
 }
 
 /** How deep Client.bytes walks a value: far past any real state, short of the stack's end. */
@@ -63,7 +67,7 @@ export class Client {
     this.apply =
       opts.repair === undefined
         ? { repairs: false, stage: new ClientApply(state, this.messages, this.shared.untouched, "check") }
-        : { repairs: true, stage: new RepairApply(cloneJson(state), opts.repair, this.shared, opts.diagnose ?? true) };
+        : { repairs: true, stage: new RepairApply(cloneJson(state), opts.repair, this.shared, opts.diagnose ?? true, opts.run, opts.remember) };
   }
 
   /** What the client holds now. */
@@ -109,6 +113,12 @@ export class Client {
     const out = this.shared.tally.count(finding({ event: ++this.summary.events, line, type: "" }, "fatal", f));
     this.stopped = out;
     return out;
+  }
+
+  /** The stream ended (fix): what the lifecycle repair sends last, if anything; at the line after the input's last. */
+  end(line: number): Mend | undefined {
+    if (!this.apply.repairs) return undefined;
+    return this.apply.stage.end({ event: Math.max(1, this.summary.events), line, type: "" });
   }
 
   /** One event's data (starting on `line` of the input) through the pipeline. */

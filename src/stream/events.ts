@@ -79,6 +79,11 @@ export class EventReader {
     return this.buf.length - this.start;
   }
 
+  /** The line the reader is at: where the input's end is, for a finding about it. */
+  get line(): number {
+    return this.lineNo;
+  }
+
   /** The unfinished item's text itself: what a caller that fed it and must give up keeps (protocol/README.md §14, `pending`). */
   get heldText(): string {
     return this.buf.slice(this.start);

@@ -1,5 +1,5 @@
 import type { Json, JsonObject } from "../core/index.js";
-import { Client, PASSTHROUGH, type Policy, type Summary } from "./client.js";
+import { Client, PASSTHROUGH, type Mend, type Policy, type RunIds, type Summary } from "./client.js";
 import { EventReader, rewriteSse, type Framing, type StreamItem } from "./events.js";
 import { TEXT, type Outcome, type Reported } from "./findings.js";
 import type { Activity } from "./messages.js";
@@ -23,6 +23,8 @@ export interface FixerOptions {
   onEvent?: (e: Observed) => void;
   /** The stream's framing when the caller knows it (the stream methods, from a Content-Type); default: told from the first line. */
   framing?: Framing;
+  /** The request's thread and run ids, for a RUN_STARTED the lifecycle repair sends (default "agui-state"). */
+  run?: RunIds;
 }
 
 /** One event as an observer sees it once the pipeline is done with it. */
@@ -66,7 +68,7 @@ export class StreamFixer {
 
   constructor(opts: FixerOptions = {}) {
     // Without a listener the findings are not read: the verdict on each mended delta is not worked out.
-    this.client = new Client({ state: opts.state ?? {}, known: opts.state !== undefined, repair: opts.policy ?? PASSTHROUGH, remember: REMEMBERED, diagnose: opts.onFinding !== undefined || opts.onEvent !== undefined });
+    this.client = new Client({ state: opts.state ?? {}, known: opts.state !== undefined, repair: opts.policy ?? PASSTHROUGH, remember: REMEMBERED, diagnose: opts.onFinding !== undefined || opts.onEvent !== undefined, ...(opts.run ? { run: opts.run } : {}) });
     this.onFinding = opts.onFinding;
     this.onEvent = opts.onEvent;
     // Set before the first chunk, it stands in for the reader's detection.
@@ -78,9 +80,9 @@ export class StreamFixer {
     return this.write(this.reader.push(chunk));
   }
 
-  /** End of input: whatever output remains. */
+  /** End of input: whatever output remains, and what the lifecycle repair ends the stream with. */
   end(): string {
-    return this.write(this.reader.end());
+    return this.write(this.reader.end()) + this.ending();
   }
 
   /**
@@ -94,7 +96,43 @@ export class StreamFixer {
 
   /** As `end`, item by item. */
   endEach(): string[] {
-    return this.writeEach(this.reader.end());
+    const out = this.writeEach(this.reader.end());
+    const last = this.ending();
+    if (last !== "") out.push(last);
+    return out;
+  }
+
+  /** A RUN_FINISHED held back, as it goes out (lifecycle-repair.ts): sent when the answer ends, or a new run starts. */
+  private held: string | undefined;
+  /** The current event's mend, applied once its text is made. */
+  private mend: Mend | undefined;
+
+  /** The stream ended: the held RUN_FINISHED, or a cut run's closes and RUN_ERROR (protocol/README.md §13). */
+  /** Set once the end of the input found a run going on and the lifecycle repair ended it (RUN_ERROR INCOMPLETE_STREAM). */
+  runEnded = false;
+
+  private ending(): string {
+    if (this.passing) return this.takeHeld();
+    const m = this.client.end(this.reader.line);
+    if (m !== undefined && m.findings.length > 0) this.runEnded = true;
+    return m === undefined ? this.takeHeld() : this.compose(m, "");
+  }
+
+  private takeHeld(): string {
+    const h = this.held ?? "";
+    this.held = undefined;
+    return h;
+  }
+
+  /** An event's text with the lifecycle repair's mend around it: what goes before it, the held end, or the event held. */
+  private compose(m: Mend, text: string): string {
+    let out = "";
+    for (const e of m.before) out += this.reader.framing === "ndjson" ? `${JSON.stringify(e)}\n` : `data: ${JSON.stringify(e)}\n\n`;
+    if (m.release) out += this.takeHeld();
+    if (m.forget) this.held = undefined;
+    if (!m.hold) return out + text;
+    this.held = text;
+    return out;
   }
 
   /**
@@ -178,10 +216,14 @@ export class StreamFixer {
   private outputOf(item: StreamItem): string {
     if (this.passing || item.overflow) {
       if (item.overflow) this.overflow(item);
-      return item.raw;
+      return this.takeHeld() + item.raw;
     }
     const text = item.data === undefined ? item.raw : this.event(item, item.data);
-    return this.reader.framing === "sse" ? this.lineFeeds(item, text) : text;
+    const out = this.reader.framing === "sse" ? this.lineFeeds(item, text) : text;
+    const m = this.mend;
+    if (m === undefined) return out;
+    this.mend = undefined;
+    return this.compose(m, out);
   }
 
   /** Keeps the input's first items until its first event: the stream's head, when that event is a RUN_STARTED. */
@@ -212,6 +254,7 @@ export class StreamFixer {
 
   private event(item: StreamItem, data: string): string {
     const step = this.client.feed(data, item.line);
+    this.mend = step.mend;
     // Most events have no findings: the loop is not entered, nor its iterator made, for them.
     if (this.onFinding && step.findings.length > 0) for (const f of step.findings) this.onFinding(f);
     // The observer (the inspector) reads every finding, those without a kind (§13: REWRITTEN, NOTHING_MOVED) too.

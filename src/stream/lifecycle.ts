@@ -27,6 +27,13 @@ export interface LifecycleBreak {
   message: string;
 }
 
+/** Something open in a run, by the event that closes it: a tool call, a text or reasoning message, a reasoning span, a step (by name, with its subagent). */
+export interface OpenEnd {
+  type: EventType.TOOL_CALL_END | EventType.TEXT_MESSAGE_END | EventType.REASONING_MESSAGE_END | EventType.REASONING_END | EventType.STEP_FINISHED;
+  id: string;
+  sub?: string;
+}
+
 const broken = (message: string): LifecycleBreak => ({ code: "LIFECYCLE", message });
 
 export class Lifecycle {
@@ -51,6 +58,31 @@ export class Lifecycle {
   /** `limit`: how many owners of each kind to remember (fix's bound on memory; check remembers all). */
   constructor(private readonly limit = Infinity) {
     this.owners = this.newOwners();
+  }
+
+  /** Whether a run is going on: started, and neither finished nor errored (what a cut stream leaves open). */
+  get inRun(): boolean {
+    return this.runStarted && !this.runFinished && !this.runError;
+  }
+
+  /** Whether the stream's first event came (a missing RUN_STARTED can only be put before it). */
+  get started(): boolean {
+    return this.firstEventReceived;
+  }
+
+  /**
+   * What the run holds open, innermost first: what a RUN_FINISHED or a RUN_ERROR the repair sends must
+   * close first (protocol/README.md §13, the lifecycle's mends), as the events that close each.
+   */
+  openEnds(): OpenEnd[] {
+    // Subagents are not closed: their end carries an outcome the repair cannot know.
+    const out: OpenEnd[] = [];
+    for (const id of this.activeToolCalls) out.push({ type: EventType.TOOL_CALL_END, id });
+    for (const id of this.activeMessages) out.push({ type: EventType.TEXT_MESSAGE_END, id });
+    for (const id of this.activeReasoningMessages) out.push({ type: EventType.REASONING_MESSAGE_END, id });
+    for (const id of this.activeReasoningSpans) out.push({ type: EventType.REASONING_END, id });
+    for (const [owner, names] of this.steps) for (const name of names) out.push({ type: EventType.STEP_FINISHED, id: name, ...(owner !== undefined ? { sub: owner } : {}) });
+    return out;
   }
 
   private newOwners(): Lifecycle["owners"] {

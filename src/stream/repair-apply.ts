@@ -2,11 +2,12 @@ import { EventType, type ActivityDeltaEvent, type Event as AguiEvent, type State
 import { decodeOp, isObject, toWireOp, type ChangeOp, type Json, type JsonObject, type Path } from "../core/index.js";
 import { SNAPSHOT_TEXT, TEXT, applies, finding, stopsHere, type At, type Finding, type Reader, type Reported } from "./findings.js";
 import type { Lifecycle } from "./lifecycle.js";
+import { LifecycleRepair, type Mend, type RunIds } from "./lifecycle-repair.js";
 import type { Messages } from "./messages.js";
 import { Mirror, type Changed, type Indexed, type NormalizeOptions, type Normalized } from "./mirror.js";
 import { opProblem } from "./schema.js";
 import { ownedOps, snapshotDelta, unowned } from "./snapshots.js";
-import { enforceStage, topLevelShell, verifyStage, type Decision, type PatchKey } from "./stages.js";
+import { enforceStage, topLevelShell, verifyStage, type Decision, type Enforced, type PatchKey } from "./stages.js";
 import { NONE, type Tally } from "./tally.js";
 import type { Untouched } from "./untouched.js";
 import { messageClash, verdicts } from "./verdicts.js";
@@ -27,9 +28,11 @@ export interface Policy {
   snapshots: "pass" | "delta";
   /** Read an unescaped key's segments as one member name (--join-keys). */
   joinKeys: boolean;
+  /** repair: runs the client would reject are mended (--lifecycle, protocol/README.md §13); pass: sent as they come. Default repair. */
+  lifecycle?: "repair" | "pass";
 }
 
-export const PASSTHROUGH: Policy = { own: [], snapshots: "pass", joinKeys: false };
+export const PASSTHROUGH: Policy = { own: [], snapshots: "pass", joinKeys: false, lifecycle: "pass" };
 
 /** What became of one event: `out` undefined sends it as it came, null sends nothing, an object is sent in its place. */
 export interface Step {
@@ -37,6 +40,8 @@ export interface Step {
   /** Its findings; a repair's may include some without a kind (Applies). */
   findings: readonly Reported[];
   out: JsonObject | null | undefined;
+  /** Lifecycle repair (lifecycle-repair.ts): events sent before this one, the held RUN_FINISHED sent or forgotten, this one held. */
+  mend?: Mend;
 }
 
 /** The step of an event that goes on as it came, with nothing to say. */
@@ -68,16 +73,38 @@ export class RepairApply {
     private readonly shared: Shared,
     /** Work out the client's verdict on each delta mended (ClientOptions.diagnose). */
     private readonly diagnose: boolean,
+    /** The ids a RUN_STARTED the lifecycle repair sends carries (the request's). */
+    run: RunIds = { threadId: "agui-state", runId: "agui-state" },
+    remember = Infinity,
   ) {
+    this.lifecycle = policy.lifecycle === "pass" ? undefined : new LifecycleRepair(shared.lifecycle, shared.messages, shared.tally, run, remember);
     this.mirror = new Mirror(state);
     this.keepAll = { joinKeys: policy.joinKeys, keep: "all" };
     this.keepAsSent = { joinKeys: policy.joinKeys, keep: "as-sent" };
   }
 
+  /** The lifecycle repair, unless --lifecycle pass. */
+  private readonly lifecycle: LifecycleRepair | undefined;
+
+  /** The stream ended: what the lifecycle repair sends last (a held RUN_FINISHED, or a cut run's end). */
+  end(at: At): Mend | undefined {
+    return this.lifecycle?.end(at);
+  }
+
   /** One event that passed the transport; `key` is its patch member when it is a delta. */
   step(raw: JsonObject, at: At, key: PatchKey | undefined): Step {
-    const { tally } = this.shared;
     const e = enforceStage(raw, at);
+    if (this.lifecycle === undefined || (e.decision !== "pass" && e.decision !== "strip")) return this.applied(raw, at, key, e);
+    const mend = this.lifecycle.mend(e.event, at);
+    if (mend.drop) return { decision: "drop", findings: mend.findings, out: null, mend };
+    // A held RUN_FINISHED is not shown to the lifecycle yet: the client takes it when it is sent.
+    const step = mend.hold ? { decision: "pass" as const, findings: NONE, out: undefined } : this.applied(raw, at, key, e);
+    return { ...step, findings: mend.findings.length === 0 ? step.findings : [...mend.findings, ...step.findings], mend };
+  }
+
+  /** The event through the apply stage, as before lifecycle repair. */
+  private applied(raw: JsonObject, at: At, key: PatchKey | undefined, e: Enforced): Step {
+    const { tally } = this.shared;
     const ops = key === undefined ? undefined : raw[key];
     if (key !== undefined && Array.isArray(ops)) {
       const ok = e.decision === "pass" || e.decision === "strip";
