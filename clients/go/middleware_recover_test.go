@@ -55,7 +55,7 @@ func TestMiddlewareRecoversFromACrash(t *testing.T) {
 	h := &paused{head: stream[:cut], tail: stream[cut:], resume: map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}}
 	s, logs := serve(t, c, ownToolState, h.ServeHTTP)
 	want := fixed(t, "{}", stream, ownArgs...)
-	head := fixed(t, "{}", sse(sloppy[:3]), ownArgs...)
+	head := fixedSoFar(t, "{}", sse(sloppy[:3]), ownArgs...)
 
 	pid := c.Process().Pid
 	a := post(t, ctx, s.URL+"?pause=a", `{}`) // s1
@@ -116,7 +116,7 @@ func TestMiddlewareRecoversWithoutTheReplay(t *testing.T) {
 	s, logs := serve(t, c, opts, h.ServeHTTP)
 	state := `{"selectedLayer":"era5","toolState":{"step":0}}`
 	resp := post(t, ctx, s.URL+"?pause=a", `{"state":`+state+`}`)
-	readHead(t, resp.Body, fixed(t, state, h.head, ownArgs...))
+	readHead(t, resp.Body, fixedSoFar(t, state, h.head, ownArgs...))
 	if err := c.Process().Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestMiddlewareGivesUpOnASidecarThatKeepsDying(t *testing.T) {
 	h := &paused{head: stream[:cut], tail: stream[cut:], resume: map[string]chan struct{}{"a": make(chan struct{})}}
 	s, logs := serve(t, c, ownToolState, h.ServeHTTP)
 	resp := post(t, ctx, s.URL+"?pause=a", `{}`)
-	head := fixed(t, "{}", sse(sloppy[:3]), ownArgs...)
+	head := fixedSoFar(t, "{}", sse(sloppy[:3]), ownArgs...)
 	readHead(t, resp.Body, head)
 	if err := c.Process().Kill(); err != nil {
 		t.Fatal(err)
@@ -285,7 +285,7 @@ func TestMiddlewareRecoversPastTheReplayLimit(t *testing.T) {
 	s, logs := serve(t, c, opts, h.ServeHTTP)
 	state := `{"selectedLayer":"era5","toolState":{"step":0}}`
 	resp := post(t, ctx, s.URL+"?pause=a", `{"state":`+state+`}`)
-	readHead(t, resp.Body, fixed(t, state, sse(events[:2]), ownArgs...))
+	readHead(t, resp.Body, fixedSoFar(t, state, sse(events[:2]), ownArgs...))
 	if err := c.Process().Kill(); err != nil {
 		t.Fatal(err)
 	}
