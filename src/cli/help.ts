@@ -28,7 +28,7 @@ Usage:
   agui-state parse POINTER
   agui-state check [FILE|-] [--state FILE] [--json] [--html FILE] [--sarif FILE] [--junit FILE]
                                       report the events of an AG-UI stream the client would not apply
-  agui-state fix [FILE|-] [--state FILE] [--report] [--own POINTER]... [--snapshots pass|delta] [--join-keys]
+  agui-state fix [FILE|-] [--state FILE] [--report] [--own POINTER]... [--snapshots pass|delta] [--join-keys] [--lifecycle repair|pass]
                                       write the stream back with every delta made to apply
   agui-state proxy --upstream URL     an HTTP proxy that fixes an AG-UI endpoint's event streams
   agui-state help [COMMAND]           this text, or a command's
@@ -209,7 +209,7 @@ Examples:
   agui-state check run.sse --sarif check.sarif --junit check.xml
 `,
   fix: `agui-state fix [FILE|-] [--state FILE] [--report] [--own POINTER]...
-                [--snapshots pass|delta] [--join-keys]
+                [--snapshots pass|delta] [--join-keys] [--lifecycle repair|pass]
 
 Writes the stream to stdout, in the same framing, with every STATE_DELTA and
 ACTIVITY_DELTA made to apply on @ag-ui/client. Each delta is normalized
@@ -250,6 +250,15 @@ memory stays flat however long the stream.
                  member with the rest of its segments joined by "/" as one
                  key, when the op then applies (a server that forgot RFC 6901
                  escaping); reported as mended; never the default
+  --lifecycle M  pass (default): events go as they come. repair: runs the
+                 client would fail are mended, each mend reported: a
+                 missing RUN_STARTED, TEXT_MESSAGE_START or TOOL_CALL_START is
+                 sent first; what is open is closed before the run ends; a
+                 RUN_FINISHED is held back until the stream ends, so what
+                 comes after it stays in the run; duplicates and events after
+                 RUN_ERROR are left out; a stream that stops inside its run is
+                 ended with RUN_ERROR INCOMPLETE_STREAM
+                 env AGUI_STATE_LIFECYCLE
 
 Exit status: 0; 1 when an event the client refuses could not be mended and
 went out as it came (a lifecycle break, an unknown event type, an event other

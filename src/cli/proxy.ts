@@ -123,6 +123,11 @@ and an unknown run look the same.
                        said on stderr at start). Never kept in the store.
                        env AGUI_STATE_SECRET_FILE, or AGUI_STATE_SECRET (the text)
 
+  --lifecycle MODE     pass (default) or repair: runs the client would fail are
+                       mended as "fix --lifecycle" says (agui-state help fix);
+                       an upstream that breaks off inside a run gets its run
+                       ended with RUN_ERROR INCOMPLETE_STREAM and a clean end
+                       env AGUI_STATE_LIFECYCLE
   --max-request-body B  default 32M: the request body kept for its
                        RunAgentInput.state (the body is forwarded as it
                        arrives either way); past it the repair starts from {}

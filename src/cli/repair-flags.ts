@@ -23,8 +23,8 @@ export function repairPolicy(values: Record<string, unknown>, env: NodeJS.Proces
   }
   const snapshots = values["snapshots"] ?? "pass";
   if (snapshots !== "pass" && snapshots !== "delta") throw new UsageError(`--snapshots: expected pass or delta, got ${JSON.stringify(snapshots)}`);
-  // protocol/README.md §13, the lifecycle's mends: on by default, as it changes only runs the client fails anyway.
-  const lifecycle = values["lifecycle"] ?? (env["AGUI_STATE_LIFECYCLE"] || "repair");
+  // protocol/README.md §13, the lifecycle's mends: off by default, since it sends events the server never sent.
+  const lifecycle = values["lifecycle"] ?? (env["AGUI_STATE_LIFECYCLE"] || "pass");
   if (lifecycle !== "repair" && lifecycle !== "pass") throw new UsageError(`--lifecycle: expected repair or pass, got ${JSON.stringify(lifecycle)}`);
   return { own, snapshots, joinKeys: values["join-keys"] === true, lifecycle };
 }

@@ -3483,7 +3483,7 @@ export const DISCOVER_JSON = String.raw`{
         },
         {
           "name": "lifecycle",
-          "description": "fix --lifecycle: repair (default) mends the runs @ag-ui/client would reject (a missing start sent first, what is open closed before a run ends, a RUN_FINISHED held back until the answer ends, duplicates and events after RUN_ERROR left out, a run the stream stops inside ended with RUN_ERROR INCOMPLETE_STREAM; protocol/README.md §13); pass sends them as they come.",
+          "description": "fix --lifecycle: repair mends the runs @ag-ui/client would reject (a missing start sent first, what is open closed before a run ends, a RUN_FINISHED held back until the answer ends, duplicates and events after RUN_ERROR left out, a run the stream stops inside ended with RUN_ERROR INCOMPLETE_STREAM; protocol/README.md §13); pass (the default) sends them as they come.",
           "required": false,
           "schema": {
             "enum": [

@@ -185,7 +185,7 @@ export class StreamService {
       return err(invalidParams("/resume", "CONFLICTING_PARAMS", "resume: give requestHeaders and responseHeaders, or the earlier authorization, cookie and headers, not both"));
     }
     if (resumeRun !== undefined && p.framing === "ndjson") return err(invalidParams("/resume", "CONFLICTING_PARAMS", "resume: only an SSE stream (framing sse) can be resumed; NDJSON has no event ids. Leave resume out for this stream"));
-    const policy = { own, snapshots: p.snapshots ?? "pass", joinKeys: p.joinKeys ?? false, lifecycle: p.lifecycle ?? "repair" };
+    const policy = { own, snapshots: p.snapshots ?? "pass", joinKeys: p.joinKeys ?? false, lifecycle: p.lifecycle ?? "pass" };
     const counts = zero();
     const stream: Stream = {
       opts: {

@@ -222,3 +222,28 @@ export class LifecycleRepair {
 }
 
 const afterFinished = (type: string): LifecycleBreak => ({ code: "AFTER_RUN_FINISHED", message: `Cannot send event type '${type}': The run has already finished with 'RUN_FINISHED'. Start a new run with 'RUN_STARTED'.` });
+
+/**
+ * The mend, in words, for a break `check` reports (protocol/README.md §13: check names each lifecycle
+ * break with what `fix --lifecycle repair`, the default, does about it).
+ */
+export function mendHint(type: string, code: LifecycleBreak["code"]): string {
+  const does = (what: string) => `fix --lifecycle repair ${what}`;
+  if (code === "FIRST_EVENT") return does("sends a RUN_STARTED before it");
+  if (code === "AFTER_RUN_FINISHED") return does("holds the RUN_FINISHED back until the stream ends, so this stays inside the run");
+  if (code === "AFTER_RUN_ERROR") return does("leaves it out");
+  switch (type) {
+    case EventType.TEXT_MESSAGE_CONTENT:
+      return does("sends a TEXT_MESSAGE_START before it");
+    case EventType.TOOL_CALL_ARGS:
+      return does("sends a TOOL_CALL_START before it");
+    case EventType.REASONING_MESSAGE_CONTENT:
+      return does("sends a REASONING_MESSAGE_START before it");
+    case EventType.RUN_FINISHED:
+      return does("closes what is open before it");
+    case EventType.RUN_STARTED:
+      return does("closes what is open and finishes the run before it");
+    default:
+      return does("leaves it out");
+  }
+}

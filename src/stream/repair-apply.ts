@@ -28,7 +28,7 @@ export interface Policy {
   snapshots: "pass" | "delta";
   /** Read an unescaped key's segments as one member name (--join-keys). */
   joinKeys: boolean;
-  /** repair: runs the client would reject are mended (--lifecycle, protocol/README.md §13); pass: sent as they come. Default repair. */
+  /** repair: runs the client would reject are mended (--lifecycle, protocol/README.md §13); pass (the default): sent as they come. */
   lifecycle?: "repair" | "pass";
 }
 
@@ -77,7 +77,7 @@ export class RepairApply {
     run: RunIds = { threadId: "agui-state", runId: "agui-state" },
     remember = Infinity,
   ) {
-    this.lifecycle = policy.lifecycle === "pass" ? undefined : new LifecycleRepair(shared.lifecycle, shared.messages, shared.tally, run, remember);
+    this.lifecycle = policy.lifecycle !== "repair" ? undefined : new LifecycleRepair(shared.lifecycle, shared.messages, shared.tally, run, remember);
     this.mirror = new Mirror(state);
     this.keepAll = { joinKeys: policy.joinKeys, keep: "all" };
     this.keepAsSent = { joinKeys: policy.joinKeys, keep: "as-sent" };

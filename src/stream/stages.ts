@@ -3,6 +3,7 @@ import { isObject, type JsonObject } from "../core/index.js";
 import { TEXT, finding, type At, type Finding } from "./findings.js";
 import { schemaHint } from "./patch-verdicts.js";
 import type { Lifecycle } from "./lifecycle.js";
+import { mendHint } from "./lifecycle-repair.js";
 import { enforce, knownType, opProblem, type Issue, type OpProblem } from "./schema.js";
 
 /**
@@ -147,6 +148,5 @@ export type Verify = "feed" | "peek";
 export function verifyStage(lifecycle: Lifecycle, event: AguiEvent, at: At, how: Verify): Verified {
   const broken = how === "peek" ? lifecycle.peek(event) : lifecycle.feed(event);
   if (!broken) return VERIFIED;
-  const hint = broken.code === "FIRST_EVENT" ? "a stream starts with RUN_STARTED" : broken.code === "AFTER_RUN_FINISHED" || broken.code === "AFTER_RUN_ERROR" ? "send RUN_STARTED to start a new run first" : undefined;
-  return { decision: "fatal", findings: [finding(at, "fatal", { code: broken.code, message: `verifyEvents fails the run: ${broken.message}`, ...(hint ? { hint } : {}) })] };
+  return { decision: "fatal", findings: [finding(at, "fatal", { code: broken.code, message: `verifyEvents fails the run: ${broken.message}`, hint: mendHint(event.type, broken.code) })] };
 }

@@ -45,9 +45,12 @@ describe("agui-state proxy flags", () => {
     for (const flag of ["--upstream", "--listen", "--grace", "--log-level", "--own", "--snapshots", "--join-keys"]) expect(PROXY_HELP).toContain(flag);
   });
 
-  it("reads the repair policy: --own repeatable and parsed once, --snapshots, --join-keys; none of them by default (issue 23)", () => {
-    expect(parseProxyArgs(["--upstream", "http://h"], {}).policy).toEqual({ own: [], snapshots: "pass", joinKeys: false });
-    expect(parseProxyArgs(["--upstream", "http://h", "--own", "/toolState", "--own", "/a~1b/c", "--snapshots", "delta", "--join-keys"], {}).policy).toEqual({ own: [["toolState"], ["a/b", "c"]], snapshots: "delta", joinKeys: true });
+  it("reads the repair policy: --own repeatable and parsed once, --snapshots, --join-keys, --lifecycle; none of them by default (issues 23, 40)", () => {
+    expect(parseProxyArgs(["--upstream", "http://h"], {}).policy).toEqual({ own: [], snapshots: "pass", joinKeys: false, lifecycle: "pass" });
+    expect(parseProxyArgs(["--upstream", "http://h", "--own", "/toolState", "--own", "/a~1b/c", "--snapshots", "delta", "--join-keys", "--lifecycle", "repair"], {}).policy).toEqual({ own: [["toolState"], ["a/b", "c"]], snapshots: "delta", joinKeys: true, lifecycle: "repair" });
+    expect(parseProxyArgs(["--upstream", "http://h"], { AGUI_STATE_LIFECYCLE: "repair" }).policy.lifecycle).toBe("repair");
+    expect(parseProxyArgs(["--upstream", "http://h", "--lifecycle", "pass"], { AGUI_STATE_LIFECYCLE: "repair" }).policy.lifecycle).toBe("pass");
+    expect(() => parseProxyArgs(["--upstream", "http://h", "--lifecycle", "fix"], {})).toThrow('--lifecycle: expected repair or pass, got "fix"');
   });
 
   it("makes the binary exit 2 with one line on stderr, and print nothing, when --upstream is missing", async () => {
