@@ -21,14 +21,15 @@ type MiddlewareOptions struct {
 	// Snapshots is "" or "pass" (a snapshot replaces the client's state, as
 	// AG-UI says), or "delta" (the same, sent as a minimal STATE_DELTA).
 	Snapshots string
-	// Lifecycle is fix --lifecycle (issue 40): "" or "repair" (the default)
+	// Lifecycle is fix --lifecycle (issue 40, protocol/README.md §13): "repair"
 	// mends a run's lifecycle the client would refuse (content after its
 	// message's end, a run finished with a tool call open, events after the
 	// run's end, ...), and ends a run the response stopped inside, the handler
 	// returned or panicked, with its closes and a RUN_ERROR (INCOMPLETE_STREAM)
 	// followed by a clean end of the response: the client gets a whole,
-	// failed run. "pass" sends the lifecycle as the handler wrote it. Any
-	// other value is ErrInvalidOption.
+	// failed run. "pass" sends the lifecycle as the handler wrote it. "" is
+	// left out of openStream: the sidecar's default, pass. Any other value is
+	// ErrInvalidOption.
 	Lifecycle string
 	// JoinKeys reads an unescaped /toolState/raster-ops/dataset as the key
 	// "raster-ops/dataset" when that is the only way the op applies.

@@ -76,15 +76,15 @@ func TestLifecycleIsSentWhenSet(t *testing.T) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			writeSliced(w, stream, 7, true)
 		})
-		want := fixed(t, "{}", stream) // repair, the default
-		if v == "pass" {
-			want = fixed(t, "{}", stream, "--lifecycle", "pass")
+		want := fixed(t, "{}", stream, "--lifecycle", "pass") // "" leaves it out: the sidecar's default, pass
+		if v == "repair" {
+			want = fixed(t, "{}", stream, "--lifecycle", "repair")
 		}
 		if got := readAll(t, post(t, ctx, s.URL, `{"state":{}}`).Body); got != want {
 			t.Errorf("Lifecycle %q:\n got %q\nwant %q\n%s", v, got, want, logs)
 		}
 	}
-	if fixed(t, "{}", stream) == stream || fixed(t, "{}", stream, "--lifecycle", "pass") != stream {
+	if fixed(t, "{}", stream, "--lifecycle", "repair") == stream || fixed(t, "{}", stream, "--lifecycle", "pass") != stream {
 		t.Error("fix does not mend this stream under repair alone: the test above shows nothing")
 	}
 }
@@ -95,7 +95,7 @@ func TestLifecycleIsSentWhenSet(t *testing.T) {
 func TestARunStoppedInsideEndsCleanly(t *testing.T) {
 	c := startClient(t)
 	stream := sse(cut)
-	want := fixed(t, "{}", stream)
+	want := fixed(t, "{}", stream, "--lifecycle", "repair")
 	if !strings.Contains(want, `"code":"INCOMPLETE_STREAM"`) || !strings.HasSuffix(want, "\n\n") {
 		t.Fatalf("fix does not end the run: %q", want)
 	}
@@ -111,7 +111,7 @@ func TestARunStoppedInsideEndsCleanly(t *testing.T) {
 	} {
 		for _, resume := range []bool{false, true} { // with resume, closeStream is told the stream broke off
 			t.Run(fmt.Sprintf("%s, resume %v", tc.name, resume), func(t *testing.T) {
-				s, logs := serve(t, c, MiddlewareOptions{NoResume: !resume}, func(w http.ResponseWriter, r *http.Request) {
+				s, logs := serve(t, c, MiddlewareOptions{NoResume: !resume, Lifecycle: "repair"}, func(w http.ResponseWriter, r *http.Request) {
 					w.Header().Set("Content-Type", "text/event-stream")
 					writeSliced(w, stream, 7, true)
 					tc.stop()
@@ -139,8 +139,8 @@ func TestARunStoppedInsideEndsCleanly(t *testing.T) {
 	}
 }
 
-// Without closeStream's ended (pass, or a run that had ended before the
-// panic) a panicked handler's response breaks off, as net/http does.
+// Without closeStream's ended (pass, the default, or a run that had ended
+// before the panic) a panicked handler's response breaks off, as net/http does.
 func TestAPanicWithoutEndedBreaksOff(t *testing.T) {
 	c := startClient(t)
 	for _, tc := range []struct {
@@ -149,7 +149,8 @@ func TestAPanicWithoutEndedBreaksOff(t *testing.T) {
 		events    []string
 	}{
 		{"pass, inside the run", "pass", cut},
-		{"repair, after the run's end", "", contentAfterEnd},
+		{"the default, inside the run", "", cut},
+		{"repair, after the run's end", "repair", contentAfterEnd},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, logs := serve(t, c, MiddlewareOptions{NoResume: true, Lifecycle: tc.lifecycle}, func(w http.ResponseWriter, r *http.Request) {

@@ -102,7 +102,17 @@ func TestMiddlewareRecoversFromACrash(t *testing.T) {
 // request's state: under Own the next snapshot is an add of /toolState, whole,
 // which applies whatever the client holds, and the client's own keys are not
 // touched; a snapshot passed as it came would wipe them.
+//
+// Under Lifecycle "repair" too: the new stream is fed the run's RUN_STARTED
+// first (fixStream's head, kept without the replay), so its repair does not
+// send one of its own.
 func TestMiddlewareRecoversWithoutTheReplay(t *testing.T) {
+	for _, lifecycle := range []string{"", "repair"} {
+		t.Run("lifecycle "+lifecycle, func(t *testing.T) { recoversWithoutTheReplay(t, lifecycle) })
+	}
+}
+
+func recoversWithoutTheReplay(t *testing.T, lifecycle string) {
 	c, ctx := startClient(t), testCtx(t)
 	events := []string{
 		`{"type":"RUN_STARTED","threadId":"t","runId":"r"}`,
@@ -113,6 +123,7 @@ func TestMiddlewareRecoversWithoutTheReplay(t *testing.T) {
 	h := &paused{head: sse(events[:2]), tail: sse(events[2:]), resume: map[string]chan struct{}{"a": make(chan struct{})}}
 	opts := ownToolState
 	opts.ReplayLimit = -1
+	opts.Lifecycle = lifecycle
 	s, logs := serve(t, c, opts, h.ServeHTTP)
 	state := `{"selectedLayer":"era5","toolState":{"step":0}}`
 	resp := post(t, ctx, s.URL+"?pause=a", `{"state":`+state+`}`)

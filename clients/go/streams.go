@@ -26,9 +26,9 @@ type OpenStreamParams struct {
 	Framing   string            `json:"framing,omitempty"`   // "sse" or "ndjson"; "" tells them apart by the first line
 	Resume    *ResumeRun        `json:"resume,omitempty"`    // file the stream as a resumable run (SSE only; resume.go)
 	NoResume  bool              `json:"-"`                   // the exchange form's resume: false (sent as such)
-	// Lifecycle is fix --lifecycle (issue 40): "repair" (the sidecar's
-	// default) mends a run's lifecycle the client would refuse, and ends a run
-	// the stream stopped inside; "pass" leaves it as sent. "" leaves it out.
+	// Lifecycle is fix --lifecycle (issue 40): "repair" mends a run's
+	// lifecycle the client would refuse, and ends a run the stream stopped
+	// inside; "pass" (the sidecar's default) leaves it as sent. "" leaves it out.
 	Lifecycle string `json:"lifecycle,omitempty"`
 }
 

@@ -190,8 +190,8 @@ describe("a dropped stream continues where it stopped (Go middleware, memory sto
 });
 
 describe("a run whose app failed (Go middleware)", () => {
-  test("issue 40: the handler panics after 3 events, its lifecycle repaired (the default): the sidecar ends the run with RUN_ERROR, the response ends cleanly, and the client never rejoins", async () => {
-    const server = await startServer();
+  test("issue 40: the handler panics after 3 events, its lifecycle repaired (Lifecycle \"repair\"): the sidecar ends the run with RUN_ERROR, the response ends cleanly, and the client never rejoins", async () => {
+    const server = await startServer(["-lifecycle", "repair"]);
     const asked: number[] = [];
     const counting = async (url: string, init: RequestInit): Promise<Response> => {
       const res = await fetch(url, init);
@@ -208,8 +208,8 @@ describe("a run whose app failed (Go middleware)", () => {
     expect(server.child.stderr).toMatch(/^agui-state: \/agent: the handler panicked: the agent failed; the sidecar ended its run/m);
   }, 120_000);
 
-  test("issue 38: the handler panics after 3 events, its lifecycle passed; the client errs at once: the run and one rejoin, answered 410, reach the server, and no more", async () => {
-    const server = await startServer(["-lifecycle", "pass"]);
+  test("issue 38: the handler panics after 3 events, its lifecycle passed (the default); the client errs at once: the run and one rejoin, answered 410, reach the server, and no more", async () => {
+    const server = await startServer();
     const asked: { lastEventId: string | null; status: number }[] = [];
     const counting = async (url: string, init: RequestInit): Promise<Response> => {
       const res = await fetch(url, init);

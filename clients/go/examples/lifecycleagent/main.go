@@ -5,11 +5,13 @@
 // with the real @ag-ui/client.
 //
 // POST /agent?case=N answers case N's events, one SSE block each, flushed,
-// through the middleware with its default lifecycle (repair); POST /pass?case=N
-// the same through a middleware with Lifecycle "pass", on the same sidecar.
-// Then the handler ends as the case says: "eof" returns; "reset" panics with
+// through the middleware with Lifecycle "repair"; POST /pass?case=N the same
+// through one with Lifecycle "pass", and POST /default?case=N through one
+// with none (the sidecar's default, pass), all on the same sidecar. Then the
+// handler ends as the case says: "eof" returns; "reset" panics with
 // http.ErrAbortHandler (net/http breaks such a response off), or, with
-// &panic=plain, with a plain value, as a failing agent does.
+// &panic=plain, with a plain value, as a failing agent does. Each finding the
+// repair mended or discarded is a line of the log: "PATH: finding CODE OUTCOME".
 //
 //	AGUI_STATE_BIN=dist/agui-state go run ./examples/lifecycleagent -cases test/fixtures/lifecycle/cases.json
 //
@@ -54,24 +56,31 @@ func main() {
 		log.Fatalf("%s: %v", *file, err)
 	}
 
-	repair, err := aguistate.NewMiddleware(context.Background(), aguistate.MiddlewareOptions{Paths: []string{"/agent"}})
+	findings := func(r *http.Request, f aguistate.StreamFinding) {
+		if f.Outcome == "mended" || f.Outcome == "discarded" {
+			log.Printf("%s: finding %s %s", r.URL.Path, f.Code, f.Outcome)
+		}
+	}
+	repair, err := aguistate.NewMiddleware(context.Background(), aguistate.MiddlewareOptions{Paths: []string{"/agent"}, Lifecycle: "repair", Findings: findings})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer repair.Close()
-	// The negative control: the same streams, their lifecycle as sent.
-	pass := aguistate.Middleware(repair.Client(), aguistate.MiddlewareOptions{Paths: []string{"/pass"}, Lifecycle: "pass"})
+	// The negative controls: the same streams, their lifecycle as sent.
+	pass := aguistate.Middleware(repair.Client(), aguistate.MiddlewareOptions{Paths: []string{"/pass"}, Lifecycle: "pass", Findings: findings})
+	byDefault := aguistate.Middleware(repair.Client(), aguistate.MiddlewareOptions{Paths: []string{"/default"}, Findings: findings})
 
 	mux := http.NewServeMux()
-	mux.Handle("/agent", agent(table.Cases))
-	mux.Handle("/pass", agent(table.Cases))
+	for _, path := range []string{"/agent", "/pass", "/default"} {
+		mux.Handle(path, agent(table.Cases))
+	}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Printf("http://%s\n", ln.Addr())
-	log.Fatal(http.Serve(ln, repair.Handler(pass(mux))))
+	log.Fatal(http.Serve(ln, repair.Handler(pass(byDefault(mux)))))
 }
 
 // agent answers the case ?case=N names, and ends as its `end` says.
