@@ -114,7 +114,10 @@ export class StreamFixer {
   private ending(): string {
     if (this.passing) return this.takeHeld();
     const m = this.client.end(this.reader.line);
-    if (m !== undefined && m.findings.length > 0) this.runEnded = true;
+    if (m !== undefined && m.findings.length > 0) {
+      this.runEnded = true;
+      if (this.onFinding) for (const f of m.findings) this.onFinding(f);
+    }
     return m === undefined ? this.takeHeld() : this.compose(m, "");
   }
 

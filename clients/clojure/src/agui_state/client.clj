@@ -339,13 +339,14 @@
     params))
 
 (defn open-stream
-  "{:request :response :own :snapshots :join-keys :resume}: a response to
+  "{:request :response :own :snapshots :join-keys :resume :lifecycle}: a response to
   repair (protocol/README.md §14). :request {\"method\" \"path\" \"headers\"
   \"body\"} is the request as received (its path with the query, its headers
   [name value] pairs, its body as text, left out when it was not kept whole),
   :response {\"status\" \"headers\"} the app's response head; the repair policy
   of `fix --own` (pointers), `--snapshots` (\"pass\" or \"delta\") and
-  `--join-keys`; :resume false turns resume off for the stream. The sidecar
+  `--join-keys`, and `--lifecycle` (:lifecycle \"pass\", the default, or
+  \"repair\"); :resume false turns resume off for the stream. The sidecar
   decides the rest (the framing, the baseline, the headers). Returns {:pass
   {\"code\" \"message\"}} when the response is not one to repair, else
   {:stream-id :headers :replay-bytes}, and :baseline (why the request's state
@@ -370,10 +371,14 @@
   [client params] (call client "fixStream" params))
 
 (defn close-stream
-  "{:stream-id :broken}, or just the stream id. Returns {:text :findings :summary}:
-  the rest of the output, the findings of the events it completes, and the
-  whole stream's counts (string keys, as the protocol names them). :broken true says the app's response broke off rather than ended:
-  a resumable run then ends as cancelled."
+  "{:stream-id :broken}, or just the stream id. Returns {:text :findings :summary
+  :ended}: the rest of the output, the findings of the events it completes, the
+  whole stream's counts (string keys, as the protocol names them), and whether
+  the sidecar ended the run itself in :text (the closes and a RUN_ERROR with
+  code INCOMPLETE_STREAM: the stream stopped inside a run, under
+  :lifecycle \"repair\"): write :text, then end the response cleanly. :broken
+  true says the app's response broke off rather than ended: a resumable run
+  then ends as cancelled."
   [client params] (call client "closeStream" (if (map? params) params {:stream-id params})))
 
 ;;; Resume (protocol/README.md §16): a run that outlives its client's connection,

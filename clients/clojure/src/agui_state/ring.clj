@@ -75,6 +75,20 @@
       (constantly given)
       (sidecar/lazily (select-keys opts [:store :detach-grace])))))
 
+(def ^:private lifecycles
+  "The values of :lifecycle, as `fix --lifecycle` names them (protocol/README.md §13)."
+  #{"repair" "pass"})
+
+(defn- checked
+  "opts, or ex-info with :code \"INVALID_OPTION\" for a :lifecycle that is
+  neither \"repair\" nor \"pass\": said when the app is made, not at its first
+  request."
+  [{:keys [lifecycle] :as opts}]
+  (when (and (some? lifecycle) (not (contains? lifecycles lifecycle)))
+    (throw (ex-info (str "agui-state.ring: :lifecycle is \"repair\" or \"pass\", not " (pr-str lifecycle))
+                    {:code "INVALID_OPTION" :option :lifecycle :value lifecycle})))
+  opts)
+
 (defn wrap-agui-state
   "Wraps a Ring handler (one argument, or three for async) so that its AG-UI
   event streams reach the client repaired. Pure: it starts nothing and changes
@@ -93,6 +107,17 @@
     :snapshots  \"pass\" (default) or \"delta\" (`fix --snapshots`)
     :join-keys  true to read an unescaped /toolState/a/b as the key \"a/b\" when
                 that is the only way the op applies (`fix --join-keys`)
+    :lifecycle  \"pass\" (the sidecar's default) or \"repair\" (`fix --lifecycle`):
+                repair mends a run the client would reject (content after its
+                message's end, a RUN_FINISHED with a message open, events after
+                the run's end, a stream that stops inside its run, ...), each
+                mend a finding; pass leaves the lifecycle as the app wrote it
+                (repair sends events the app never wrote: opt in).
+                Any other value throws ex-info with :code \"INVALID_OPTION\".
+                Under repair, a body that throws inside a run gets the run's
+                closes and a RUN_ERROR (code INCOMPLETE_STREAM) and the response
+                ends cleanly (the client holds a whole, failed run); the
+                exception goes to :warn, once, with its stack trace
     :paths      the paths to handle: an entry handles itself and the paths
                 below it (\"/agent\": /agent, /agent/, /agent/run, not /agents;
                 \"/\": every one); nil, every one. The sidecar applies it
@@ -121,7 +146,7 @@
   is encoded: a response with a Content-Encoding passes untouched, with a warning."
   ([handler] (wrap-agui-state handler {}))
   ([handler opts]
-   (let [c (client-of opts)
+   (let [c (client-of (checked opts))
          opts (-> opts
                   (update :warn #(or % stderr-line))
                   (update :log #(or % stderr-line))

@@ -4,7 +4,8 @@
   stopped twice under a system's hand, and wrap-agui-state is a pure wrap-: it
   starts no process and changes no global state, neither a var's root, nor an
   atom or volatile a namespace of the client holds, nor a System property.
-  :store or :detach-grace beside a given sidecar is CONFLICTING_OPTIONS."
+  :store or :detach-grace beside a given sidecar is CONFLICTING_OPTIONS, and a
+  :lifecycle other than \"repair\" or \"pass\" is INVALID_OPTION (issue 40)."
   (:require [agui-state.client :as c]
             [agui-state.ring :as r]
             [agui-state.ring-agent :as agent]
@@ -98,3 +99,13 @@
         (is (re-find #"sidecar" (str (ex-message e))) label)))
     (is (fn? (r/wrap-agui-state agent/router {:store "memory" :detach-grace 3}))
         "without a sidecar they are the flags of the one it starts")))
+
+(deftest lifecycle-is-repair-or-pass-and-anything-else-is-invalid-option
+  ;; Issue 40: said when the app is made, before any request, and without a sidecar.
+  (doseq [v [:pass "Repair" "" true 1]]
+    (let [e (try (r/wrap-agui-state agent/router {:lifecycle v}) nil (catch clojure.lang.ExceptionInfo e e))]
+      (is (= "INVALID_OPTION" (:code (ex-data e))) (pr-str v))
+      (is (= :lifecycle (:option (ex-data e))) (pr-str v))
+      (is (re-find #":lifecycle is \"repair\" or \"pass\"" (str (ex-message e))) (pr-str v))))
+  (doseq [v ["repair" "pass" nil]]
+    (is (fn? (r/wrap-agui-state agent/router {:lifecycle v})) (pr-str v))))

@@ -15,7 +15,7 @@
             [agui-state.ring.stream :as stream]
             [clojure.string :as str]
             [ring.core.protocols :as protocols])
-  (:import (java.io InputStream OutputStream)))
+  (:import (java.io InputStream OutputStream PrintWriter StringWriter)))
 
 (set! *warn-on-reflection* true)
 
@@ -76,10 +76,21 @@
     (rejoin/respond kind (head request) (if t ((:read-ahead! t)) "") c
                     (select-keys opts [:warn :log]))))
 
+(defn- trace
+  "A Throwable and its stack trace, as the adapter would have logged it."
+  ^String [^Throwable t]
+  (let [w (StringWriter.)]
+    (.printStackTrace t (PrintWriter. w))
+    (str/trimr (str w))))
+
 (defn- repaired-body
   "A StreamableResponseBody that writes `body` through a repairing stream on the
-  sidecar's stream `opened`."
-  [body response c opened params opts]
+  sidecar's stream `opened`. A body that throws is a run broken off: when the
+  sidecar ended that run itself (closeStream's `ended`, issue 40: the closes and
+  a RUN_ERROR INCOMPLETE_STREAM), the response has ended cleanly, the client
+  holds a whole, failed run, and the exception is said once to :warn instead of
+  rethrown (which would break the response off); otherwise it is rethrown."
+  [body response c opened params {:keys [warn] :as opts}]
   (reify protocols/StreamableResponseBody
     (write-body-to-stream [_ _ out]
       (let [{:keys [^OutputStream stream abandon]} (stream/repairing-stream out c opened params opts)]
@@ -87,14 +98,20 @@
              ;; Ring's protocol closes the stream after the body; a body that
              ;; does not is closed here (closing twice is nothing).
              (.close stream)
-             (catch Throwable t (abandon) (throw t)))))))
+             (catch Throwable t
+               (if (abandon)
+                 (do (when (instance? InterruptedException t) (.interrupt (Thread/currentThread)))
+                     (warn (str "agui-state.ring: stream " (:stream-id opened) ": the app's response threw;"
+                                " the run was ended with a RUN_ERROR (INCOMPLETE_STREAM) and the response"
+                                " ended cleanly: " (trace t))))
+                 (throw t))))))))
 
 (defn repair
   "The handler's `response` to `request` (its body teed by `tee`), at its head:
   the body read on up to the limit, the stream opened with both, and the
   response given openStream's headers and a repairing body; or the response as
   it is when openStream passes it (`pass`) or fails."
-  [request tee response c {:keys [own snapshots join-keys resume warn] :as opts}]
+  [request tee response c {:keys [own snapshots join-keys resume lifecycle warn] :as opts}]
   (if (nil? (:body response))
     response
     ;; No body stream (a direct call's GET): the body is empty, not left out.
@@ -105,7 +122,10 @@
                    (seq own) (assoc :own (vec own))
                    snapshots (assoc :snapshots snapshots)
                    join-keys (assoc :join-keys true)
-                   (false? resume) (assoc :resume false))
+                   (false? resume) (assoc :resume false)
+                   ;; Left out when not given: the sidecar's default (pass), and a
+                   ;; sidecar before issue 40 takes the call.
+                   lifecycle (assoc :lifecycle lifecycle))
           ;; Starting the sidecar is inside the try: a missing binary fails open too.
           [cl opened] (try (let [cl (c)] [cl (sidecar/open! cl params)])
                            (catch Exception e

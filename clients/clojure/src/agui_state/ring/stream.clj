@@ -72,8 +72,12 @@
   flushed. Its findings go to `log` by outcome (§13's four words: what the
   repair changed is said), each finding in order to `finding` when given;
   restarts and failures to `warn`. Returns {:stream :abandon}: abandon closes
-  the sidecar's stream when the response will not end normally (the app broke
-  off).
+  the sidecar's stream when the app broke off (see below).
+
+  When the app's body throws, abandon writes the text of closeStream (broken)
+  and, when its `ended` says the sidecar ended the run itself, closes `out`:
+  abandon returns whether the run was so ended (here or at close), in which
+  case the response ended cleanly and the body's exception is not rethrown.
 
   Kept (machine/unanswered-after, machine/replay-after): the bytes no reply
   has answered for (`pending`), what failing open writes; and the answered
@@ -157,12 +161,15 @@
         to-client! (fn [^String s]
                      (when (and (= (state) :repairing) (pos? (.length s)))
                        (try (.write out (utf8 s)) (.flush out) (catch IOException e (gone! e)))))
-        ;; A reply's text goes out, and its findings are said.
-        emit! (fn [reply]
-                (to-client! (str (:text reply)))
+        ;; A reply's findings are said.
+        said! (fn [reply]
                 (when-let [line (outcome-line reply)]
                   (log (str "agui-state.ring: stream " (sid) ": " line)))
                 (when finding (run! finding (:findings reply))))
+        ;; A reply's text goes out, and its findings are said.
+        emit! (fn [reply]
+                (to-client! (str (:text reply)))
+                (said! reply))
         ;; `text` was given and `reply` came back: what it answered for moves from
         ;; `unanswered` to the replay, and the reply goes out.
         answered! (fn [^String text reply]
@@ -263,7 +270,10 @@
                     (when (m/live? (state))
                       (let [reply (try (rpc client/close-stream (sid)) (catch Exception e e))]
                         (cond
-                          (not (instance? Exception reply)) (do (emit! reply) (go! :end))
+                          (not (instance? Exception reply))
+                          (do (when (and (true? (:ended reply)) (= (state) :repairing))
+                                (vswap! st assoc :ended-run true))
+                              (emit! reply) (go! :end))
                           (= (state) :detached) (go! :end)
                           (and (sidecar/lost? reply) (not (sidecar/hung? reply)) (recover! reply "closeStream"))
                           (let [tail (.toString unanswered "UTF-8")]
@@ -273,6 +283,24 @@
                             (recur))
                           :else (fail-open! "closeStream" reply "")))))
                   (stop-tick!))
+        ;; The app broke off while the client reads (issue 40, closeStream's `ended`):
+        ;; closeStream broken, its text written; when the sidecar ended the run in
+        ;; that text (the closes and a RUN_ERROR INCOMPLETE_STREAM), the response
+        ;; ends cleanly, so that the client gets a whole, failed run. Otherwise (pass,
+        ;; a run that had ended, an older sidecar, a client gone) it is broken off.
+        broke! (fn []
+                 (stop-tick!)
+                 (let [reply (try (rpc client/close-stream {:stream-id (sid) :broken true})
+                                  (catch Exception _ nil))]
+                   (go! :broke)
+                   (when reply
+                     (said! reply)
+                     (try (raw! (utf8 (str (:text reply))))
+                          (.flush out)
+                          (when (true? (:ended reply))
+                            (.close out)
+                            (vswap! st assoc :ended-run true))
+                          (catch IOException _ nil)))))
         closed (fn [] (IOException. (if (:cancelled @st)
                                       "the client went away, and nobody rejoined the run within the grace period"
                                       "stream closed")))
@@ -318,5 +346,8 @@
       (locking lock (guard #(to-client! block))))
     {:stream stream
      :abandon (fn [] (locking lock
-                       (when (m/live? (state)) (stop-tick!) (forget!))
-                       (when-not (= (state) :ended) (go! :broke))))}))
+                       (if (= (state) :repairing)
+                         (broke!)
+                         (do (when (m/live? (state)) (stop-tick!) (forget!))
+                             (when-not (= (state) :ended) (go! :broke))))
+                       (boolean (:ended-run @st))))}))
