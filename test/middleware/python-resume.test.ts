@@ -236,7 +236,25 @@ describe("only the requester rejoins (Python middleware)", () => {
 });
 
 describe("a run whose app raised (Python middleware under uvicorn)", () => {
-  test("fails on the client at once: the run and one rejoin reach the server, the rejoin answered 410, then the client errs", async () => {
+  test("lifecycle='repair': the sidecar ends the run with RUN_ERROR INCOMPLETE_STREAM and the response cleanly; the client has a whole failed run, no rejoin; one warning, no traceback", async () => {
+    const server = await startServer("--lifecycle", "repair");
+    const statuses: number[] = [];
+    const counting = async (url: string, init: RequestInit): Promise<Response> => {
+      const res = await fetch(url, init);
+      statuses.push(res.status);
+      return res;
+    };
+    const client = new ResumableHttpAgent({ url: `${server.url}/agent?raise=3`, threadId: "t10r", initialState: {}, resume: { backoffMs: 1, fetch: counting } });
+    const codes: string[] = [];
+    await client.runAgent({ runId: "r1" }, { onRunErrorEvent: ({ event }) => void codes.push(String(event.code)) });
+    expect(codes).toEqual(["INCOMPLETE_STREAM"]);
+    expect(statuses, "the run only: it ended, so nothing to rejoin").toEqual([200]);
+    expect(await hits(server)).toBe(1);
+    await server.child.until(() => server.child.stderr.includes("the app raised"), "the middleware's warning", 30_000);
+    expect(server.child.stderr).toBe("WARNING agui_state.asgi: /agent: the app raised mid-stream (RuntimeError: the agent failed mid-run); the run was ended with a RUN_ERROR (INCOMPLETE_STREAM)\n");
+  }, 120_000);
+
+  test("fails on the client at once: the run and one rejoin reach the server, the rejoin answered 410, then the client errs (lifecycle repair is opt-in: the negative control)", async () => {
     const server = await startServer();
     // The agent writes three events, then raises: uvicorn closes the connection with the answer unended.
     const statuses: number[] = [];

@@ -234,11 +234,12 @@ class Methods(Generic[R]):
     # middleware (agui_state.asgi). A stream that is unknown, closed or evicted raises UnknownStreamError.
 
     def open_stream(self, *, state: Optional[Dict[str, JSON]] = None, own: Optional[Iterable[str]] = None,
-                    snapshots: Optional[str] = None, join_keys: bool = False, framing: Optional[str] = None,
-                    resume: Union[bool, Dict[str, JSON], None] = None, request: Optional[Dict[str, JSON]] = None,
-                    response: Optional[Dict[str, JSON]] = None) -> R:
+                    snapshots: Optional[str] = None, join_keys: bool = False, lifecycle: Optional[str] = None,
+                    framing: Optional[str] = None, resume: Union[bool, Dict[str, JSON], None] = None,
+                    request: Optional[Dict[str, JSON]] = None, response: Optional[Dict[str, JSON]] = None) -> R:
         """openStream. own, snapshots ("pass" or "delta") and join_keys are `fix --own`, `--snapshots`,
-        `--join-keys`. What a middleware passes (protocol/README.md §14): `request` ({method, path, headers,
+        `--join-keys`, lifecycle ("repair", the sidecar's default, or "pass") `fix --lifecycle`: whether a run's
+        lifecycle faults are mended (protocol/README.md §13). What a middleware passes (protocol/README.md §14): `request` ({method, path, headers,
         body?}: the request as received, its header pairs, and its body as text when the whole of it was
         kept) and `response` ({status, headers}: the app's response head); `resume=False` when the
         middleware's resume is off. The sidecar then decides the framing, the baseline and the headers:
@@ -250,8 +251,8 @@ class Methods(Generic[R]):
         responseHeaders}) that files the stream as a resumable run; {streamId, run?, opening?, headers?}."""
         own = _optional_sequence("open_stream", "own", own, "str")
         return self.call("openStream", _params(state=state, own=own, snapshots=snapshots,
-                                               join_keys=join_keys or None, framing=framing, resume=resume,
-                                               request=request, response=response))
+                                               join_keys=join_keys or None, lifecycle=lifecycle, framing=framing,
+                                               resume=resume, request=request, response=response))
 
     def fix_stream(self, stream_id: str, text: str) -> R:
         """fixStream: {text, findings, passed, mended, discarded, kept, pending?, head?}: the repaired text of
@@ -265,9 +266,10 @@ class Methods(Generic[R]):
         return self.call("fixStream", {"streamId": stream_id, "text": text})
 
     def close_stream(self, stream_id: str, *, broken: bool = False) -> R:
-        """closeStream: {text, findings, summary}: the rest of the output, the findings of the events it
-        completes, and the whole stream counted. The stream
-        is forgotten. `broken`: the app's response broke off rather than ended (a resumable run then ends
+        """closeStream: {text, findings, summary, ended}: the rest of the output, the findings of the events it
+        completes, and the whole stream counted. `ended`: the stream stopped inside a run and `text` ends it
+        (its closes and a RUN_ERROR with code INCOMPLETE_STREAM): write it, then end the response cleanly,
+        even when the app broke off. The stream is forgotten. `broken`: the app's response broke off rather than ended (a resumable run then ends
         as cancelled, and a rejoin of it is broken off too)."""
         return self.call("closeStream", _params(stream_id=stream_id, broken=broken or None))
 

@@ -11,7 +11,7 @@ from ._body import BodyTap
 from ._fixing import Repair, RunCancelled
 from ._lifecycle import Event, Lifecycle, Phase
 from ._rejoin import header_pairs, target
-from ._sidecar import SharedSidecar
+from ._sidecar import SharedSidecar, log
 from ._tasks import Tasks
 
 Scope = MutableMapping[str, Any]
@@ -41,20 +41,43 @@ class Exchange:
 
     async def run(self) -> None:
         """The app, in a task of its own, which a run's cancel cancels: the app may be silent then, and a write
-        that fails would never come. Its own outcome, error or cancel, goes up as it would without us."""
+        that fails would never come. Its own outcome, error or cancel, goes up as it would without us; except
+        an error mid-stream after which the sidecar ended the run (issue 40): the client has a whole run then."""
         try:
             task = self.app_task = self.tasks.start(self.app(self.scope, self.receive, self.send))
             await asyncio.wait({task})  # cancelled (the server cancelled this request): close() cancels the app
             if self.cancelled and (task.cancelled() or isinstance(task.exception(), RunCancelled)):
                 return  # our cancel: the client is gone, and the response with it
-            if self.repair is not None and not task.cancelled() and task.exception() is not None:
+            error = None if task.cancelled() else task.exception()
+            if self.repair is not None and error is not None:
                 await self.repair.settle()  # the app raised: what it wrote goes out before the run breaks off
+                if await self._broke(error):
+                    return  # the sidecar ended the run, and the response is ended: the client has it whole
             task.result()
         finally:
             if self.repair is not None:
                 self.repair.abandon()  # a no-op once the response has ended
             self.life.on(Event.ENDED)
             await self.tasks.close()
+
+    async def _broke(self, e: BaseException) -> bool:
+        """The app raised mid-response: closeStream (broken) and its text written (§14). True when that text
+        ended the run (closeStream's `ended`, issue 40: its closes and a RUN_ERROR with code INCOMPLETE_STREAM):
+        the response is then ended cleanly and the app's error said once here, not raised to the server (which
+        would log a traceback for a run the client got whole). False: it breaks off, as before."""
+        assert self.repair is not None
+        out, ended = await self.repair.close_broken()
+        writing = self.life.writing
+        self.repair.abandon()  # the stream is closed: this ends the lifecycle only
+        if writing and (out or ended):
+            try:
+                await self.down_send({"type": "http.response.body", "body": out, "more_body": not ended})
+            except Exception:  # noqa: BLE001 - the client is gone: the app's error goes up, as before
+                return False
+        if ended:
+            log.warning("%s: the app raised mid-stream (%s: %s); the run was ended with a RUN_ERROR "
+                        "(INCOMPLETE_STREAM)", self.scope.get("path", ""), type(e).__name__, e)
+        return ended
 
     def _cancel_app(self) -> None:
         self.cancelled = True

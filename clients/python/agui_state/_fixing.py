@@ -60,6 +60,7 @@ class Repair:
         self.idle = asyncio.Event()  # the pump waits for text, with nothing queued: what the app wrote went out
         self.released = asyncio.Event()  # the run is over for the app: ended, cancelled or abandoned
         self.error: Optional[BaseException] = None
+        self.ended = False  # closeStream said `ended`: its text ends the run (issue 40)
         self.pump: Optional["asyncio.Future[None]"] = None
 
     async def open(self) -> Optional[List[Tuple[bytes, bytes]]]:
@@ -191,16 +192,16 @@ class Repair:
                 log.debug("%s: agui-state finding: %s", self.path,
                           json.dumps(finding, ensure_ascii=True, separators=(",", ":")))
 
-    async def _close(self) -> bytes:
-        """closeStream at the app's end (on a new sidecar if the old one died): its text, or failed open, the
-        unanswered tail."""
+    async def _close(self, broken: bool = False) -> bytes:
+        """closeStream at the app's end, or `broken` at its break (on a new sidecar if the old one died): its
+        text, or failed open, the unanswered tail."""
         out = b""
         while self.client is not None and self.id is not None:
             try:
                 gone = self._gone()
                 if gone is not None:
                     raise gone
-                closed: Dict[str, Any] = await self.client.close_stream(self.id)
+                closed: Dict[str, Any] = await self.client.close_stream(self.id, broken=broken)
             except SidecarExitedError as e:
                 if await self._connect(e, "closeStream") is not None:
                     out += await self._fix(self.kept.again())
@@ -208,7 +209,7 @@ class Repair:
             except Exception as e:  # noqa: BLE001 - fail open
                 self._fail(e, "closeStream")
                 break
-            self.id = None
+            self.id, self.ended = None, bool(closed.get("ended"))
             summary = closed["summary"]
             self._findings({"findings": closed["findings"]})
             log.log(logging.INFO if any(summary.get(o) for o in _OUTCOMES) else logging.DEBUG,
@@ -276,6 +277,17 @@ class Repair:
         finally:
             idle.cancel()
             await asyncio.wait({idle})
+
+    async def close_broken(self) -> Tuple[bytes, bool]:
+        """The app raised mid-response, after settle(): closeStream as broken off (§14). Its text, and whether
+        that text ends the run (`ended`, issue 40); the exchange writes it. (b"", False): ended, or failed open."""
+        if self.pump is not None and not self.pump.done():
+            self.pump.cancel()  # idle (settle): waiting for text that will not come
+            await asyncio.wait({self.pump})
+        if self.life.phase not in (Phase.REPAIRING, Phase.DETACHED):
+            return b"", False
+        out = await self._close(broken=True)
+        return out, self.ended and self.life.phase is not Phase.PASSING
 
     # The pump, and what it writes.
 

@@ -56,12 +56,18 @@ class AguiStateMiddleware:
     "redis://HOST:PORT[/DB]") and `detach_grace` (seconds; 0 cancels the app as soon as its client
     leaves) are the sidecar's --store and --detach-grace, for the sidecar the middleware starts: given
     with `sidecar` they are a ValueError (CONFLICTING_OPTIONS); None leaves the sidecar's default (memory, 30 s).
+
+    `lifecycle` ("repair" or "pass"; None leaves the sidecar's default, pass; protocol/README.md §13) is `fix
+    --lifecycle`: with "repair", a run's lifecycle faults are mended so that the client does not fail it, and
+    a stream that stops inside its run (the app's response ended early, or the app raised mid-stream) is ended
+    by the sidecar with a RUN_ERROR (INCOMPLETE_STREAM) and its response ended cleanly: the client gets a
+    whole, failed run, and the app's exception is logged once at WARNING rather than raised to the server.
     """
 
     def __init__(self, app: ASGIApp, *, own: Iterable[str] = (), snapshots: Optional[str] = None,
                  join_keys: bool = False, sidecar: Optional[AsyncAguiState] = None,
                  paths: Optional[Iterable[str]] = None, resume: bool = True, store: Optional[str] = None,
-                 detach_grace: Optional[float] = None) -> None:
+                 detach_grace: Optional[float] = None, lifecycle: Optional[str] = None) -> None:
         self.app = app
         owned = [] if isinstance(own, (str, bytes)) else list(own)
         if isinstance(own, (str, bytes)) or not all(isinstance(p, str) and p.startswith("/") for p in owned):
@@ -69,13 +75,15 @@ class AguiStateMiddleware:
                             f"'/toolState', not {own!r}")
         if snapshots not in (None, "pass", "delta"):
             raise ValueError(f"AguiStateMiddleware: snapshots must be 'pass' or 'delta', not {snapshots!r}")
+        if lifecycle not in (None, "repair", "pass"):
+            raise ValueError(f"AguiStateMiddleware: INVALID_OPTION: lifecycle must be 'repair' or 'pass', not {lifecycle!r}")
         listed = None if paths is None or isinstance(paths, (str, bytes)) else list(paths)
         if paths is not None and (listed is None or not all(isinstance(p, str) for p in listed)):
             raise TypeError(f"AguiStateMiddleware: paths must be a sequence of str, not {paths!r}")
         self.paths = listed  # as given: the sidecar holds the rule, and refuses an entry not starting with /
         self.resume = bool(resume)
         self.options = {"own": owned or None, "snapshots": snapshots, "join_keys": bool(join_keys),
-                        "resume": None if self.resume else False}
+                        "resume": None if self.resume else False, "lifecycle": lifecycle}
         args: List[str] = []
         if store is not None:
             if not isinstance(store, str) or not store:

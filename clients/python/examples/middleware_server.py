@@ -12,7 +12,7 @@ kills the sidecar there. `--app-without-lifespan` serves the same routes as an a
 ...)`: the middleware answers the lifespan itself.
 
 Resume (test/middleware/python-resume.test.ts): `--store URL`, `--detach-grace SECONDS` and `--no-resume` are
-the middleware's store, detach_grace and resume=False; `--log-bytes SIZE` gives the middleware a sidecar
+the middleware's store, detach_grace and resume=False (`--lifecycle MODE` its lifecycle); `--log-bytes SIZE` gives the middleware a sidecar
 started with that run log cap (--log-bytes: past it the least recently used run is evicted); `--verbose` logs
 the middleware's INFO lines too. With ?pause=NAME a run stops after its fourth event
 until POST /resume?name=NAME; GET /paused?name=NAME answers once it stopped there, GET /cancelled?name=NAME
@@ -51,6 +51,8 @@ GRACE = flag("--detach-grace")
 OPTIONS: Dict[str, Any] = {"own": ["/toolState"], "join_keys": True, "paths": ["/agent"],
                            "resume": "--no-resume" not in sys.argv, "store": flag("--store"),
                            "detach_grace": None if GRACE is None else float(GRACE)}
+if flag("--lifecycle") is not None:  # issue 40: "pass" leaves a raising app's response broken off
+    OPTIONS["lifecycle"] = flag("--lifecycle")
 if flag("--log-bytes") is not None:  # a sidecar of the caller's own: the middleware starts it
     OPTIONS["sidecar"] = AsyncAguiState(args=["--log-bytes", str(flag("--log-bytes"))])
 app = FastAPI()
