@@ -38,11 +38,21 @@ const CASES = (JSON.parse(readFileSync(TABLE, "utf8")) as { cases: LifecycleCase
 
 let tmp = "";
 let exe = "";
+// A response broken off (a reset under "pass"): @ag-ui/client 1.0.0 (runHttpRequest) cancels the failed
+// body's reader and rethrows what that cancel rejects with from a promise nobody holds, an unhandled
+// rejection after the run already failed, at a moment of its own (as in python-resume.test.ts). For this
+// file's tests, such a cancel resolves.
+let handled: { mockRestore: () => void } | undefined;
 beforeAll(() => {
   tmp = mkdtempSync(path.join(os.tmpdir(), "agui-mw-go-life-"));
   if (spawnSync("go", ["version"], { stdio: "ignore" }).status === 0) exe = goBuild(path.join(ROOT, "clients/go"), "./examples/lifecycleagent", tmp);
+  const cancel = ReadableStreamDefaultReader.prototype.cancel;
+  handled = vi.spyOn(ReadableStreamDefaultReader.prototype, "cancel").mockImplementation(function (this: ReadableStreamDefaultReader, reason?: unknown) {
+    return cancel.call(this, reason).catch(() => undefined);
+  });
 }, 620_000);
 afterAll(() => {
+  handled?.mockRestore();
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -82,13 +92,6 @@ async function failures(url: string, c: LifecycleCase): Promise<string[]> {
   // The client's console.error on a rejected run is its own report of it: kept as a failure, not printed.
   const error = vi.spyOn(console, "error").mockImplementation(() => undefined);
   const warn = vi.spyOn(console, "warn").mockImplementation((...a: unknown[]) => void failed.push(`the client warned: ${String(a[0]).slice(0, 300)}`));
-  // A response broken off (a reset under "pass"): @ag-ui/client 1.0.0 (runHttpRequest) cancels the failed
-  // body's reader and rethrows what that cancel rejects with from a promise nobody holds, an unhandled
-  // rejection after the run already failed (as in python-resume.test.ts). Here such a cancel resolves.
-  const cancel = ReadableStreamDefaultReader.prototype.cancel;
-  const handled = vi.spyOn(ReadableStreamDefaultReader.prototype, "cancel").mockImplementation(function (this: ReadableStreamDefaultReader, reason?: unknown) {
-    return cancel.call(this, reason).catch(() => undefined);
-  });
   try {
     await agent.runAgent({ runId: c.input.runId }, {
       onRunFinishedEvent: () => void (finished = true),
@@ -99,7 +102,6 @@ async function failures(url: string, c: LifecycleCase): Promise<string[]> {
   } finally {
     error.mockRestore();
     warn.mockRestore();
-    handled.mockRestore();
   }
   if (c.expect.run === "finished" && !finished) failed.push("no onRunFinishedEvent");
   if (c.expect.run === "error" && !errorCodes.includes(c.expect.errorCode ?? "")) failed.push(`no onRunErrorEvent ${c.expect.errorCode ?? ""} (got ${JSON.stringify(errorCodes)})`);
