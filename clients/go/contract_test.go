@@ -106,7 +106,7 @@ func TestWireFollowsDiscover(t *testing.T) {
 		func() error { _, err := f.EscapePointer(ctx, []any{"a", 0}); return err },
 		func() error { _, err := f.ParsePointer(ctx, "/a"); return err },
 		func() error {
-			_, err := f.OpenStream(ctx, OpenStreamParams{State: json.RawMessage(`{"k":1}`), Own: []string{"/k"}, Snapshots: "delta", JoinKeys: true, Framing: "sse",
+			_, err := f.OpenStream(ctx, OpenStreamParams{State: json.RawMessage(`{"k":1}`), Own: []string{"/k"}, Snapshots: "delta", JoinKeys: true, Framing: "sse", Lifecycle: "pass",
 				Resume: &ResumeRun{ThreadID: "t", Messages: json.RawMessage(`[]`), Path: "/agent", RequestHeaders: [][2]string{{"Authorization", "Bearer a"}}, ResponseHeaders: [][2]string{{"Content-Type", "text/event-stream"}},
 					Authorization: "Bearer a", Cookie: "s=1", Headers: map[string]string{"content-type": "text/event-stream"}}})
 			return err
@@ -114,7 +114,7 @@ func TestWireFollowsDiscover(t *testing.T) {
 		func() error {
 			body := `{"state":{}}`
 			_, err := f.OpenStream(ctx, OpenStreamParams{Request: &StreamRequest{Method: "POST", Path: "/agent", Headers: [][2]string{{"Content-Type", "application/json"}}, Body: &body},
-				Response: &HTTPResponseHead{Status: 200, Headers: [][2]string{{"Content-Type", "text/event-stream"}}}, Own: []string{"/k"}, Snapshots: "delta", JoinKeys: true, NoResume: true})
+				Response: &HTTPResponseHead{Status: 200, Headers: [][2]string{{"Content-Type", "text/event-stream"}}}, Own: []string{"/k"}, Snapshots: "delta", JoinKeys: true, NoResume: true, Lifecycle: "repair"})
 			return err
 		},
 		func() error { _, err := f.FixStream(ctx, "s1", "data: {}\n\n"); return err },

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -20,6 +21,16 @@ type MiddlewareOptions struct {
 	// Snapshots is "" or "pass" (a snapshot replaces the client's state, as
 	// AG-UI says), or "delta" (the same, sent as a minimal STATE_DELTA).
 	Snapshots string
+	// Lifecycle is fix --lifecycle (issue 40, protocol/README.md §13): "repair"
+	// mends a run's lifecycle the client would refuse (content after its
+	// message's end, a run finished with a tool call open, events after the
+	// run's end, ...), and ends a run the response stopped inside, the handler
+	// returned or panicked, with its closes and a RUN_ERROR (INCOMPLETE_STREAM)
+	// followed by a clean end of the response: the client gets a whole,
+	// failed run. "pass" sends the lifecycle as the handler wrote it. "" is
+	// left out of openStream: the sidecar's default, pass. Any other value is
+	// ErrInvalidOption.
+	Lifecycle string
 	// JoinKeys reads an unescaped /toolState/raster-ops/dataset as the key
 	// "raster-ops/dataset" when that is the only way the op applies.
 	JoinKeys bool
@@ -96,8 +107,18 @@ func sidecarOptions(opts MiddlewareOptions) Options {
 // does not start.
 var ErrConflictingOptions = errors.New("agui-state: CONFLICTING_OPTIONS: Store, DetachGrace and Sidecar start a sidecar, and a Client was given")
 
-// Check is nil, or ErrConflictingOptions when o cannot go with c.
+// ErrInvalidOption: an option with a value it cannot take (Lifecycle other
+// than "", "repair" or "pass"); Check's error wraps it, naming the option.
+var ErrInvalidOption = errors.New("agui-state: INVALID_OPTION")
+
+// Check is nil, ErrConflictingOptions when o cannot go with c, or an error
+// wrapping ErrInvalidOption for an option's value.
 func (o MiddlewareOptions) Check(c *Client) error {
+	switch o.Lifecycle {
+	case "", "repair", "pass":
+	default:
+		return fmt.Errorf("%w: Lifecycle %q: want \"repair\" (or \"\") or \"pass\"", ErrInvalidOption, o.Lifecycle)
+	}
 	s := o.Sidecar
 	if c != nil && (o.Store != "" || o.DetachGrace != 0 || s.Path != "" || s.Args != nil || s.Env != nil || s.Stderr != nil || s.CloseTimeout != 0) {
 		return ErrConflictingOptions
@@ -132,8 +153,8 @@ const maxReopens = 2
 //
 // A nil c starts a sidecar with opts.Sidecar at the first request, which then
 // waits for it (a few hundred milliseconds); NewMiddleware starts it at once.
-// Options that start a sidecar, given with c, panic with ErrConflictingOptions
-// (MiddlewareOptions.Check).
+// Options that start a sidecar, given with c, panic with ErrConflictingOptions,
+// and an option's invalid value with ErrInvalidOption (MiddlewareOptions.Check).
 func Middleware(c *Client, opts MiddlewareOptions) func(http.Handler) http.Handler {
 	if err := opts.Check(c); err != nil {
 		panic(err)
@@ -147,9 +168,9 @@ type Repairer struct{ m *middleware }
 // NewMiddleware starts the sidecar (opts.Sidecar) and readies it for streams
 // before it returns, so that the first stream after the app starts does not
 // wait for it (docs/benchmarks.md, B22go): call it where the app starts, and
-// Close when it stops. ctx bounds only the start. An error (the executable
-// not found, a sidecar that exits at once, options it refuses) is returned,
-// and no process is left behind.
+// Close when it stops. ctx bounds only the start. An error (an invalid
+// option, the executable not found, a sidecar that exits at once, options it
+// refuses) is returned, and no process is left behind.
 //
 //	repair, err := aguistate.NewMiddleware(ctx, aguistate.MiddlewareOptions{Own: []string{"/toolState"}})
 //	if err != nil {
@@ -158,6 +179,9 @@ type Repairer struct{ m *middleware }
 //	defer repair.Close()
 //	http.ListenAndServe(addr, repair.Handler(mux))
 func NewMiddleware(ctx context.Context, opts MiddlewareOptions) (*Repairer, error) {
+	if err := opts.Check(nil); err != nil {
+		return nil, err
+	}
 	c, err := Start(ctx, sidecarOptions(opts))
 	if err != nil {
 		return nil, err
@@ -167,7 +191,7 @@ func NewMiddleware(ctx context.Context, opts MiddlewareOptions) (*Repairer, erro
 	// more than the next (B22go): one short run through a stream opened with
 	// these options does both now, and an Own the sidecar refuses is an error
 	// here rather than a log line at each stream.
-	id, err := c.OpenStream(ctx, OpenStreamParams{Own: opts.Own, Snapshots: opts.Snapshots, JoinKeys: opts.JoinKeys, Framing: "sse"})
+	id, err := c.OpenStream(ctx, OpenStreamParams{Own: opts.Own, Snapshots: opts.Snapshots, JoinKeys: opts.JoinKeys, Lifecycle: opts.Lifecycle, Framing: "sse"})
 	if err == nil {
 		_, err = c.FixStream(ctx, id, warmRun)
 	}
@@ -234,10 +258,31 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 			app = sw.detachable(app) // the handler outlives its client for the grace (middleware_resume.go)
 		}
 		returned := false
-		defer func() { sw.finish(!returned) }()
+		defer func() {
+			// A handler that panicked mid-run: when the sidecar ended its run
+			// (closeStream's ended: the closes and a RUN_ERROR, written), the
+			// response is a whole, failed run, and ends cleanly rather than
+			// breaking off (issue 40); the panic is logged here, once. Else
+			// it goes on up, and net/http breaks the response off, as before.
+			if sw.finish(!returned) && !returned {
+				m.panicked(r, recover())
+			}
+		}()
 		next.ServeHTTP(sw, app)
 		returned = true
 	})
+}
+
+// panicked logs the panic of a handler whose run the sidecar ended: once,
+// with its stack as net/http would, but for http.ErrAbortHandler, the panic
+// that asks for a quiet abort.
+func (m *middleware) panicked(r *http.Request, p any) {
+	const ended = "the sidecar ended its run (RUN_ERROR INCOMPLETE_STREAM), and the response ends cleanly"
+	if p == http.ErrAbortHandler {
+		m.log.Printf("agui-state: %s: the handler aborted (%v); %s", r.URL.Path, p, ended)
+		return
+	}
+	m.log.Printf("agui-state: %s: the handler panicked: %v; %s\n%s", r.URL.Path, p, ended, debug.Stack())
 }
 
 type middleware struct {

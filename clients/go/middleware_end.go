@@ -12,11 +12,14 @@ import (
 // and releases it during its sidecar calls.
 
 // finish ends the response when the handler returns: what drain has not sent
-// goes to the sidecar, then closeStream gives the rest of the output. A
-// handler that panicked (broken) breaks its resumable run off: a rejoin then
-// breaks off too, rather than end as if the run were whole. It holds the
-// turn from drain's last call to its own last, and makes each call without mu.
-func (s *streamWriter) finish(broken bool) {
+// goes to the sidecar, then closeStream gives the rest of the output, which
+// is written. A handler that panicked (broken) breaks its resumable run off:
+// a rejoin then breaks off too, rather than end as if the run were whole. It
+// holds the turn from drain's last call to its own last, and makes each call
+// without mu. It says whether closeStream ended the run itself (ended, issue
+// 40): then the response is a whole, failed run, to be ended cleanly even
+// after a panic.
+func (s *streamWriter) finish(broken bool) (runEnded bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stop != nil {
@@ -24,13 +27,13 @@ func (s *streamWriter) finish(broken bool) {
 	}
 	defer s.life.to(ended) // from waiting (no head: net/http writes one) or passing
 	if s.cond == nil {     // never opened
-		return
+		return false
 	}
 	for s.turn {
 		s.cond.Wait()
 	}
 	if !s.life.feeding() {
-		return
+		return false
 	}
 	s.turn = true
 	defer func() {
@@ -46,33 +49,33 @@ func (s *streamWriter) finish(broken bool) {
 			r, err := s.fix(p, id, part)
 			s.mu.Lock()
 			if !s.life.feeding() {
-				return // the client went away meanwhile (watch): nothing is worth sending
+				return false // the client went away meanwhile (watch): nothing is worth sending
 			}
 			if err != nil {
 				s.buf = append([]byte(part), s.buf...)
 				if err = s.recover(err); err != nil {
 					s.fail(err)
-					return
+					return false
 				}
 				continue
 			}
 			s.took(part, r)
 			if s.out(r.Text) != nil {
 				s.abandon()
-				return
+				return false
 			}
 			continue
 		}
 		r, err := s.closeUnlocked(broken)
 		if !s.life.feeding() {
-			return
+			return false
 		}
 		if err != nil {
 			// A new sidecar is fed the replay, or the head and the unanswered
 			// tail again (recover), and closed in turn.
 			if err = s.recover(err); err != nil {
 				s.fail(err)
-				return
+				return false
 			}
 			continue
 		}
@@ -81,7 +84,9 @@ func (s *streamWriter) finish(broken bool) {
 		s.closed(r)
 		_ = s.out(r.Text)
 		s.end(ended)
+		return r.Ended
 	}
+	return false
 }
 
 // fail gives the stream up: what the sidecar has not answered goes on as the

@@ -44,13 +44,22 @@ func (o outcomes) String() string {
 
 // took keeps a part the sidecar has taken: in the replay while it stays
 // within the limit, and in the tail, cut to the reply's pending (§14,
-// fixStream); and reports its findings.
+// fixStream), and until the first event is answered, to keep the head from
+// (with or without the replay: a stream opened again must start with its
+// RUN_STARTED, or the new sidecar's lifecycle repair would send one of its
+// own, issue 40); and reports its findings.
 func (s *streamWriter) took(part string, r *FixStreamResult) {
 	if s.replay != nil {
 		s.replay = append(s.replay, part...)
 	}
-	if r.Head > 0 && s.head == nil && s.replay != nil {
-		s.head = append([]byte(nil), s.replay[:rawLen(s.replay, r.Head)]...)
+	if s.first != nil {
+		s.first = append(s.first, part...)
+		if r.Head > 0 {
+			s.head = append([]byte(nil), s.first[:rawLen(s.first, r.Head)]...)
+		}
+		if r.Head > 0 || r.Text != "" {
+			s.first = nil // the first event is answered: its head, or none
+		}
 	}
 	if len(s.replay) > s.limit {
 		s.replay = nil

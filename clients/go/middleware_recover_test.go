@@ -55,7 +55,7 @@ func TestMiddlewareRecoversFromACrash(t *testing.T) {
 	h := &paused{head: stream[:cut], tail: stream[cut:], resume: map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}}
 	s, logs := serve(t, c, ownToolState, h.ServeHTTP)
 	want := fixed(t, "{}", stream, ownArgs...)
-	head := fixed(t, "{}", sse(sloppy[:3]), ownArgs...)
+	head := fixedSoFar(t, "{}", sse(sloppy[:3]), ownArgs...)
 
 	pid := c.Process().Pid
 	a := post(t, ctx, s.URL+"?pause=a", `{}`) // s1
@@ -102,7 +102,17 @@ func TestMiddlewareRecoversFromACrash(t *testing.T) {
 // request's state: under Own the next snapshot is an add of /toolState, whole,
 // which applies whatever the client holds, and the client's own keys are not
 // touched; a snapshot passed as it came would wipe them.
+//
+// Under Lifecycle "repair" too: the new stream is fed the run's RUN_STARTED
+// first (fixStream's head, kept without the replay), so its repair does not
+// send one of its own.
 func TestMiddlewareRecoversWithoutTheReplay(t *testing.T) {
+	for _, lifecycle := range []string{"", "repair"} {
+		t.Run("lifecycle "+lifecycle, func(t *testing.T) { recoversWithoutTheReplay(t, lifecycle) })
+	}
+}
+
+func recoversWithoutTheReplay(t *testing.T, lifecycle string) {
 	c, ctx := startClient(t), testCtx(t)
 	events := []string{
 		`{"type":"RUN_STARTED","threadId":"t","runId":"r"}`,
@@ -113,10 +123,11 @@ func TestMiddlewareRecoversWithoutTheReplay(t *testing.T) {
 	h := &paused{head: sse(events[:2]), tail: sse(events[2:]), resume: map[string]chan struct{}{"a": make(chan struct{})}}
 	opts := ownToolState
 	opts.ReplayLimit = -1
+	opts.Lifecycle = lifecycle
 	s, logs := serve(t, c, opts, h.ServeHTTP)
 	state := `{"selectedLayer":"era5","toolState":{"step":0}}`
 	resp := post(t, ctx, s.URL+"?pause=a", `{"state":`+state+`}`)
-	readHead(t, resp.Body, fixed(t, state, h.head, ownArgs...))
+	readHead(t, resp.Body, fixedSoFar(t, state, h.head, ownArgs...))
 	if err := c.Process().Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +161,7 @@ func TestMiddlewareGivesUpOnASidecarThatKeepsDying(t *testing.T) {
 	h := &paused{head: stream[:cut], tail: stream[cut:], resume: map[string]chan struct{}{"a": make(chan struct{})}}
 	s, logs := serve(t, c, ownToolState, h.ServeHTTP)
 	resp := post(t, ctx, s.URL+"?pause=a", `{}`)
-	head := fixed(t, "{}", sse(sloppy[:3]), ownArgs...)
+	head := fixedSoFar(t, "{}", sse(sloppy[:3]), ownArgs...)
 	readHead(t, resp.Body, head)
 	if err := c.Process().Kill(); err != nil {
 		t.Fatal(err)
@@ -285,7 +296,7 @@ func TestMiddlewareRecoversPastTheReplayLimit(t *testing.T) {
 	s, logs := serve(t, c, opts, h.ServeHTTP)
 	state := `{"selectedLayer":"era5","toolState":{"step":0}}`
 	resp := post(t, ctx, s.URL+"?pause=a", `{"state":`+state+`}`)
-	readHead(t, resp.Body, fixed(t, state, sse(events[:2]), ownArgs...))
+	readHead(t, resp.Body, fixedSoFar(t, state, sse(events[:2]), ownArgs...))
 	if err := c.Process().Kill(); err != nil {
 		t.Fatal(err)
 	}

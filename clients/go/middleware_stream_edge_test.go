@@ -188,6 +188,8 @@ func streamEdgeOptions(t *testing.T, options map[string]json.RawMessage) Middlew
 			err = json.Unmarshal(v, &o.Snapshots)
 		case "joinKeys":
 			err = json.Unmarshal(v, &o.JoinKeys)
+		case "lifecycle":
+			err = json.Unmarshal(v, &o.Lifecycle)
 		case "resume":
 			on := true
 			err = json.Unmarshal(v, &on)

@@ -62,6 +62,7 @@ type streamWriter struct {
 	replay   []byte           // every part the sidecar has taken, to feed a new one; nil once past the limit
 	limit    int              // how much replay to keep (openStream's replayBytes, or ReplayLimit)
 	head     []byte           // the stream's first event, a RUN_STARTED (fixStream's head): fed to a new sidecar past the limit
+	first    []byte           // what the sidecar took before it answered the first event, to cut head from; nil after
 	reopens  int              // how many times the stream was opened again after a crash
 	counted  outcomes         // the findings fixStream has counted on this process's stream
 	turn     bool             // drain or finish is talking to the sidecar
@@ -95,7 +96,7 @@ func (s *streamWriter) writeHeader(code int) {
 	params := OpenStreamParams{
 		Request:  &StreamRequest{Method: s.req.Method, Path: s.req.URL.RequestURI(), Headers: HeaderPairs(s.req.Header)},
 		Response: &HTTPResponseHead{Status: code, Headers: HeaderPairs(s.w.Header())},
-		Own:      o.Own, Snapshots: o.Snapshots, JoinKeys: o.JoinKeys, NoResume: o.NoResume,
+		Own:      o.Own, Snapshots: o.Snapshots, JoinKeys: o.JoinKeys, NoResume: o.NoResume, Lifecycle: o.Lifecycle,
 	}
 	s.mu.Unlock()
 	if s.body != nil {
@@ -161,6 +162,7 @@ func (s *streamWriter) repair(p *proc, o openedStream, params OpenStreamParams) 
 	if s.limit > 0 {
 		s.replay = []byte{}
 	}
+	s.first = []byte{}
 	s.cond = sync.NewCond(&s.mu)
 	s.done = make(chan struct{})
 	s.life.to(repairing)

@@ -26,6 +26,10 @@ type OpenStreamParams struct {
 	Framing   string            `json:"framing,omitempty"`   // "sse" or "ndjson"; "" tells them apart by the first line
 	Resume    *ResumeRun        `json:"resume,omitempty"`    // file the stream as a resumable run (SSE only; resume.go)
 	NoResume  bool              `json:"-"`                   // the exchange form's resume: false (sent as such)
+	// Lifecycle is fix --lifecycle (issue 40): "repair" mends a run's
+	// lifecycle the client would refuse, and ends a run the stream stopped
+	// inside; "pass" (the sidecar's default) leaves it as sent. "" leaves it out.
+	Lifecycle string `json:"lifecycle,omitempty"`
 }
 
 // MarshalJSON sends NoResume as the exchange form's `"resume": false`.
@@ -119,10 +123,18 @@ type StreamSummary struct {
 	Unfixed   int `json:"unfixed"` // findings about events that went out as they came and that the client still refuses
 }
 
+// CloseStreamResult is what closeStream answers: the output that remained,
+// its findings and the whole stream's counts.
 type CloseStreamResult struct {
 	Text     string          `json:"text"`     // the output that remained: send it before ending the response
 	Findings []StreamFinding `json:"findings"` // the findings of the events that output completes
 	Summary  StreamSummary   `json:"summary"`
+	// Ended: the stream stopped inside a run, and the sidecar ended that run
+	// itself in Text (its open messages, tool calls and steps closed, then a
+	// RUN_ERROR with code INCOMPLETE_STREAM; lifecycle "repair"). The response
+	// is then a whole, failed run: end it cleanly, even after a handler that
+	// broke off, rather than break it off (issue 40).
+	Ended bool `json:"ended,omitempty"`
 }
 
 // OpenStream opens a stream repair and returns its id. Ids are the process's

@@ -190,7 +190,25 @@ describe("a dropped stream continues where it stopped (Go middleware, memory sto
 });
 
 describe("a run whose app failed (Go middleware)", () => {
-  test("issue 38: the handler panics after 3 events; the client errs at once: the run and one rejoin, answered 410, reach the server, and no more", async () => {
+  test("issue 40: the handler panics after 3 events, its lifecycle repaired (Lifecycle \"repair\"): the sidecar ends the run with RUN_ERROR, the response ends cleanly, and the client never rejoins", async () => {
+    const server = await startServer(["-lifecycle", "repair"]);
+    const asked: number[] = [];
+    const counting = async (url: string, init: RequestInit): Promise<Response> => {
+      const res = await fetch(url, init);
+      asked.push(res.status);
+      return res;
+    };
+    const res = await resumableFetch({ fetch: counting, backoffMs: 1 })(`${server.url}/agent?raise=3`, { method: "POST", headers: { "content-type": "application/json" }, body: input("t7", "r1") });
+    const { failed, types, text } = await readToFailure(res);
+    expect(failed).toBeUndefined();
+    expect(types).toEqual(["RUN_STARTED", "STATE_DELTA", "STATE_DELTA", "RUN_ERROR"]);
+    expect(text).toMatch(/"code":"INCOMPLETE_STREAM"/);
+    expect(asked).toEqual([200]);
+    expect(await requests(server)).toBe(1);
+    expect(server.child.stderr).toMatch(/^agui-state: \/agent: the handler panicked: the agent failed; the sidecar ended its run/m);
+  }, 120_000);
+
+  test("issue 38: the handler panics after 3 events, its lifecycle passed (the default); the client errs at once: the run and one rejoin, answered 410, reach the server, and no more", async () => {
     const server = await startServer();
     const asked: { lastEventId: string | null; status: number }[] = [];
     const counting = async (url: string, init: RequestInit): Promise<Response> => {

@@ -26,7 +26,10 @@
 // requests to /agent (and below it) reached the server, the ones the
 // middleware answered itself included, and GET /cancelled?name=NAME answers
 // once the paused handler NAME saw its context cancelled. With ?raise=N the
-// handler panics once it has written N events: an app that fails mid-run.
+// handler panics once it has written N events: an app that fails mid-run
+// (by default, or -lifecycle pass, the response breaks off; with -lifecycle
+// repair the sidecar ends the run with RUN_ERROR and the response ends
+// cleanly; issue 40).
 //
 //	AGUI_STATE_BIN=dist/agui-state go run ./examples/sloppyagent [-store redis://127.0.0.1:6379] [-detach-grace 30s]
 //
@@ -57,12 +60,13 @@ func main() {
 	grace := flag.Duration("detach-grace", 0, "how long a run goes on after its client left (0: the sidecar's default)")
 	noResume := flag.Bool("no-resume", false, "no resume: no event ids, no detach, no rejoin")
 	logBytes := flag.String("log-bytes", "", "the sidecar's --log-bytes: past it the least recently used run is evicted from the run log")
+	lifecycle := flag.String("lifecycle", "", "the middleware's Lifecycle: repair, or pass (the default)")
 	flag.Parse()
 	// The one line: the server owns /toolState, the client everything else;
 	// unescaped keys are joined when that is the only way they apply.
 	repair, err := aguistate.NewMiddleware(context.Background(), aguistate.MiddlewareOptions{
 		Own: []string{"/toolState"}, JoinKeys: true, Paths: []string{"/agent"},
-		Store: *store, DetachGrace: *grace, NoResume: *noResume, Sidecar: sidecar(*logBytes),
+		Store: *store, DetachGrace: *grace, NoResume: *noResume, Sidecar: sidecar(*logBytes), Lifecycle: *lifecycle,
 	})
 	if err != nil {
 		log.Fatal(err)
