@@ -1,6 +1,6 @@
 /**
  * The share of generated AG-UI runs with lifecycle faults (issue 40,
- * test/lifecycle/runs.ts) that fail in the real @ag-ui/client after
+ * scripts/harness/lifecycle-runs.ts) that fail in the real @ag-ui/client after
  * `agui-state fix`, with `--lifecycle repair` and with `--lifecycle pass`
  * (the default). Each run goes through the built binary (dist/agui-state
  * fix --state FILE), then into HttpAgent.runAgent, its fetch answering with
@@ -14,8 +14,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { SEA, run } from "./harness/process.js";
-import { failed, runHttp } from "../test/lifecycle/client.js";
-import { generatedRun, toSse, type GeneratedRun } from "../test/lifecycle/runs.js";
+import { failed, runHttp } from "./harness/lifecycle-client.js";
+import { generatedRun, toSse, type GeneratedRun } from "./harness/lifecycle-runs.js";
 
 const arg = (name: string, fallback: number): number => {
   const i = process.argv.indexOf(name);

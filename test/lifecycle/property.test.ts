@@ -1,13 +1,13 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { heldDeltas, sentDeltas, sentState } from "./deltas.js";
-import { replay } from "./client.js";
+import { replay } from "../../scripts/harness/lifecycle-client.js";
 import { fixEvents } from "./repair.js";
-import { generatedRun, type GeneratedRun } from "./runs.js";
+import { generatedRun, type GeneratedRun } from "../../scripts/harness/lifecycle-runs.js";
 
 /**
  * Lifecycle repair as a property (issue 40, its Tests): random AG-UI
- * runs with the faults real frameworks send injected (test/lifecycle/runs.ts),
+ * runs with the faults real frameworks send injected (scripts/harness/lifecycle-runs.ts),
  * through StreamFixer with the lifecycle repaired, into @ag-ui/client's own
  * enforceEvents, verifyEvents and defaultApplyEvents. The client never
  * refuses the stream, every run it starts it sees end, no text or tool

@@ -1,7 +1,7 @@
 import type { JsonObject } from "../../src/core/index.js";
 import { PASSTHROUGH } from "../../src/stream/client.js";
 import { StreamFixer } from "../../src/stream/fixer.js";
-import { fromSse, toSse, type GeneratedRun } from "./runs.js";
+import { fromSse, toSse, type GeneratedRun } from "../../scripts/harness/lifecycle-runs.js";
 
 /**
  * A generated run through `fix` in this process (StreamFixer, the code the
