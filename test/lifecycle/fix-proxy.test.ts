@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { SEA, run } from "../../scripts/harness/process.js";
 import { startProxy } from "../proxy/proxy-process.js";
 import { CASES, caseFailures, caseSse, clientFailed, runCase, serveCase, serveText, unnamedInCheck, unnamedInReport, type CheckLine, type LifecycleCase, type Served } from "./table.js";
@@ -19,6 +19,19 @@ import { CASES, caseFailures, caseSse, clientFailed, runCase, serveCase, serveTe
 
 const work = mkdtempSync(path.join(tmpdir(), "agui-lifecycle-"));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+// A response broken off (the negative control): @ag-ui/client 1.0.0 (runHttpRequest) cancels the failed body's
+// reader and rethrows that cancel's rejection from a promise nobody holds, after the run already failed, at a
+// moment of its own (as in the Go and Python runners). For this file's tests such a cancel resolves; the break
+// itself still reaches the client, and is what the negative control asserts.
+let quiet: { mockRestore: () => void } | undefined;
+beforeAll(() => {
+  const cancel = ReadableStreamDefaultReader.prototype.cancel;
+  quiet = vi.spyOn(ReadableStreamDefaultReader.prototype, "cancel").mockImplementation(function (this: ReadableStreamDefaultReader, reason?: unknown) {
+    return cancel.call(this, reason).catch(() => undefined);
+  });
+});
+afterAll(() => quiet?.mockRestore());
 
 const servers: Served[] = [];
 afterEach(async () => {

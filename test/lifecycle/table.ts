@@ -100,13 +100,6 @@ export async function runCase(url: string, c: LifecycleCase): Promise<RunOutcome
   };
   const warn = vi.spyOn(console, "warn").mockImplementation(() => undefined);
   const error = vi.spyOn(console, "error").mockImplementation(() => undefined);
-  // A response broken off (the negative control's reset): @ag-ui/client 1.0.0 (runHttpRequest) cancels the
-  // failed body's reader and rethrows that cancel's rejection from a promise nobody holds, after the run has
-  // already failed. Only that second rejection is dropped here: the break itself reaches the client.
-  const cancel = ReadableStreamDefaultReader.prototype.cancel;
-  const quiet = vi.spyOn(ReadableStreamDefaultReader.prototype, "cancel").mockImplementation(function (this: ReadableStreamDefaultReader, reason?: unknown) {
-    return cancel.call(this, reason).catch(() => undefined);
-  });
   try {
     await agent.runAgent({ runId: c.input.runId }, subscriber);
   } catch (e) {
@@ -114,7 +107,6 @@ export async function runCase(url: string, c: LifecycleCase): Promise<RunOutcome
   } finally {
     warn.mockRestore();
     error.mockRestore();
-    quiet.mockRestore();
   }
   out.messages = agent.messages;
   out.state = agent.state;
