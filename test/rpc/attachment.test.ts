@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { Frame } from "../../src/rpc/common/frame.js";
 import { AutoDecoder, LspDecoder, type FrameDecoder } from "../../src/rpc/node/framing.js";
 import { startPeer } from "../../scripts/harness/peer.js";
+import { SEA, run } from "../../scripts/harness/process.js";
 
 /**
  * protocol/README.md §2, attachments (issue 41: a 1 MB-state run cost the sidecar twice the CPU of
@@ -14,6 +15,23 @@ function decode(decoder: FrameDecoder, bytes: Buffer, chunk = bytes.length): Fra
   const out: Frame[] = [];
   for (let i = 0; i < bytes.length; i += chunk) decoder.push(bytes.subarray(i, i + chunk), (f) => out.push(f));
   return out;
+}
+
+/** LSP frames read back from bytes: each body and, where `Agui-Text-Length` says, its attachment. */
+function frames(out: Buffer): { json: unknown; attachment?: string }[] {
+  const got: { json: unknown; attachment?: string }[] = [];
+  let at = 0;
+  while (at < out.length) {
+    const end = out.indexOf("\r\n\r\n", at);
+    const head = out.toString("latin1", at, end);
+    const length = Number(/Content-Length: (\d+)/i.exec(head)?.[1]);
+    const attached = /Agui-Text-Length: (\d+)/i.exec(head)?.[1];
+    const body = end + 4;
+    const json: unknown = JSON.parse(out.toString("utf8", body, body + length));
+    at = body + length + Number(attached ?? 0);
+    got.push(attached === undefined ? { json } : { json, attachment: out.toString("utf8", body + length, at) });
+  }
+  return got;
 }
 
 /** An LSP frame with an attachment. */
@@ -65,6 +83,26 @@ describe("through the binary", () => {
     expect((inJson as { result: { text: string } }).result.text).toBe(stream);
     s.end();
     expect((await s.waitForExit()).code).toBe(0);
+  });
+
+  it("with Agui-Reply-Text: attachment, fixStream's and closeStream's text come back as the reply's attachment, and nothing else changes", async () => {
+    const open = (id: number) => lsp(rpc(id, "openStream", { framing: "sse" }));
+    const input = Buffer.concat([
+      open(1),
+      attached(rpc(2, "fixStream", { streamId: "s1" }), stream, "Agui-Reply-Text: attachment\r\n"),
+      Buffer.from(`Content-Length: ${rpc(3, "closeStream", { streamId: "s1" }).length}\r\nAgui-Reply-Text: attachment\r\n\r\n${rpc(3, "closeStream", { streamId: "s1" })}`),
+      open(4),
+      lsp(rpc(5, "fixStream", { streamId: "s2", text: stream })),
+      Buffer.from(`Content-Length: 2\r\nAgui-Reply-Text: json\r\n\r\n{}`),
+    ]);
+    const r = await run(SEA, [], input);
+    expect(r.code, r.stderr).toBe(0);
+    const [, fixed, closed, , plain, bad] = frames(r.stdout);
+    expect(fixed?.attachment).toBe(stream);
+    expect(fixed?.json).toEqual({ ...(plain?.json as { result: object }), id: 2, result: { ...(plain?.json as { result: { text: string } }).result, text: undefined } });
+    expect((fixed?.json as { result: object }).result).not.toHaveProperty("text");
+    expect(closed).toMatchObject({ json: { id: 3, result: { summary: { events: 3002 } } }, attachment: "" });
+    expect(bad?.json).toMatchObject({ id: null, error: { code: -32600, message: expect.stringContaining("Agui-Reply-Text") as string } });
   });
 
   it("openStream's request body as an attachment is the baseline", async () => {

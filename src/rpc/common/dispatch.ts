@@ -28,7 +28,21 @@ const reply = (response: Response): string => stringifyJson(response);
  * transport writes a later reply when it settles, so replies may leave in another order than their
  * requests came (JSON-RPC 2.0 §6 matches them by id).
  */
-export type Reply = string | undefined | Promise<string | undefined>;
+export type Reply = string | AttachedReply | undefined | Promise<string | undefined>;
+
+/**
+ * A reply whose result's `text` goes as the frame's attachment (protocol/README.md §2,
+ * `Agui-Reply-Text: attachment`): `json` is the response without it.
+ */
+export class AttachedReply {
+  constructor(
+    readonly json: string,
+    readonly attachment: string,
+  ) {}
+}
+
+/** protocol/README.md §2: the methods whose result's `text` may go back as an attachment. */
+const REPLY_TEXT: ReadonlySet<string> = new Set(["fixStream", "closeStream"]);
 
 /**
  * JSON-RPC 2.0 §4 and protocol/README.md §2: a string, null, or a number that
@@ -123,7 +137,7 @@ export class Dispatcher {
   handle(frame: Frame): Reply {
     switch (frame.kind) {
       case "text":
-        return this.handleText(frame.text, frame.attachment);
+        return this.handleText(frame.text, frame.attachment, frame.replyText === true);
       case "bad-utf8":
         return JSON.stringify(failed(null, parseError("the message is not valid UTF-8")));
       case "bad-header":
@@ -141,7 +155,7 @@ export class Dispatcher {
     }
   }
 
-  handleText(text: string, attachment?: string): Reply {
+  handleText(text: string, attachment?: string, replyText = false): Reply {
     let msg: unknown;
     // The params scan (unsafe integers, nesting) can only find something in
     // a message with a number token parseJson marks (a long digit run, an
@@ -154,7 +168,7 @@ export class Dispatcher {
     } catch (e) {
       return JSON.stringify(failed(null, parseError(notJson(text, e))));
     }
-    if (!Array.isArray(msg)) return this.handleOne(msg, scan, attachment);
+    if (!Array.isArray(msg)) return this.handleOne(msg, scan, attachment, replyText);
     // JSON-RPC 2.0 §6: an empty batch is one invalid request; a batch of
     // notifications gets nothing at all.
     if (msg.length === 0) return JSON.stringify(failed(null, invalidRequest("empty batch")));
@@ -165,7 +179,7 @@ export class Dispatcher {
     const out: (string | Promise<string | undefined>)[] = [];
     let later = false;
     for (const m of msg) {
-      const r = this.handleOne(m, scan);
+      const r = this.handleOne(m, scan) as string | undefined | Promise<string | undefined>;
       if (r === undefined) continue;
       if (typeof r !== "string") later = true;
       out.push(r);
@@ -180,7 +194,7 @@ export class Dispatcher {
    * in the order protocol/README.md §6 gives, so the first failure answers.
    * Returns the response's JSON text, or undefined for a notification.
    */
-  private handleOne(msg: unknown, scan: boolean, attachment?: string): Reply {
+  private handleOne(msg: unknown, scan: boolean, attachment?: string, replyText = false): Reply {
     if (!isObject(msg)) return reply(failed(null, invalidRequest("a request must be an object")));
     const hasId = "id" in msg;
     let id: Id = null;
@@ -196,7 +210,14 @@ export class Dispatcher {
     if (hasId) this.count++;
     const started = this.debug ? performance.now() : 0;
     const out = this.call(method, raw, scan, attachment);
-    if (out instanceof Promise) return out.then((o) => this.answer(o, id, hasId, method, started));
+    if (out instanceof Promise) return out.then((o) => this.answer(o, id, hasId, method, started) as string | undefined);
+    if (replyText && hasId && out.ok && REPLY_TEXT.has(method)) {
+      const { text, ...rest } = out.value as { text?: unknown };
+      if (typeof text === "string") {
+        this.answer(out, id, false, method, started);
+        return new AttachedReply(encodeResult(id, rest), text);
+      }
+    }
     return this.answer(out, id, hasId, method, started);
   }
 

@@ -14,6 +14,8 @@ export type Frame =
        * openStream's request body). The dispatcher puts it in its param.
        */
       attachment?: string;
+      /** LSP framing's `Agui-Reply-Text: attachment`: the reply's `text` goes back as its attachment (§2). */
+      replyText?: true;
     }
   /** A frame whose bytes are not UTF-8. */
   | { kind: "bad-utf8" }

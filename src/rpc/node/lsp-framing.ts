@@ -8,6 +8,8 @@ const HEADER_LINE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+:/;
 const CONTENT_LENGTH = /^content-length:/i;
 /** protocol/README.md §2: the bytes of an attachment that follow the body (a large text, as itself). */
 const TEXT_LENGTH = /^agui-text-length:/i;
+/** protocol/README.md §2: `Agui-Reply-Text: attachment` asks for the reply's text as an attachment. */
+const REPLY_TEXT = /^agui-reply-text:/i;
 
 /**
  * LSP-style framing: `Content-Length: N\r\n\r\n` then N bytes. The header
@@ -50,6 +52,9 @@ export class LspDecoder implements FrameDecoder {
   private attachLength: number | "bad" | undefined;
   private badAttach = "";
   private attached: number | undefined;
+  /** The block's Agui-Reply-Text: "attachment", "bad" for another value, undefined when absent; then the body's. */
+  private replyHeader: "attachment" | "bad" | undefined;
+  private replyText = false;
   readonly framing = "lsp";
 
   constructor(
@@ -91,7 +96,7 @@ export class LspDecoder implements FrameDecoder {
       else if (this.head.length < HEAD_BYTES) this.head += piece.subarray(0, HEAD_BYTES - this.head.length).toString("utf8");
       this.got += n;
       if (this.got < this.want) return undefined;
-      emit(this.discarding ? { kind: "oversized", bytes: this.got, head: this.head } : decodeBody(this.parts.length === 1 ? (this.parts[0] as Buffer) : Buffer.concat(this.parts, this.got), this.attached));
+      emit(this.discarding ? { kind: "oversized", bytes: this.got, head: this.head } : decodeBody(this.parts.length === 1 ? (this.parts[0] as Buffer) : Buffer.concat(this.parts, this.got), this.attached, this.replyText));
       this.sawBody = true;
       this.want = -1;
       this.got = 0;
@@ -99,6 +104,7 @@ export class LspDecoder implements FrameDecoder {
       this.discarding = false;
       this.head = "";
       this.attached = undefined;
+      this.replyText = false;
     }
   }
 
@@ -120,6 +126,7 @@ export class LspDecoder implements FrameDecoder {
     this.blockBytes = 0;
     this.length = undefined;
     this.attachLength = undefined;
+    this.replyHeader = undefined;
     this.badValue = "";
   }
 
@@ -176,11 +183,13 @@ export class LspDecoder implements FrameDecoder {
         this.buf = this.buf.subarray(nl + 1);
         const length = this.length;
         const attached = this.attachLength;
-        const detail = length === undefined ? "missing Content-Length" : length === "bad" ? `bad Content-Length ${JSON.stringify(this.badValue)}` : attached === "bad" ? `bad Agui-Text-Length ${JSON.stringify(this.badAttach)}` : undefined;
+        const replyHeader = this.replyHeader;
+        const detail = length === undefined ? "missing Content-Length" : length === "bad" ? `bad Content-Length ${JSON.stringify(this.badValue)}` : attached === "bad" ? `bad Agui-Text-Length ${JSON.stringify(this.badAttach)}` : replyHeader === "bad" ? `bad Agui-Reply-Text ${JSON.stringify(this.badAttach)} (it takes "attachment")` : undefined;
         this.endBlock();
         if (detail === undefined) {
           // The attachment follows the body: the frame is both, held to the message limit as one (§7).
           this.attached = attached as number | undefined;
+          this.replyText = replyHeader === "attachment";
           this.want = (length as number) + (this.attached ?? 0);
           this.discarding = this.want > this.max;
           return "body";
@@ -203,6 +212,10 @@ export class LspDecoder implements FrameDecoder {
           const value = line.slice("agui-text-length:".length).replace(/^[ \t]+|[ \t]+$/g, "");
           const n = /^\d+$/.test(value) ? Number(value) : NaN;
           this.attachLength = Number.isSafeInteger(n) ? n : "bad";
+          this.badAttach = value.slice(0, 40);
+        } else if (REPLY_TEXT.test(line)) {
+          const value = line.slice("agui-reply-text:".length).replace(/^[ \t]+|[ \t]+$/g, "");
+          this.replyHeader = value.toLowerCase() === "attachment" ? "attachment" : "bad";
           this.badAttach = value.slice(0, 40);
         }
         this.lines++;
