@@ -1,0 +1,80 @@
+import { isDeepStrictEqual } from "node:util";
+import type { Fixture, Thread } from "./replay.js";
+
+/**
+ * The checks every path shares: the client's thread through agui-state
+ * against the same thread with the framework alone (the reference, served the
+ * same recorded bytes with nothing between). What agui-state may change is
+ * the client's own key, and nothing else the client ends with.
+ */
+
+const STATE_EVENTS = new Set(["STATE_SNAPSHOT", "STATE_DELTA"]);
+
+/**
+ * Each SSE event of a wire answer: its type and the bytes of its data (the
+ * event's JSON). The id: line agui-state adds to every event (resume,
+ * protocol/README.md §16) is no state, and is not counted.
+ */
+export function events(wire: string): { type: string; bytes: number }[] {
+  return wire
+    .split(/(?<=\n\n)/)
+    .map((block) => block.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, "")).join("\n"))
+    .filter((data) => data !== "")
+    .map((data) => ({ type: (JSON.parse(data) as { type: string }).type, bytes: Buffer.byteLength(data, "utf8") }));
+}
+
+/** The bytes of a thread's STATE_SNAPSHOT and STATE_DELTA events on the wire, all runs together. */
+export const stateBytes = (t: Thread): number => t.runs.flatMap((r) => events(r.wire)).filter((e) => STATE_EVENTS.has(e.type)).reduce((n, e) => n + e.bytes, 0);
+
+/** Whether some run of the framework's answers carries more than one STATE_SNAPSHOT. */
+export const snapshotsOften = (f: Fixture): boolean => f.runs.some((r) => events(r.body).filter((e) => e.type === "STATE_SNAPSHOT").length > 1);
+
+/** The value of the client's key the client held going into the thread's last run. */
+const keyHeld = (f: Fixture, t: Thread): unknown => (t.runs.at(-1)?.sent.state as Record<string, unknown> | undefined)?.[f.clientKey];
+
+/** What the client must end with through agui-state: the framework's final state, plus the client's key. */
+export function expectedState(f: Fixture, direct: Thread): unknown {
+  const key = keyHeld(f, direct);
+  return key === undefined ? direct.state : { ...(direct.state as object), [f.clientKey]: key };
+}
+
+/**
+ * Every check the thread `ours` (through agui-state) fails against `direct`:
+ * [] when it holds. The final state is the framework's plus the client's key
+ * (deep equal); the messages are the framework's; the client warned of
+ * nothing; each run ended as it did with the framework alone (the same
+ * RUN_ERRORs, none added; rejected where it was).
+ */
+export function againstDirect(f: Fixture, direct: Thread, ours: Thread): string[] {
+  const failed: string[] = [];
+  if (!isDeepStrictEqual(ours.state, expectedState(f, direct))) failed.push(`state ${JSON.stringify(ours.state).slice(0, 600)}, not ${JSON.stringify(expectedState(f, direct)).slice(0, 600)}`);
+  if (!isDeepStrictEqual(ours.messages, direct.messages)) failed.push(`messages ${JSON.stringify(ours.messages).slice(0, 600)}, not ${JSON.stringify(direct.messages).slice(0, 600)}`);
+  if (ours.warnings.length > 0) failed.push(`the client warned: ${ours.warnings.join(" | ")}`);
+  ours.runs.forEach((r, i) => {
+    const d = direct.runs[i];
+    if (!isDeepStrictEqual(r.runErrors, d?.runErrors)) failed.push(`run ${i + 1}: RUN_ERRORs ${JSON.stringify(r.runErrors)}, not ${JSON.stringify(d?.runErrors)}`);
+    if ((r.rejected === undefined) !== (d?.rejected === undefined)) failed.push(`run ${i + 1}: runAgent ${r.rejected === undefined ? "resolved" : `rejected (${r.rejected})`}, with the framework alone ${d?.rejected === undefined ? "resolved" : `rejected (${d.rejected})`}`);
+  });
+  if (ours.runs.length !== f.runs.length) failed.push(`${ours.runs.length} runs, not ${f.runs.length}`);
+  return failed;
+}
+
+/**
+ * The framework alone's known failure (the negative control): a run after the
+ * first whose answer carries a STATE_SNAPSHOT takes the client's key from the
+ * client, though the client sent it. The runs where it did: [] when none.
+ */
+export function wipedRuns(f: Fixture, direct: Thread): number[] {
+  return direct.runs.flatMap((r, i) => {
+    const sentKey = (r.sent.state as Record<string, unknown> | undefined)?.[f.clientKey];
+    const after = (r.stateAfter as Record<string, unknown> | undefined)?.[f.clientKey];
+    return i > 0 && sentKey !== undefined && !isDeepStrictEqual(after, sentKey) ? [i + 1] : [];
+  });
+}
+
+/** The runs after the first whose recorded answer carries a STATE_SNAPSHOT (1-based). */
+export const snapshotRuns = (f: Fixture): number[] => f.runs.flatMap((r, i) => (i > 0 && events(r.body).some((e) => e.type === "STATE_SNAPSHOT") ? [i + 1] : []));
+
+/** One line of bytes for the report: the state events' bytes with the framework alone and through `via`. */
+export const bytesLine = (f: Fixture, via: string, direct: Thread, ours: Thread): string =>
+  `state bytes, ${f.graph}: framework alone ${stateBytes(direct)}, through ${via} ${stateBytes(ours)} (${((1 - stateBytes(ours) / stateBytes(direct)) * 100).toFixed(0)}% fewer)`;
