@@ -43,7 +43,8 @@ export function expectedState(f: Fixture, direct: Thread): unknown {
  * [] when it holds. The final state is the framework's plus the client's key
  * (deep equal); the messages are the framework's; the client warned of
  * nothing; each run ended as it did with the framework alone (the same
- * RUN_ERRORs, none added; rejected where it was).
+ * RUN_ERRORs, none added; rejected where it was); no snapshot went out
+ * unrepaired.
  */
 export function againstDirect(f: Fixture, direct: Thread, ours: Thread): string[] {
   const failed: string[] = [];
@@ -54,6 +55,11 @@ export function againstDirect(f: Fixture, direct: Thread, ours: Thread): string[
     const d = direct.runs[i];
     if (!isDeepStrictEqual(r.runErrors, d?.runErrors)) failed.push(`run ${i + 1}: RUN_ERRORs ${JSON.stringify(r.runErrors)}, not ${JSON.stringify(d?.runErrors)}`);
     if ((r.rejected === undefined) !== (d?.rejected === undefined)) failed.push(`run ${i + 1}: runAgent ${r.rejected === undefined ? "resolved" : `rejected (${r.rejected})`}, with the framework alone ${d?.rejected === undefined ? "resolved" : `rejected (${d.rejected})`}`);
+  });
+  // Under own every STATE_SNAPSHOT goes as a STATE_DELTA on the owned members (protocol/README.md §13): one on
+  // the wire means the repair did not run there (a middleware that failed open sends the rest as it came).
+  ours.runs.forEach((r, i) => {
+    if (events(r.wire).some((e) => e.type === "STATE_SNAPSHOT")) failed.push(`run ${i + 1}: a STATE_SNAPSHOT reached the client: the answer went out unrepaired`);
   });
   if (ours.runs.length !== f.runs.length) failed.push(`${ours.runs.length} runs, not ${f.runs.length}`);
   return failed;
