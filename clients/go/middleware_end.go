@@ -60,7 +60,7 @@ func (s *streamWriter) finish(broken bool) (runEnded bool) {
 				continue
 			}
 			s.took(part, r)
-			if s.out(r.Text) != nil {
+			if s.outFlushed(r.Text) != nil {
 				s.abandon()
 				return false
 			}
@@ -82,11 +82,23 @@ func (s *streamWriter) finish(broken bool) (runEnded bool) {
 		s.takeTail()
 		s.replay = nil
 		s.closed(r)
-		_ = s.out(r.Text)
+		_ = s.outFlushed(r.Text)
 		s.end(ended)
 		return r.Ended
 	}
 	return false
+}
+
+// outFlushed writes repaired text and flushes it. finish runs as the handler
+// returns or panics; after a panic net/http closes the connection without
+// flushing the response's buffer, so text left there (closeStream's: a
+// RUN_FINISHED that lifecycle repair held back, say) would never reach the
+// client, which gets what the handler wrote before it panicked (§14).
+func (s *streamWriter) outFlushed(text string) error {
+	if err := s.out(text); err != nil || text == "" || s.life.at != repairing {
+		return err
+	}
+	return s.flush()
 }
 
 // fail gives the stream up: what the sidecar has not answered goes on as the

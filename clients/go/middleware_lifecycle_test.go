@@ -140,7 +140,9 @@ func TestARunStoppedInsideEndsCleanly(t *testing.T) {
 }
 
 // Without closeStream's ended (pass, the default, or a run that had ended
-// before the panic) a panicked handler's response breaks off, as net/http does.
+// before the panic) a panicked handler's response breaks off, as net/http
+// does, once everything the handler wrote has gone out repaired: what fix
+// writes for it, the RUN_FINISHED repair held back to the answer's end too.
 func TestAPanicWithoutEndedBreaksOff(t *testing.T) {
 	c := startClient(t)
 	for _, tc := range []struct {
@@ -161,6 +163,13 @@ func TestAPanicWithoutEndedBreaksOff(t *testing.T) {
 			body, err := io.ReadAll(post(t, testCtx(t), s.URL, `{"state":{}}`).Body)
 			if err == nil {
 				t.Errorf("the response ended cleanly: %q", body)
+			}
+			lifecycle := tc.lifecycle
+			if lifecycle == "" {
+				lifecycle = "pass"
+			}
+			if want := fixed(t, "{}", sse(tc.events), "--lifecycle", lifecycle); string(body) != want {
+				t.Errorf("body before the break\n got %q\nwant %q", body, want)
 			}
 			if strings.Contains(string(body), "INCOMPLETE_STREAM") || strings.Contains(logs.String(), "the handler") {
 				t.Errorf("the run was ended: %q\n%s", body, logs)

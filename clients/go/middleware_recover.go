@@ -169,7 +169,11 @@ func (s *streamWriter) reopen(why error) error {
 	if err != nil {
 		return err
 	}
-	o, err := s.m.openOn(s.ctx, s.c, p, s.params)
+	params := s.params
+	// Without the replay the new mirror starts at the request's state, which the
+	// client has moved past: its owned members are sent whole again (§13, §14).
+	params.Resync = s.replay == nil
+	o, err := s.m.openOn(s.ctx, s.c, p, params)
 	if err == nil && o.Pass != nil {
 		err = fmt.Errorf("the new sidecar passed the stream (%s)", o.Pass.Code)
 	}

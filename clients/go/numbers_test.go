@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/big"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -98,14 +99,28 @@ func TestNumberTokensKeepValueAndKind(t *testing.T) {
 		tid := fmt.Sprintf("n%d", i)
 		value, _ := new(big.Int).SetString(token, 10)
 		big53 := isIntegerToken(token) && new(big.Int).Abs(value).Cmp(maxSafe) > 0
-		_, err := c.OpenRun(ctx, OpenRunParams{ThreadID: tid, State: map[string]any{"s": json.Number(token)}, ToolState: map[string]any{}})
+		// openRun's state is a baseline the client sent: an integer beyond 2^53 - 1 there is
+		// the double the client holds (protocol/README.md §3, baselines), never refused.
+		if _, err := c.OpenRun(ctx, OpenRunParams{ThreadID: tid, State: map[string]any{"s": json.Number(token)}, ToolState: map[string]any{}}); err != nil {
+			t.Fatalf("%s: openRun: %v", token, err)
+		}
+		change, err := c.DiffToolState(ctx, DiffToolStateParams{ThreadID: tid, Set: map[string]any{"n": json.Number(token)}})
 		if err != nil {
 			var e *Error
 			if !big53 || !errors.As(err, &e) || !errors.Is(err, ErrInvalidParams) || e.Reason() != "UNSAFE_INTEGER" || !strings.Contains(e.Message, "send it as a string") {
 				t.Fatalf("%s was refused: %v", token, err)
 			}
-			if f, _ := e.Field(); f != "/state/s" {
+			if f, _ := e.Field(); f != "/set/n" {
 				t.Fatalf("%s refused at %q", token, f)
+			}
+			held, err := c.GetState(ctx, GetStateParams{ThreadID: tid})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := strconv.ParseFloat(string(member(t, held.State, "s")), 64)
+			want, _ := strconv.ParseFloat(token, 64)
+			if got != want {
+				t.Fatalf("%s in openRun's state came back as %s, not the double %v", token, member(t, held.State, "s"), want)
 			}
 			report.WriteString(token + "\trefused\n")
 			continue
@@ -113,8 +128,7 @@ func TestNumberTokensKeepValueAndKind(t *testing.T) {
 		if big53 {
 			t.Fatalf("%s, an integer beyond 2^53 - 1, was accepted", token)
 		}
-		change, err := c.DiffToolState(ctx, DiffToolStateParams{ThreadID: tid, Set: map[string]any{"n": json.Number(token)}})
-		if err != nil || len(change.Delta) != 1 {
+		if len(change.Delta) != 1 {
 			t.Fatalf("%s: diffToolState: %v %v", token, change, err)
 		}
 		checks := []numberCheck{{"diffToolState's delta", member(t, change.Delta[0].Value)}}

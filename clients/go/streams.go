@@ -30,6 +30,10 @@ type OpenStreamParams struct {
 	// lifecycle the client would refuse, and ends a run the stream stopped
 	// inside; "pass" (the sidecar's default) leaves it as sent. "" leaves it out.
 	Lifecycle string `json:"lifecycle,omitempty"`
+	// Resync says the client may hold more than the baseline: a stream opened
+	// again on a new sidecar without its replay (protocol 1.4.0, §14). Under
+	// Own, each run's first owned write is then one add of each owned member.
+	Resync bool `json:"resync,omitempty"`
 }
 
 // MarshalJSON sends NoResume as the exchange form's `"resume": false`.

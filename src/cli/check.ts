@@ -3,10 +3,11 @@ import { StreamChecker } from "../stream/checker.js";
 import { formatFindings, formatSummary } from "../stream/format.js";
 import { CI_OPTIONS, ciOutputs } from "./ci-outputs.js";
 import { UsageError } from "./options.js";
+import { ownedPaths } from "./repair-flags.js";
 import { guardedRead, input, streamArgs, Unreadable, writer } from "./stream-command.js";
 
 /**
- * `agui-state check [FILE|-] [--state FILE] [--json]`: replays an AG-UI event
+ * `agui-state check [FILE|-] [--state FILE] [--own POINTER]... [--json]`: replays an AG-UI event
  * stream as @ag-ui/client 1.0.0 would and reports every event it would not
  * apply (protocol/README.md §13). Exit 0: it applies everything; 1: something
  * is dropped, ignored or fatal; 2: a usage error or unreadable input.
@@ -16,12 +17,13 @@ import { guardedRead, input, streamArgs, Unreadable, writer } from "./stream-com
  */
 export function checkCommand(argv: string[]): Promise<number> {
   return guardedRead("check", async () => {
-    const { file, state, flag: json, values } = streamArgs("check", argv, "json", { html: { type: "string" }, ...CI_OPTIONS });
+    const { file, state, flag: json, values } = streamArgs("check", argv, "json", { html: { type: "string" }, own: { type: "string", multiple: true }, ...CI_OPTIONS });
+    const own = ownedPaths(values);
     const htmlFile = values["html"] as string | undefined;
     if (htmlFile === "") throw new UsageError("check: --html needs a FILE to write");
     const ci = ciOutputs(values);
     const report = htmlFile === undefined ? undefined : await import("../inspect/report.js").then((m) => new m.Report(file === "-" ? "(stdin)" : file, state ?? {}));
-    const checker = new StreamChecker(state, report?.stream.observe);
+    const checker = new StreamChecker(state, report?.stream.observe, own);
     const out = writer(process.stdout);
     const emit = async (findings: ReturnType<StreamChecker["push"]>): Promise<boolean> => {
       ci?.add(findings);

@@ -26,7 +26,7 @@ Usage:
   agui-state diff OLD.json NEW.json
   agui-state escape [--] SEGMENT...
   agui-state parse POINTER
-  agui-state check [FILE|-] [--state FILE] [--json] [--html FILE] [--sarif FILE] [--junit FILE]
+  agui-state check [FILE|-] [--state FILE] [--own POINTER]... [--json] [--html FILE] [--sarif FILE] [--junit FILE]
                                       report the events of an AG-UI stream the client would not apply
   agui-state fix [FILE|-] [--state FILE] [--report] [--own POINTER]... [--snapshots pass|delta] [--join-keys] [--lifecycle repair|pass]
                                       write the stream back with every delta made to apply
@@ -143,8 +143,8 @@ nothing on stdout, if the pointer is malformed.
 Example:
   agui-state parse /toolState/raster-ops~1dataset    # ["toolState","raster-ops/dataset"]
 `,
-  check: `agui-state check [FILE|-] [--state FILE] [--json] [--html FILE]
-                 [--sarif FILE] [--junit FILE]
+  check: `agui-state check [FILE|-] [--state FILE] [--own POINTER]... [--json]
+                 [--html FILE] [--sarif FILE] [--junit FILE]
 
 Replays an AG-UI event stream exactly as @ag-ui/client 1.0.0 would, and
 reports every event the client would not apply:
@@ -176,7 +176,16 @@ client reads it: events end only at two LFs, so a stream whose lines end with
 CRLF runs together into one event (SSE_LINE_ENDS; fix writes LF).
 
   --state FILE   the state the client holds before the stream (a JSON object;
-                 default {}); kept across the runs in the stream
+                 default {}); kept across the runs in the stream. Read as the
+                 client reads JSON: an integer beyond 2^53 is the double it holds
+  --own POINTER  a member the server owns (repeatable), as fix and proxy take
+                 it: a snapshot may replace it without a finding, and is
+                 "wiped" only where it drops or changes a member outside the
+                 owned ones. Use it for a server that keeps its whole state in
+                 snapshots (LangGraph, CrewAI, ...), with --state the client's
+                 state as its request sent it, to see whether the client's own
+                 keys survive; without it, every member a snapshot updates
+                 that the client held is "wiped"
   --json         NDJSON: one object per finding, then {"summary": {...}}
                  (protocol/README.md §13)
   --html FILE    also write a report to FILE: one self-contained HTML page

@@ -10,6 +10,7 @@ import { DEFAULT_LIMITS, ENVELOPE_DEPTH } from "../protocol/limits.js";
  * `--state`): it holds the input to the sidecar's own rules, so a command
  * accepts what the RPC accepts and no more.
  * - numbers (protocol/README.md §3): an integer beyond ±(2^53 − 1), or a number beyond a double's range, is refused;
+ *   in a state the client holds, such an integer is the double the client's JSON.parse reads;
  * - nesting and size (§7): a state is held to --max-depth and
  *   --max-state-bytes at their defaults, a list of ops to --max-depth below
  *   its envelope, as the RPC's `normalize` holds its params;
@@ -17,8 +18,11 @@ import { DEFAULT_LIMITS, ENVELOPE_DEPTH } from "../protocol/limits.js";
  * A UTF-8 byte order mark at the start is skipped (RFC 8259 §8.1).
  */
 
-/** What an input is meant to be. */
-export type InputKind = "state" | "ops";
+/**
+ * What an input is meant to be. A "client-state" is a state the client holds (`check`'s and `fix`'s
+ * `--state`): read as the client reads it (protocol/README.md §3, baselines).
+ */
+export type InputKind = "state" | "client-state" | "ops";
 
 /** Why an input was refused: the protocol's codes where it has one (§8), UNREADABLE for a file that cannot be read. */
 export type InputCode = "UNREADABLE" | "PARSE_ERROR" | "UNSAFE_INTEGER" | "NUMBER_OVERFLOW" | "LIMIT_EXCEEDED" | "ROOT_NOT_OBJECT" | "INVALID_VALUE";
@@ -36,6 +40,8 @@ export interface InputProblem {
 const STATE_LIMITS: StateLimits = { maxDepth: DEFAULT_LIMITS.maxDepth, maxStateBytes: DEFAULT_LIMITS.maxStateBytes };
 /** An ops file is the `ops` param: the params object is the one envelope level it lacks (§7). */
 const OPS_NESTING = DEFAULT_LIMITS.maxDepth + ENVELOPE_DEPTH - 1;
+
+const EVERY_MEMBER = (): boolean => true;
 
 /** One line for stderr, the same shape for every problem: `SOURCE at "POINTER": CODE: message`. */
 export const describeInput = (p: InputProblem): string => `${p.source} at ${JSON.stringify(p.pointer)}: ${p.code}: ${p.message}`;
@@ -71,8 +77,8 @@ export function decodeJsonInput(text: string, source: string, kind: InputKind): 
     const at = locateSyntaxError(text);
     return problem(at?.pointer ?? "", "PARSE_ERROR", at ? `not JSON at line ${at.line}, column ${at.column}: ${at.message}` : `not JSON: ${(e as Error).message}`);
   }
-  const maxNesting = kind === "state" ? STATE_LIMITS.maxDepth : OPS_NESTING;
-  const found = scanJson(value, maxNesting);
+  const maxNesting = kind === "ops" ? OPS_NESTING : STATE_LIMITS.maxDepth;
+  const found = scanJson(value, maxNesting, kind === "client-state" ? EVERY_MEMBER : undefined);
   if (found) {
     switch (found.kind) {
       case "unsafe-integer":

@@ -12,8 +12,8 @@ export const REPAIR_OPTIONS = {
   lifecycle: { type: "string" },
 } as const satisfies ParseArgsConfig["options"];
 
-/** The policy the flags ask for; a UsageError names the flag that is wrong. `env`: AGUI_STATE_LIFECYCLE stands in for --lifecycle. */
-export function repairPolicy(values: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Policy {
+/** `--own POINTER`, repeatable: the members the server owns (§13), read alike by check, fix and proxy. */
+export function ownedPaths(values: Record<string, unknown>): Path[] {
   const pointers = values["own"];
   const own: Path[] = [];
   for (const p of Array.isArray(pointers) ? pointers.map(String) : []) {
@@ -21,6 +21,12 @@ export function repairPolicy(values: Record<string, unknown>, env: NodeJS.Proces
     if (!parsed.ok || parsed.value.length === 0) throw new UsageError(`--own: expected a JSON Pointer to a member (such as /toolState), got ${JSON.stringify(p)}`);
     own.push(parsed.value);
   }
+  return own;
+}
+
+/** The policy the flags ask for; a UsageError names the flag that is wrong. `env`: AGUI_STATE_LIFECYCLE stands in for --lifecycle. */
+export function repairPolicy(values: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Policy {
+  const own = ownedPaths(values);
   const snapshots = values["snapshots"] ?? "pass";
   if (snapshots !== "pass" && snapshots !== "delta") throw new UsageError(`--snapshots: expected pass or delta, got ${JSON.stringify(snapshots)}`);
   // protocol/README.md §13, the lifecycle's mends: off by default, since it sends events the server never sent.

@@ -29,7 +29,7 @@ export function streamArgs(name: string, argv: string[], flag: string, extra: Pa
 
 /** The state the client holds before the stream: a JSON object (protocol/README.md §11), read as every command reads JSON. */
 function readState(file: string): JsonObject {
-  const r = readJsonInput(file, "state");
+  const r = readJsonInput(file, "client-state");
   if (!r.ok) throw new Unreadable(describeInput(r.error));
   // The model is of a JavaScript client, whose JSON.parse reads `1.0` as 1.
   return plainNumbers(r.value) as JsonObject;

@@ -13,10 +13,14 @@ export type ScanProblem = { kind: "unsafe-integer" | "overflow"; field: string; 
  *   a number that passes.
  * - Nesting past `maxNesting` is refused here, so no later recursive walk can
  *   run out of stack. (The params walk allows --max-depth plus ENVELOPE_DEPTH, §7.)
+ * - `asTheClientReads` names the top-level members that are a baseline, a state the client sent
+ *   (§3): an unsafe integer in them is not refused but read as the client reads it.
  */
-export function scanJson(value: unknown, maxNesting: number): ScanProblem | undefined {
+export function scanJson(value: unknown, maxNesting: number, asTheClientReads: (member: string) => boolean = NOWHERE): ScanProblem | undefined {
   const path: string[] = [];
   let found: ScanProblem | undefined;
+  // Whether the value walked is a baseline (a member asTheClientReads names), read as the client holds it.
+  let baseline = false;
   const walk = (v: unknown, depth: number): void => {
     if (found) return;
     if (typeof v !== "object" || v === null || v instanceof IntegralFloat) return;
@@ -30,6 +34,7 @@ export function scanJson(value: unknown, maxNesting: number): ScanProblem | unde
     }
     if (Array.isArray(v)) {
       for (let i = 0; i < v.length && !found; i++) {
+        if (baseline && clientsDouble(v, i)) continue;
         path.push(String(i));
         walk(v[i], depth + 1);
         path.pop();
@@ -37,14 +42,32 @@ export function scanJson(value: unknown, maxNesting: number): ScanProblem | unde
       return;
     }
     for (const k in v) {
+      const record = v as Record<string, unknown>;
+      if (depth === 0) baseline = asTheClientReads(k);
+      if (baseline && clientsDouble(record, k)) continue;
       path.push(k);
-      walk((v as Record<string, unknown>)[k], depth + 1);
+      walk(record[k], depth + 1);
       path.pop();
       if (found) return;
     }
   };
   walk(value, 0);
   return found;
+}
+
+const NOWHERE = (): boolean => false;
+
+/**
+ * protocol/README.md §3, baselines: an integer beyond ±(2^53 − 1) in a state the client sent is the
+ * double its JSON.parse holds for it (9007199254740993 is 9007199254740992), put in its marker's place.
+ * A number beyond a double's range stays marked, and is refused: no client sends one (JSON.stringify
+ * writes Infinity as null). True when it put one.
+ */
+function clientsDouble(holder: Record<string, unknown> | unknown[], at: string | number): boolean {
+  const v = (holder as Record<string | number, unknown>)[at];
+  if (!(v instanceof UnsafeNumber) || v.overflow) return false;
+  (holder as Record<string | number, unknown>)[at] = Number(v.source);
+  return true;
 }
 
 /**

@@ -9,7 +9,7 @@ export const DISCOVER_JSON = String.raw`{
   "openrpc": "1.3.2",
   "info": {
     "title": "agui-state",
-    "version": "1.3.0",
+    "version": "1.4.0",
     "description": "A JSON-RPC 2.0 sidecar over stdio that keeps a per-thread mirror of AG-UI shared state and returns STATE_SNAPSHOT / STATE_DELTA events that always apply on the client. This document is the machine-readable form of protocol/README.md (protocol version 1); where the two differ, one of them is wrong and gets fixed. Conventions: params are by name (a params array is -32602, data.reason POSITIONAL_PARAMS; omitted params count as {}); every method's params object is closed; results are closed objects; every error carries \u0060data\u0060 with a string \u0060code\u0060: the error's name, except for PATCH_FAILED (-32002), whose data.code is the failing op's skip code (see x-error-data); pointers in results are escaped RFC 6901 strings; ops are emitted with members in the order op, from, path, value. Extensions: x-limits (default limits), x-skip-codes (the closed set of skip codes), x-error-data (the data schema of each error in components.errors, by name), method param x-element-schema (the intended shape of each element of an array param that the server decodes element by element), example pairing x-error (an error response's code and data, instead of result) and x-file (the example file it was made from). The examples are written once, as the files of protocol/examples/; this file carries none, and the document that rpc.discover returns has each file as an example pairing of its method."
   },
   "methods": [
@@ -35,7 +35,7 @@ export const DISCOVER_JSON = String.raw`{
         },
         {
           "name": "state",
-          "description": "The client's RunAgentInput.state. Replaces the mirror.",
+          "description": "The client's RunAgentInput.state. Replaces the mirror. A baseline: read as the client's JSON.parse reads it, so an integer beyond ±(2^53 − 1) in it is the double the client holds, not UNSAFE_INTEGER (protocol/README.md §3, issue 41).",
           "required": false,
           "schema": {
             "$ref": "#/components/schemas/Json"
@@ -3444,7 +3444,7 @@ export const DISCOVER_JSON = String.raw`{
       "params": [
         {
           "name": "state",
-          "description": "The client's baseline, RunAgentInput.state: a JSON object. Default {}.",
+          "description": "The client's baseline, RunAgentInput.state: a JSON object. Default {}. Read as the client's JSON.parse reads it, so an integer beyond ±(2^53 − 1) in it is the double the client holds, not UNSAFE_INTEGER (protocol/README.md §3, issue 41).",
           "required": false,
           "schema": {
             "$ref": "#/components/schemas/Json",
@@ -3490,6 +3490,14 @@ export const DISCOVER_JSON = String.raw`{
               "repair",
               "pass"
             ]
+          }
+        },
+        {
+          "name": "resync",
+          "description": "true when the client may hold other than the baseline: a stream opened again on a new sidecar without its replay (protocol/README.md §14), whose client has taken events the baseline does not hold. Under own, each run's first owned write is then one add of each owned member, whole, as when the baseline is not known (§13). Default false: with a known baseline (state, or the request's RunAgentInput.state) every owned write is a diff against the mirror (issue 41).",
+          "required": false,
+          "schema": {
+            "type": "boolean"
           }
         },
         {
@@ -5692,7 +5700,7 @@ export const DISCOVER_JSON = String.raw`{
         "additionalProperties": false
       },
       "InvalidParamsReason": {
-        "description": "Why params were refused. POSITIONAL_PARAMS: params is an array (field \"\"). MISSING: a required param is absent. UNKNOWN_PARAM: a member the method does not define (params objects are closed). INVALID_VALUE: a value that does not fit the param's schema (type, length, range). UNSAFE_INTEGER: an integer token (no fraction, no exponent) beyond ±(2^53 − 1), anywhere in params (field points at it); send it as a string (protocol/README.md §3). NUMBER_OVERFLOW: a number literal beyond the range of a double (1e400), which would arrive as null. CONFLICTING_PARAMS: diffToolState mixes \u0060toolState\u0060 with \u0060set\u0060/\u0060remove\u0060 (field \u0060/toolState\u0060), or names a key in both \u0060set\u0060 and \u0060remove\u0060 (field \u0060/remove/<i>\u0060, that key's position in \u0060remove\u0060). NOT_NAMESPACE_MODE: diffToolState on a thread not in namespace mode (field \u0060/threadId\u0060). ROOT_NOT_OBJECT: a state root that is not a JSON object (protocol/README.md §11): openRun's or normalize's \u0060state\u0060 (field \u0060/state\u0060), diffState's \u0060value\u0060 at the root (field \u0060/value\u0060), or an activity's \u0060content\u0060 in activitySnapshot or diffActivity (field \u0060/content\u0060, protocol/README.md §10). NAMESPACE_NOT_OBJECT: mirror[namespace] exists but is not an object (openRun without toolState; field \u0060/state\u0060 if \u0060state\u0060 was given, else \u0060/threadId\u0060), or is missing or not an object (diffToolState; field \u0060/threadId\u0060). INVALID_POINTER, INVALID_INDEX, PATH_NOT_FOUND, INDEX_OUT_OF_BOUNDS, FORBIDDEN_KEY also for diffState at the root when a root member named \u0060__proto__\u0060 would change (field \u0060/value\u0060). INVALID_POINTER, INVALID_INDEX, PATH_NOT_FOUND, INDEX_OUT_OF_BOUNDS, FORBIDDEN_KEY: as the skip codes of the same names, for getState/diffState \u0060path\u0060 (field \u0060/path\u0060), parsePointer \u0060pointer\u0060 (INVALID_POINTER, field \u0060/pointer\u0060), escapePointer \u0060path\u0060 (INVALID_POINTER, field \u0060/path\u0060) or openRun \u0060namespace\u0060 (FORBIDDEN_KEY, field \u0060/namespace\u0060).",
+        "description": "Why params were refused. POSITIONAL_PARAMS: params is an array (field \"\"). MISSING: a required param is absent. UNKNOWN_PARAM: a member the method does not define (params objects are closed). INVALID_VALUE: a value that does not fit the param's schema (type, length, range). UNSAFE_INTEGER: an integer token (no fraction, no exponent) beyond ±(2^53 − 1), anywhere in params (field points at it) but a baseline (openRun's and openStream's \u0060state\u0060, read as the client reads it); send it as a string (protocol/README.md §3). NUMBER_OVERFLOW: a number literal beyond the range of a double (1e400), which would arrive as null. CONFLICTING_PARAMS: diffToolState mixes \u0060toolState\u0060 with \u0060set\u0060/\u0060remove\u0060 (field \u0060/toolState\u0060), or names a key in both \u0060set\u0060 and \u0060remove\u0060 (field \u0060/remove/<i>\u0060, that key's position in \u0060remove\u0060). NOT_NAMESPACE_MODE: diffToolState on a thread not in namespace mode (field \u0060/threadId\u0060). ROOT_NOT_OBJECT: a state root that is not a JSON object (protocol/README.md §11): openRun's or normalize's \u0060state\u0060 (field \u0060/state\u0060), diffState's \u0060value\u0060 at the root (field \u0060/value\u0060), or an activity's \u0060content\u0060 in activitySnapshot or diffActivity (field \u0060/content\u0060, protocol/README.md §10). NAMESPACE_NOT_OBJECT: mirror[namespace] exists but is not an object (openRun without toolState; field \u0060/state\u0060 if \u0060state\u0060 was given, else \u0060/threadId\u0060), or is missing or not an object (diffToolState; field \u0060/threadId\u0060). INVALID_POINTER, INVALID_INDEX, PATH_NOT_FOUND, INDEX_OUT_OF_BOUNDS, FORBIDDEN_KEY also for diffState at the root when a root member named \u0060__proto__\u0060 would change (field \u0060/value\u0060). INVALID_POINTER, INVALID_INDEX, PATH_NOT_FOUND, INDEX_OUT_OF_BOUNDS, FORBIDDEN_KEY: as the skip codes of the same names, for getState/diffState \u0060path\u0060 (field \u0060/path\u0060), parsePointer \u0060pointer\u0060 (INVALID_POINTER, field \u0060/pointer\u0060), escapePointer \u0060path\u0060 (INVALID_POINTER, field \u0060/path\u0060) or openRun \u0060namespace\u0060 (FORBIDDEN_KEY, field \u0060/namespace\u0060).",
         "enum": [
           "POSITIONAL_PARAMS",
           "MISSING",

@@ -156,7 +156,7 @@ export type Op =
       [k: string]: Json | "move" | "copy" | PointerOrPath;
     };
 /**
- * Why params were refused. POSITIONAL_PARAMS: params is an array (field ""). MISSING: a required param is absent. UNKNOWN_PARAM: a member the method does not define (params objects are closed). INVALID_VALUE: a value that does not fit the param's schema (type, length, range). UNSAFE_INTEGER: an integer token (no fraction, no exponent) beyond ±(2^53 − 1), anywhere in params (field points at it); send it as a string (protocol/README.md §3). NUMBER_OVERFLOW: a number literal beyond the range of a double (1e400), which would arrive as null. CONFLICTING_PARAMS: diffToolState mixes `toolState` with `set`/`remove` (field `/toolState`), or names a key in both `set` and `remove` (field `/remove/<i>`, that key's position in `remove`). NOT_NAMESPACE_MODE: diffToolState on a thread not in namespace mode (field `/threadId`). ROOT_NOT_OBJECT: a state root that is not a JSON object (protocol/README.md §11): openRun's or normalize's `state` (field `/state`), diffState's `value` at the root (field `/value`), or an activity's `content` in activitySnapshot or diffActivity (field `/content`, protocol/README.md §10). NAMESPACE_NOT_OBJECT: mirror[namespace] exists but is not an object (openRun without toolState; field `/state` if `state` was given, else `/threadId`), or is missing or not an object (diffToolState; field `/threadId`). INVALID_POINTER, INVALID_INDEX, PATH_NOT_FOUND, INDEX_OUT_OF_BOUNDS, FORBIDDEN_KEY also for diffState at the root when a root member named `__proto__` would change (field `/value`). INVALID_POINTER, INVALID_INDEX, PATH_NOT_FOUND, INDEX_OUT_OF_BOUNDS, FORBIDDEN_KEY: as the skip codes of the same names, for getState/diffState `path` (field `/path`), parsePointer `pointer` (INVALID_POINTER, field `/pointer`), escapePointer `path` (INVALID_POINTER, field `/path`) or openRun `namespace` (FORBIDDEN_KEY, field `/namespace`).
+ * Why params were refused. POSITIONAL_PARAMS: params is an array (field ""). MISSING: a required param is absent. UNKNOWN_PARAM: a member the method does not define (params objects are closed). INVALID_VALUE: a value that does not fit the param's schema (type, length, range). UNSAFE_INTEGER: an integer token (no fraction, no exponent) beyond ±(2^53 − 1), anywhere in params (field points at it) but a baseline (openRun's and openStream's `state`, read as the client reads it); send it as a string (protocol/README.md §3). NUMBER_OVERFLOW: a number literal beyond the range of a double (1e400), which would arrive as null. CONFLICTING_PARAMS: diffToolState mixes `toolState` with `set`/`remove` (field `/toolState`), or names a key in both `set` and `remove` (field `/remove/<i>`, that key's position in `remove`). NOT_NAMESPACE_MODE: diffToolState on a thread not in namespace mode (field `/threadId`). ROOT_NOT_OBJECT: a state root that is not a JSON object (protocol/README.md §11): openRun's or normalize's `state` (field `/state`), diffState's `value` at the root (field `/value`), or an activity's `content` in activitySnapshot or diffActivity (field `/content`, protocol/README.md §10). NAMESPACE_NOT_OBJECT: mirror[namespace] exists but is not an object (openRun without toolState; field `/state` if `state` was given, else `/threadId`), or is missing or not an object (diffToolState; field `/threadId`). INVALID_POINTER, INVALID_INDEX, PATH_NOT_FOUND, INDEX_OUT_OF_BOUNDS, FORBIDDEN_KEY also for diffState at the root when a root member named `__proto__` would change (field `/value`). INVALID_POINTER, INVALID_INDEX, PATH_NOT_FOUND, INDEX_OUT_OF_BOUNDS, FORBIDDEN_KEY: as the skip codes of the same names, for getState/diffState `path` (field `/path`), parsePointer `pointer` (INVALID_POINTER, field `/pointer`), escapePointer `path` (INVALID_POINTER, field `/path`) or openRun `namespace` (FORBIDDEN_KEY, field `/namespace`).
  */
 export type InvalidParamsReason =
   | "POSITIONAL_PARAMS"
@@ -279,7 +279,7 @@ export interface OpenRunParams {
    */
   runId?: string;
   /**
-   * The client's RunAgentInput.state. Replaces the mirror.
+   * The client's RunAgentInput.state. Replaces the mirror. A baseline: read as the client's JSON.parse reads it, so an integer beyond ±(2^53 − 1) in it is the double the client holds, not UNSAFE_INTEGER (protocol/README.md §3, issue 41).
    */
   state?: Json;
   /**
@@ -527,7 +527,7 @@ export interface ParsePointerResult {
 }
 export interface OpenStreamParams {
   /**
-   * The client's baseline, RunAgentInput.state: a JSON object. Default {}.
+   * The client's baseline, RunAgentInput.state: a JSON object. Default {}. Read as the client's JSON.parse reads it, so an integer beyond ±(2^53 − 1) in it is the double the client holds, not UNSAFE_INTEGER (protocol/README.md §3, issue 41).
    */
   state?: Json;
   /**
@@ -546,6 +546,10 @@ export interface OpenStreamParams {
    * fix --lifecycle: repair mends the runs @ag-ui/client would reject (a missing start sent first, what is open closed before a run ends, a RUN_FINISHED held back until the answer ends, duplicates and events after RUN_ERROR left out, a run the stream stops inside ended with RUN_ERROR INCOMPLETE_STREAM; protocol/README.md §13); pass (the default) sends them as they come.
    */
   lifecycle?: "repair" | "pass";
+  /**
+   * true when the client may hold other than the baseline: a stream opened again on a new sidecar without its replay (protocol/README.md §14), whose client has taken events the baseline does not hold. Under own, each run's first owned write is then one add of each owned member, whole, as when the baseline is not known (§13). Default false: with a known baseline (state, or the request's RunAgentInput.state) every owned write is a diff against the mirror (issue 41).
+   */
+  resync?: boolean;
   framing?: StreamFraming;
   /**
    * File the stream as a resumable run (protocol/README.md §16): every event of fixStream's and closeStream's `text` then carries an `id:` line and goes into the run log. Only for SSE: with framing `ndjson`, -32602 CONFLICTING_PARAMS, field `/resume`; with framing left out, `sse` is taken. Ignored (no ids, no `run`) when the sidecar runs with --store none. In the request form, `false` keeps the stream out of the run log (the middleware's resume is off); left out, an SSE stream is filed when the store is not none.
@@ -1108,7 +1112,7 @@ export const METHOD_PARAMS = {
   "closeThread": { required: ["threadId"], optional: [] },
   "escapePointer": { required: ["path"], optional: [] },
   "parsePointer": { required: ["pointer"], optional: [] },
-  "openStream": { required: [], optional: ["state", "own", "snapshots", "joinKeys", "lifecycle", "framing", "resume", "request", "response"] },
+  "openStream": { required: [], optional: ["state", "own", "snapshots", "joinKeys", "lifecycle", "resync", "framing", "resume", "request", "response"] },
   "fixStream": { required: ["streamId", "text"], optional: [] },
   "closeStream": { required: ["streamId"], optional: ["broken"] },
   "detachStream": { required: ["streamId"], optional: [] },

@@ -1843,7 +1843,7 @@ return errors === 0;
 }
 
 export const openStream = validate28;
-const schema67 = {"$id":"urn:agui-state:params:openStream","type":"object","properties":{"state":{"$ref":"urn:agui-state:openrpc#/components/schemas/Json","description":"The client's baseline, RunAgentInput.state: a JSON object. Left out, it is not known: {} stands in for it, and the first snapshot sent whole is SNAPSHOT_REPLACES_UNKNOWN (§13)."},"own":{"type":"array","items":{"$ref":"urn:agui-state:openrpc#/components/schemas/Pointer"}},"snapshots":{"enum":["pass","delta"]},"joinKeys":{"type":"boolean"},"lifecycle":{"enum":["repair","pass"]},"framing":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamFraming"},"resume":{"oneOf":[{"$ref":"urn:agui-state:openrpc#/components/schemas/ResumeRun"},{"type":"boolean"}]},"request":{"$ref":"urn:agui-state:openrpc#/components/schemas/HttpRequest"},"response":{"$ref":"urn:agui-state:openrpc#/components/schemas/HttpResponseHead"}},"required":[],"additionalProperties":false};
+const schema67 = {"$id":"urn:agui-state:params:openStream","type":"object","properties":{"state":{"$ref":"urn:agui-state:openrpc#/components/schemas/Json","description":"The client's baseline, RunAgentInput.state: a JSON object. Left out, it is not known: {} stands in for it, and the first snapshot sent whole is SNAPSHOT_REPLACES_UNKNOWN (§13)."},"own":{"type":"array","items":{"$ref":"urn:agui-state:openrpc#/components/schemas/Pointer"}},"snapshots":{"enum":["pass","delta"]},"joinKeys":{"type":"boolean"},"lifecycle":{"enum":["repair","pass"]},"resync":{"type":"boolean"},"framing":{"$ref":"urn:agui-state:openrpc#/components/schemas/StreamFraming"},"resume":{"oneOf":[{"$ref":"urn:agui-state:openrpc#/components/schemas/ResumeRun"},{"type":"boolean"}]},"request":{"$ref":"urn:agui-state:openrpc#/components/schemas/HttpRequest"},"response":{"$ref":"urn:agui-state:openrpc#/components/schemas/HttpResponseHead"}},"required":[],"additionalProperties":false};
 const schema70 = {"description":"How the event stream is framed (protocol/README.md §13, The stream).","enum":["sse","ndjson"]};
 const func37 = Object.prototype.hasOwnProperty;
 const schema71 = {"description":"openStream's `resume`: file the stream as a resumable run (protocol/README.md §16). The middleware passes the request's and the response's headers as they are (`requestHeaders`, `responseHeaders`); the sidecar derives the credential and the headers a rejoin gets. `authorization`, `cookie` and `headers` are the earlier form of the same, still taken (not with the new members).","type":"object","properties":{"threadId":{"description":"The request's RunAgentInput.threadId, as it came. One past 256 characters (UTF-16 units, as the client's JSON.parse holds it) names no thread, as one left out: the run is filed under no thread, so it can be rejoined by its ids but never reloaded (the sidecar decides; the middleware passes what it got).","type":"string","maxLength":65536},"path":{"description":"The request's path (a query is taken off).","type":"string","minLength":1,"maxLength":8192,"pattern":"^/"},"requestHeaders":{"description":"The request's headers, as received: the credential is derived from them by the operator's policy (--credential).","$ref":"#/components/schemas/HeaderPairs"},"responseHeaders":{"description":"The response's headers, as the app sent them: a rejoin is answered with them again, less those of one response (set-cookie, content-length, content-encoding, hop-by-hop).","$ref":"#/components/schemas/HeaderPairs"},"authorization":{"description":"Earlier form: the request's Authorization header (not with requestHeaders).","$ref":"#/components/schemas/Credential"},"cookie":{"description":"Earlier form: the request's Cookie header (not with requestHeaders).","$ref":"#/components/schemas/Credential"},"messages":{"description":"The request's RunAgentInput.messages, replayed to a reload as a MESSAGES_SNAPSHOT after RUN_STARTED (with a STATE_SNAPSHOT of `state`). Default [].","type":"array"},"headers":{"description":"Earlier form: the response's headers by lower-case name (not with responseHeaders). Default {\"content-type\": \"text/event-stream\"}.","type":"object","additionalProperties":{"type":"string"}}},"required":["path"],"additionalProperties":false};
@@ -2676,11 +2676,10 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.framing !== undefined){
-let data6 = data.framing;
+if(data.resync !== undefined){
 const _errs12 = errors;
-if(!((data6 === "sse") || (data6 === "ndjson"))){
-validate28.errors = [{instancePath:instancePath+"/framing",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamFraming/enum",keyword:"enum",params:{allowedValues: schema70.enum},message:"must be equal to one of the allowed values"}];
+if(typeof data.resync !== "boolean"){
+validate28.errors = [{instancePath:instancePath+"/resync",schemaPath:"#/properties/resync/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
 return false;
 }
 var valid0 = _errs12 === errors;
@@ -2689,24 +2688,37 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.resume !== undefined){
-let data7 = data.resume;
+if(data.framing !== undefined){
+let data7 = data.framing;
 const _errs14 = errors;
-const _errs15 = errors;
+if(!((data7 === "sse") || (data7 === "ndjson"))){
+validate28.errors = [{instancePath:instancePath+"/framing",schemaPath:"urn:agui-state:openrpc#/components/schemas/StreamFraming/enum",keyword:"enum",params:{allowedValues: schema70.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+var valid0 = _errs14 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.resume !== undefined){
+let data8 = data.resume;
+const _errs16 = errors;
+const _errs17 = errors;
 let valid5 = false;
 let passing0 = null;
-const _errs16 = errors;
-if(!(validate29(data7, {instancePath:instancePath+"/resume",parentData:data,parentDataProperty:"resume",rootData}))){
+const _errs18 = errors;
+if(!(validate29(data8, {instancePath:instancePath+"/resume",parentData:data,parentDataProperty:"resume",rootData}))){
 vErrors = vErrors === null ? validate29.errors : vErrors.concat(validate29.errors);
 errors = vErrors.length;
 }
-var _valid0 = _errs16 === errors;
+var _valid0 = _errs18 === errors;
 if(_valid0){
 valid5 = true;
 passing0 = 0;
 }
-const _errs17 = errors;
-if(typeof data7 !== "boolean"){
+const _errs19 = errors;
+if(typeof data8 !== "boolean"){
 const err0 = {instancePath:instancePath+"/resume",schemaPath:"#/properties/resume/oneOf/1/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err0];
@@ -2716,7 +2728,7 @@ vErrors.push(err0);
 }
 errors++;
 }
-var _valid0 = _errs17 === errors;
+var _valid0 = _errs19 === errors;
 if(_valid0 && valid5){
 valid5 = false;
 passing0 = [passing0, 1];
@@ -2740,44 +2752,45 @@ validate28.errors = vErrors;
 return false;
 }
 else {
-errors = _errs15;
+errors = _errs17;
 if(vErrors !== null){
-if(_errs15){
-vErrors.length = _errs15;
+if(_errs17){
+vErrors.length = _errs17;
 }
 else {
 vErrors = null;
 }
 }
 }
-var valid0 = _errs14 === errors;
+var valid0 = _errs16 === errors;
 }
 else {
 var valid0 = true;
 }
 if(valid0){
 if(data.request !== undefined){
-const _errs19 = errors;
+const _errs21 = errors;
 if(!(validate31(data.request, {instancePath:instancePath+"/request",parentData:data,parentDataProperty:"request",rootData}))){
 vErrors = vErrors === null ? validate31.errors : vErrors.concat(validate31.errors);
 errors = vErrors.length;
 }
-var valid0 = _errs19 === errors;
+var valid0 = _errs21 === errors;
 }
 else {
 var valid0 = true;
 }
 if(valid0){
 if(data.response !== undefined){
-const _errs20 = errors;
+const _errs22 = errors;
 if(!(validate33(data.response, {instancePath:instancePath+"/response",parentData:data,parentDataProperty:"response",rootData}))){
 vErrors = vErrors === null ? validate33.errors : vErrors.concat(validate33.errors);
 errors = vErrors.length;
 }
-var valid0 = _errs20 === errors;
+var valid0 = _errs22 === errors;
 }
 else {
 var valid0 = true;
+}
 }
 }
 }

@@ -54,6 +54,7 @@ export function openFromRequest(p: P.OpenStreamParams, resumeOn: boolean): CallR
     ...(p.snapshots !== undefined ? { snapshots: p.snapshots } : {}),
     ...(p.joinKeys !== undefined ? { joinKeys: p.joinKeys } : {}),
     ...(p.lifecycle !== undefined ? { lifecycle: p.lifecycle } : {}),
+    ...(p.resync !== undefined ? { resync: p.resync } : {}),
     framing: stream.framing,
     // A baseline that could not be read is not known: {} stands in for it (§13).
     ...(base.note === undefined ? { state: base.state as JsonObject } : {}),

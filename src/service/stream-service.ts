@@ -30,6 +30,8 @@ type Outcome = P.StreamFinding["outcome"];
 export interface FixerSpec {
   /** Left out: the client's baseline is not known (§13, SNAPSHOT_REPLACES_UNKNOWN). */
   state?: JsonObject;
+  /** openStream's `resync`: the client may hold more than `state` (a stream opened again without its replay, §14). */
+  resync?: boolean;
   policy: { own: Path[]; snapshots: "pass" | "delta"; joinKeys: boolean; lifecycle: "repair" | "pass" };
   /** The request's thread and run ids, for a RUN_STARTED the lifecycle repair sends. */
   run?: { threadId: string; runId: string };
@@ -191,6 +193,7 @@ export class StreamService {
       opts: {
         // The fixer copies the baseline into its mirror. Left out, it is not known (§13).
         ...(p.state !== undefined ? { state: p.state as JsonObject } : {}),
+        ...(p.resync === true ? { resync: true } : {}),
         policy,
         ...(run ? { run } : {}),
         // A listener also makes the fixer work out its verdict on each mended delta, so the findings are fix --report's.

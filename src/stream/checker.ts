@@ -1,4 +1,4 @@
-import type { JsonObject } from "../core/json.js";
+import type { JsonObject, Path } from "../core/index.js";
 import { Client, type Summary } from "./client.js";
 import { EventReader, type StreamItem } from "./events.js";
 import { LF_HINT, TEXT, kinded, type Finding } from "./findings.js";
@@ -21,10 +21,11 @@ export class StreamChecker {
    * not known (no --state): the replay starts from {}, and the first
    * snapshot applied is SNAPSHOT_REPLACES_UNKNOWN (§13). `onEvent`: called
    * once per event the client reads, as fix's is (an HTML report's hook;
-   * absent, it costs nothing).
+   * absent, it costs nothing). `own` (`--own`, §13): the members the server
+   * owns, which a snapshot may replace without a `wiped` finding.
    */
-  constructor(state?: JsonObject, private readonly onEvent?: (e: Observed) => void) {
-    this.model = new Client({ state: state ?? {}, known: state !== undefined });
+  constructor(state?: JsonObject, private readonly onEvent?: (e: Observed) => void, own: readonly Path[] = []) {
+    this.model = new Client({ state: state ?? {}, known: state !== undefined, own });
   }
 
   get summary(): Summary {

@@ -1,4 +1,4 @@
-import { cloneJson, measure, type Json, type JsonObject } from "../core/index.js";
+import { cloneJson, measure, type Json, type JsonObject, type Path } from "../core/index.js";
 import { ClientApply, decide } from "./client-apply.js";
 import { finding, type At, type Finding, type OpFinding, type Outcome } from "./findings.js";
 import { Lifecycle } from "./lifecycle.js";
@@ -30,6 +30,10 @@ export interface ClientOptions {
    * the first snapshot applied whole is SNAPSHOT_REPLACES_UNKNOWN (§13).
    */
   known?: boolean;
+  /** The mirror may be behind the client (FixerOptions.resync): under --own, each run's first owned write resynchronizes. */
+  resync?: boolean;
+  /** `check --own`: the members the server owns, which a snapshot may replace without a `wiped` finding (§13). fix and proxy take them in `repair`. */
+  own?: readonly Path[];
   /** The apply stage's repair policy; absent: apply as the client does (`check`). */
   repair?: Policy;
   /** How many ids of messages other than activities to remember (fix's bound on memory; check: all). */
@@ -63,11 +67,11 @@ export class Client {
     const state = opts.state ?? {};
     const repairs = opts.repair !== undefined;
     this.messages = new Messages(opts.remember);
-    this.shared = { messages: this.messages, lifecycle: new Lifecycle(opts.remember), tally: new Tally(repairs), untouched: new Untouched(state, opts.known ?? true), reader: repairs ? "fix" : "check" };
+    this.shared = { messages: this.messages, lifecycle: new Lifecycle(opts.remember), tally: new Tally(repairs), untouched: new Untouched(state, opts.known ?? true, opts.own), reader: repairs ? "fix" : "check" };
     this.apply =
       opts.repair === undefined
         ? { repairs: false, stage: new ClientApply(state, this.messages, this.shared.untouched, "check") }
-        : { repairs: true, stage: new RepairApply(cloneJson(state), opts.repair, this.shared, opts.diagnose ?? true, opts.run, opts.remember) };
+        : { repairs: true, stage: new RepairApply(cloneJson(state), opts.repair, this.shared, opts.diagnose ?? true, opts.run, opts.remember, (opts.known ?? true) && opts.resync !== true) };
   }
 
   /** What the client holds now. */

@@ -15,6 +15,12 @@ export interface FixerOptions {
    * SNAPSHOT_REPLACES_UNKNOWN (§13).
    */
   state?: JsonObject;
+  /**
+   * The client may hold more than `state`: it has taken events the baseline does not hold (a stream
+   * opened again on a new sidecar without its replay, §14). The mirror starts at `state` all the
+   * same, but is not known to be the client's: under --own, each run's first owned write resynchronizes.
+   */
+  resync?: boolean;
   /** The apply stage's repair policy: --own, --snapshots, --join-keys (default: none of them). */
   policy?: Policy;
   /** Called for every finding, with its outcome, in stream order. */
@@ -68,7 +74,7 @@ export class StreamFixer {
 
   constructor(opts: FixerOptions = {}) {
     // Without a listener the findings are not read: the verdict on each mended delta is not worked out.
-    this.client = new Client({ state: opts.state ?? {}, known: opts.state !== undefined, repair: opts.policy ?? PASSTHROUGH, remember: REMEMBERED, diagnose: opts.onFinding !== undefined || opts.onEvent !== undefined, ...(opts.run ? { run: opts.run } : {}) });
+    this.client = new Client({ state: opts.state ?? {}, known: opts.state !== undefined, resync: opts.resync === true, repair: opts.policy ?? PASSTHROUGH, remember: REMEMBERED, diagnose: opts.onFinding !== undefined || opts.onEvent !== undefined, ...(opts.run ? { run: opts.run } : {}) });
     this.onFinding = opts.onFinding;
     this.onEvent = opts.onEvent;
     // Set before the first chunk, it stands in for the reader's detection.

@@ -60,8 +60,13 @@ export class RepairApply {
   /** The mirror of the state; each activity's content has its own. */
   readonly mirror: Mirror;
   private readonly docs = new Map<string, Mirror>();
-  /** --own: whether this run has had its resynchronizing add (its first owned write, one `add` of each owned member). */
-  private resynced = false;
+  /**
+   * --own: whether the mirror is known to be what the client holds, so a snapshot is diffed against it.
+   * When the baseline is known (the request's RunAgentInput.state, `--state`), it always is: the mirror
+   * started there and follows every event sent (issue 41). When it is not, each run's first owned
+   * write is one `add` of each owned member, whole (the resynchronizing add), and this turns true then.
+   */
+  private resynced: boolean;
   /** How a delta is normalized: kept as it comes out, or (a delta whose verdict is worked out) kept only when it applied as sent. */
   private readonly keepAll: NormalizeOptions;
   private readonly keepAsSent: NormalizeOptions;
@@ -76,7 +81,10 @@ export class RepairApply {
     /** The ids a RUN_STARTED the lifecycle repair sends carries (the request's). */
     run: RunIds = { threadId: "agui-state", runId: "agui-state" },
     remember = Infinity,
+    /** Whether `state` is what the client holds (the request's, `--state`), rather than {} standing in for it. */
+    private readonly known = false,
   ) {
+    this.resynced = known;
     this.lifecycle = policy.lifecycle !== "repair" ? undefined : new LifecycleRepair(shared.lifecycle, shared.messages, shared.tally, run, remember);
     this.mirror = new Mirror(state);
     this.keepAll = { joinKeys: policy.joinKeys, keep: "all" };
@@ -155,7 +163,8 @@ export class RepairApply {
         return NONE;
       }
       case EventType.RUN_STARTED:
-        this.resynced = false;
+        // A run starts: without a known baseline, its first owned write resynchronizes the client (§13).
+        this.resynced = this.known;
         messages.observe(event);
         return NONE;
       default:

@@ -18,18 +18,48 @@ export interface Wipe {
 
 /**
  * The root members the client holds, among `members`, that `snapshot` would
- * remove or replace (by JSON equality), in the client's order.
+ * remove or replace (by JSON equality), in the client's order. `own` (`check
+ * --own`, §13): what stands at an owned member is the server's, so a member
+ * is wiped only when the snapshot drops or changes some of it outside them;
+ * an owned root member never is.
  */
-export function wipes(held: Json, snapshot: Json, members: (name: string) => boolean): Wipe[] {
+export function wipes(held: Json, snapshot: Json, members: (name: string) => boolean, own: readonly Path[] = []): Wipe[] {
   if (!isObject(held)) return [];
   const out: Wipe[] = [];
   const next = isObject(snapshot) ? snapshot : undefined;
   for (const name of Object.keys(held)) {
     if (!members(name)) continue;
-    if (next === undefined || !hasMember(next, name)) out.push({ name, pointer: formatPointer([name]), change: "removes" });
-    else if (!jsonEqual(held[name] as Json, next[name] as Json)) out.push({ name, pointer: formatPointer([name]), change: "replaces" });
+    const inside = own.length === 0 ? own : own.filter((p) => p[0] === name).map((p) => p.slice(1));
+    const had = held[name] as Json;
+    if (next === undefined || !hasMember(next, name)) {
+      if (inside.length === 0 || !equalOutside(had, isObject(had) ? {} : undefined, inside)) out.push({ name, pointer: formatPointer([name]), change: "removes" });
+    } else if (inside.length === 0 ? !jsonEqual(had, next[name] as Json) : !equalOutside(had, next[name] as Json, inside)) out.push({ name, pointer: formatPointer([name]), change: "replaces" });
   }
   return out;
+}
+
+/**
+ * JSON equality of `a` and `b` everywhere but at the paths in `skip` (relative to them), whose values
+ * are the server's: an empty path skips the whole value. Where one side has an object and the other
+ * nothing, the missing side reads as {}: a member that held only owned values loses nothing of the
+ * client's when it goes.
+ */
+function equalOutside(a: Json | undefined, b: Json | undefined, skip: readonly Path[]): boolean {
+  if (skip.some((p) => p.length === 0)) return true;
+  if (skip.length === 0) return a === undefined || b === undefined ? a === b : jsonEqual(a, b);
+  const x = a === undefined && isObject(b) ? {} : a;
+  const y = b === undefined && isObject(a) ? {} : b;
+  const bothObjects = isObject(x) && isObject(y);
+  if (!bothObjects && !(Array.isArray(x) && Array.isArray(y))) return x === undefined || y === undefined ? x === y : jsonEqual(x, y);
+  const xs = x as Record<string, Json>;
+  const ys = y as Record<string, Json>;
+  if (!bothObjects && (xs as unknown as Json[]).length !== (ys as unknown as Json[]).length) return false;
+  const keys = new Set([...Object.keys(xs), ...Object.keys(ys)]);
+  for (const k of keys) {
+    const under = skip.filter((p) => String(p[0]) === k).map((p) => p.slice(1));
+    if (!equalOutside(hasMember(xs, k) ? xs[k] : undefined, hasMember(ys, k) ? ys[k] : undefined, under)) return false;
+  }
+  return true;
 }
 
 /**

@@ -18,7 +18,12 @@ export class Untouched {
   /** Whether the client may hold members nobody here knows of: the baseline was not given, and no snapshot has replaced it. */
   private unknown: boolean;
 
-  constructor(baseline: JsonObject, known = true) {
+  constructor(
+    baseline: JsonObject,
+    known = true,
+    /** `check --own` (§13): the members the server owns, whose values a snapshot may replace without a finding. */
+    private readonly own: readonly Path[] = [],
+  ) {
     this.members = new Set(Object.keys(baseline));
     this.unknown = !known;
   }
@@ -59,7 +64,7 @@ export class Untouched {
   /** The `wiped` findings of a snapshot the client applies over `held`; the members it set are the server's after it. */
   wiped(held: Json, snapshot: Json, at: At, outcome: Outcome): Finding[] {
     if (this.members.size === 0) return [];
-    const lost = wipes(held, snapshot, (name) => this.members.has(name));
+    const lost = wipes(held, snapshot, (name) => this.members.has(name), this.own);
     for (const w of lost) this.members.delete(w.name);
     return lost.map((w) => finding(at, "wiped", TEXT.wiped(w.pointer, w.change, false), outcome));
   }

@@ -12,7 +12,9 @@ import { runProgram, toolchain } from "../../scripts/harness/toolchain.js";
  * through the real binary, and through the Python (sync), Go and Clojure
  * clients. Every token either comes back as text that reads as the same value
  * of the same kind (integer or not), or, for an integer beyond ±(2^53 − 1), is
- * refused with -32602 UNSAFE_INTEGER. Each client's test holds what comes back
+ * refused with -32602 UNSAFE_INTEGER where the server writes it (diffToolState's
+ * `set`), and read as the double the client holds in openRun's `state`, a
+ * baseline the client sent (protocol/README.md §3, baselines). Each client's test holds what comes back
  * to its own language's parse of the token (clients/python/tests/test_numbers.py,
  * clients/go/numbers_test.go, clients/clojure/test/agui_state/numbers_test.clj)
  * and reports per token; here the report is held to the rule.
@@ -73,7 +75,7 @@ async function exchange(input: string): Promise<Map<string, string>> {
 }
 
 describe(`numbers keep their value and kind through the binary (issue 22; seed ${SEED})`, () => {
-  it("every token comes back as itself (value and kind) from diffToolState, getState and openRun with getState's output, or is refused", async () => {
+  it("every token comes back as itself (value and kind) from diffToolState, getState and openRun with getState's output, or is refused where the server writes it and read as the client's double in a baseline", async () => {
     const first = await exchange(
       [...TOKENS, ...OVERFLOW]
         .map((t, i) => request(`o${i}`, "openRun", `{"threadId":"t${i}","state":{"s":${t}},"toolState":{}}`) + request(`d${i}`, "diffToolState", `{"threadId":"t${i}","set":{"n":${t}}}`) + request(`g${i}`, "getState", `{"threadId":"t${i}"}`))
@@ -86,8 +88,12 @@ describe(`numbers keep their value and kind through the binary (issue 22; seed $
       if (!Number.isFinite(Number(t))) {
         expect(opened?.error?.data, why).toEqual({ code: "INVALID_PARAMS", field: "/state/s", reason: "NUMBER_OVERFLOW" });
       } else if (refused(t)) {
-        expect(opened?.error?.data, why).toEqual({ code: "INVALID_PARAMS", field: "/state/s", reason: "UNSAFE_INTEGER" });
-        expect(opened?.error?.message, why).toContain("send it as a string");
+        expect(opened, why).toHaveProperty("result");
+        const set = JSON.parse(first.get(`d${i}`) ?? "null") as { error?: { message: string; data: unknown } } | null;
+        expect(set?.error?.data, why).toEqual({ code: "INVALID_PARAMS", field: "/set/n", reason: "UNSAFE_INTEGER" });
+        expect(set?.error?.message, why).toContain("send it as a string");
+        // The baseline holds what the client's JSON.parse holds: the nearest double, written as JavaScript writes it.
+        expect(numberAfter(first.get(`g${i}`), "s"), why).toBe(JSON.stringify(JSON.parse(t)));
       } else {
         expect(opened, why).toHaveProperty("result");
         const got = first.get(`g${i}`);

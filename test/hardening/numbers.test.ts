@@ -14,12 +14,12 @@ describe("numbers", { timeout: 20_000 }, () => {
   /** A call written as wire text, with `@N@` replaced by the literal. */
   const wire = (id: string, method: string, params: string): string => `{"jsonrpc":"2.0","id":"${id}","method":"${method}","params":${params}}\n`;
 
-  it("refuses an integer literal beyond ±(2^53 - 1) anywhere in params with -32602 UNSAFE_INTEGER naming its path, and changes nothing", async () => {
+  it("refuses an integer literal beyond ±(2^53 - 1) anywhere in params but a baseline with -32602 UNSAFE_INTEGER naming its path, and changes nothing", async () => {
     const s = startPeer();
     await openSentinel(s);
     await s.ok("openRun", { threadId: "t", toolState: { keep: 1 } });
+    const baseline: [string, string, (n: string) => string] = ["openRun", "/state/a/0/b", (n) => `{"threadId":"t","state":{"a":[{"b":${n}}]}}`];
     const places: [string, string, (n: string) => string][] = [
-      ["openRun", "/state/a/0/b", (n) => `{"threadId":"t","state":{"a":[{"b":${n}}]}}`],
       ["openRun", "/toolState/a~1b~0c/2", (n) => `{"threadId":"t","toolState":{"a/b~c":[1,2,${n}]}}`],
       ["openRun", '/toolState/q"\\u00e9', (n) => `{"threadId":"t","toolState":{"q\\"\\u00e9":${n}}}`],
       ["applyOps", "/ops/1/value/id", (n) => `{"threadId":"t","ops":[{"op":"add","path":"/toolState/x","value":1},{"op":"add","path":"/toolState/y","value":{"name":"12345678901234567890","id":${n}}}]}`],
@@ -41,7 +41,7 @@ describe("numbers", { timeout: 20_000 }, () => {
     }
     // A literal beyond a double's range would arrive as Infinity and be sent as null: refused as well.
     for (const n of ["1e400", "-1e400"]) {
-      for (const [method, field, params] of places.slice(0, 4)) {
+      for (const [method, field, params] of [baseline, ...places.slice(0, 3)]) {
         const id = `o${k++}`;
         const r = await crossing(s, () => s.callRaw(id, wire(id, method, params(n))));
         expect("error" in r && r.error, `${method} ${field} ${n}`).toMatchObject({ code: -32602, data: { code: "INVALID_PARAMS", field: field.replace("\\u00e9", "é"), reason: "NUMBER_OVERFLOW" } });
@@ -56,6 +56,31 @@ describe("numbers", { timeout: 20_000 }, () => {
     expect(reply.find((x) => x.id === "b1")?.error).toMatchObject({ code: -32602, data: { field: "/state/n", reason: "UNSAFE_INTEGER" } });
     expect(reply.find((x) => x.id === "b2")?.result).toEqual({ pointer: "/ok" });
     expect(await s.ok("getState", { threadId: "t" })).toEqual({ version: 1, state: { toolState: { keep: 1 } } });
+  });
+
+  it("reads a baseline (openRun's and openStream's state) as the client's JSON.parse reads it: an integer past 2^53 is the double it holds (issue 41)", async () => {
+    const s = startPeer();
+    await openSentinel(s);
+    for (const [i, n] of BIG.entries()) {
+      // What the client holds, and writes back in its next RunAgentInput.state.
+      const held = JSON.parse(n) as number;
+      const opened = await crossing(s, () => s.callRaw(`b${i}`, wire(`b${i}`, "openRun", `{"threadId":"b${i}","state":{"id":${n},"ui":{"k":[${n}]}}}`)));
+      expect("result" in opened, `openRun ${n}`).toBe(true);
+      expect(await s.ok("getState", { threadId: `b${i}` }), n).toEqual({ version: 1, state: { id: held, ui: { k: [held] } } });
+      // A stream's baseline: a snapshot that keeps the client's value sends nothing for it; one that changes it, a delta.
+      const stream = await crossing(s, () => s.callRaw(`s${i}`, wire(`s${i}`, "openStream", `{"state":{"id":${n},"ui":1},"own":["/id"],"framing":"ndjson"}`)));
+      const id = ("result" in stream ? (stream.result as { streamId: string }).streamId : undefined) ?? "";
+      expect(id, `openStream ${n}`).not.toBe("");
+      const fixed = (await s.ok("fixStream", { streamId: id, text: `{"type":"RUN_STARTED","threadId":"t","runId":"r"}\n{"type":"STATE_SNAPSHOT","snapshot":{"id":${n}}}\n{"type":"STATE_SNAPSHOT","snapshot":{"id":7}}\n` })) as { text: string };
+      expect(fixed.text.split("\n").slice(1, -1), n).toEqual([JSON.stringify({ type: "STATE_DELTA", delta: [{ op: "replace", path: "/id", value: 7 }] })]);
+      await s.ok("closeStream", { streamId: id });
+    }
+    // The request form reads RunAgentInput.state from the body text, as the client wrote it.
+    const body = JSON.stringify({ threadId: "t", runId: "r", state: { id: 2 ** 53 } }).replace(String(2 ** 53), "9007199254740993");
+    const form = (await s.ok("openStream", { request: { method: "POST", path: "/agent", headers: [["content-type", "application/json"]], body }, response: { status: 200, headers: [["content-type", "text/event-stream"]] }, own: ["/id"], resume: false })) as { streamId: string; baseline?: unknown };
+    expect(form.baseline).toBeUndefined();
+    const fixed = (await s.ok("fixStream", { streamId: form.streamId, text: 'data: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\n\ndata: {"type":"STATE_SNAPSHOT","snapshot":{"id":9007199254740993}}\n\n' })) as { text: string };
+    expect(fixed.text).toBe('data: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\n\n');
   });
 
   it("passes safe integers and floats such as 6.02e23 and 1e300 through unchanged, end to end", async () => {

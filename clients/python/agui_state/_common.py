@@ -235,11 +235,14 @@ class Methods(Generic[R]):
 
     def open_stream(self, *, state: Optional[Dict[str, JSON]] = None, own: Optional[Iterable[str]] = None,
                     snapshots: Optional[str] = None, join_keys: bool = False, lifecycle: Optional[str] = None,
-                    framing: Optional[str] = None, resume: Union[bool, Dict[str, JSON], None] = None,
-                    request: Optional[Dict[str, JSON]] = None, response: Optional[Dict[str, JSON]] = None) -> R:
+                    resync: bool = False, framing: Optional[str] = None,
+                    resume: Union[bool, Dict[str, JSON], None] = None, request: Optional[Dict[str, JSON]] = None,
+                    response: Optional[Dict[str, JSON]] = None) -> R:
         """openStream. own, snapshots ("pass" or "delta") and join_keys are `fix --own`, `--snapshots`,
-        `--join-keys`, lifecycle ("repair", the sidecar's default, or "pass") `fix --lifecycle`: whether a run's
-        lifecycle faults are mended (protocol/README.md §13). What a middleware passes (protocol/README.md §14): `request` ({method, path, headers,
+        `--join-keys`, lifecycle ("repair", or "pass", the sidecar's default) `fix --lifecycle`: whether a run's
+        lifecycle faults are mended (protocol/README.md §13). resync: the client may hold more than the
+        baseline (a stream opened again on a new sidecar without its replay, §14): under own, each run's first
+        owned write is sent whole. What a middleware passes (protocol/README.md §14): `request` ({method, path, headers,
         body?}: the request as received, its header pairs, and its body as text when the whole of it was
         kept) and `response` ({status, headers}: the app's response head); `resume=False` when the
         middleware's resume is off. The sidecar then decides the framing, the baseline and the headers:
@@ -251,8 +254,9 @@ class Methods(Generic[R]):
         responseHeaders}) that files the stream as a resumable run; {streamId, run?, opening?, headers?}."""
         own = _optional_sequence("open_stream", "own", own, "str")
         return self.call("openStream", _params(state=state, own=own, snapshots=snapshots,
-                                               join_keys=join_keys or None, lifecycle=lifecycle, framing=framing,
-                                               resume=resume, request=request, response=response))
+                                               join_keys=join_keys or None, lifecycle=lifecycle,
+                                               resync=resync or None, framing=framing, resume=resume,
+                                               request=request, response=response))
 
     def fix_stream(self, stream_id: str, text: str) -> R:
         """fixStream: {text, findings, passed, mended, discarded, kept, pending?, head?}: the repaired text of

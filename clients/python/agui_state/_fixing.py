@@ -103,7 +103,10 @@ class Repair:
             try:
                 self.client = await self.sidecar.get()
                 self.generation = self.sidecar.generation
-                opened: Dict[str, Any] = await self.client.open_stream(**self.params)
+                # Without the replay the new mirror starts at the request's state, which the client has moved
+                # past: its owned members are sent whole again (resync, protocol/README.md §13, §14).
+                resync = not first and self.kept.answered is None
+                opened: Dict[str, Any] = await self.client.open_stream(**self.params, **({"resync": True} if resync else {}))
                 if "pass" in opened:
                     self.id = None
                     self._passed(opened["pass"])

@@ -2,7 +2,9 @@
 
 Each token is read with Python's own json.loads (an int or a float), sent through the sync client,
 and read back: what comes back must be the same value of the same type (and a zero keeps its sign).
-An integer beyond ±(2^53 − 1) must be refused with InvalidParamsError, reason UNSAFE_INTEGER.
+An integer beyond ±(2^53 − 1) must be refused with InvalidParamsError, reason UNSAFE_INTEGER, where the
+server writes it (diffToolState's `set`); in openRun's `state`, a baseline the client sent, it is read as the
+client's JSON.parse reads it: the double it holds (protocol/README.md §3, baselines).
 
 The tokens are this file's list, or, when $AGUI_NUMBER_TOKENS names a file of tokens (one per line,
 as test/clients/numbers.test.ts writes them), that file's; $AGUI_NUMBER_REPORT then receives one line
@@ -52,16 +54,19 @@ def test_number_tokens_keep_value_and_kind(s: AguiState) -> None:
     for i, token in enumerate(tokens()):
         want = json.loads(token)
         tid = f"n{i}"
+        s.open_run(tid, state={"s": want}, tool_state={})
         try:
-            s.open_run(tid, state={"s": want}, tool_state={})
+            change = s.diff_tool_state(tid, set={"n": want})
         except InvalidParamsError as e:
             assert isinstance(want, int) and abs(want) > MAX_SAFE, f"{token} was refused: {e}"
-            assert (e.data["reason"], e.data["field"]) == ("UNSAFE_INTEGER", "/state/s"), f"{token}: {e.data}"
+            assert (e.data["reason"], e.data["field"]) == ("UNSAFE_INTEGER", "/set/n"), f"{token}: {e.data}"
             assert "send it as a string" in str(e), str(e)
+            # The baseline took it as the client holds it: the nearest double.
+            held = s.get_state(tid)["state"]["s"]
+            assert float(held) == float(want), f"{token} in openRun's state came back as {held!r}"
             report.append(f"{token}\trefused")
             continue
         assert not (isinstance(want, int) and abs(want) > MAX_SAFE), f"{token}, an integer beyond 2^53 - 1, was accepted"
-        change = s.diff_tool_state(tid, set={"n": want})
         same_number(change["delta"][0]["value"], want, f"{token} in diffToolState's delta")
         state = s.get_state(tid)["state"]
         same_number(state["s"], want, f"{token} in getState")

@@ -41,6 +41,15 @@ const isId = (v: unknown): v is Id =>
 const VALUE_PARAMS = new Set(["state", "toolState", "set", "value", "content", "ops"]);
 
 /**
+ * protocol/README.md §3, baselines: the methods whose `state` is a state the client sent
+ * (RunAgentInput.state, handed on by the server), read as the client's JSON.parse reads it: an
+ * integer beyond ±(2^53 − 1) there is the double the client holds, not UNSAFE_INTEGER, since the
+ * client, not the server, wrote it and cannot send it as a string.
+ */
+const BASELINE_METHODS: ReadonlySet<string> = new Set(["openRun", "openStream"]);
+const isBaseline = (member: string): boolean => member === "state";
+
+/**
  * protocol/README.md §3: a number the protocol itself reads (`ifVersion`, an
  * index in a Path) is the number it holds, `3.0` as `3`, as JSON Schema's
  * "integer" has it. Only JSON values keep the kind they came with. Called
@@ -201,7 +210,7 @@ export class Dispatcher {
     if (!isObject(raw)) return err(invalidRequest("params must be an object"));
     const m = METHODS.get(method);
     if (!m) return err(methodNotFound(method));
-    const found = scan ? scanJson(raw, this.maxNesting) : undefined;
+    const found = scan ? scanJson(raw, this.maxNesting, BASELINE_METHODS.has(method) ? isBaseline : undefined) : undefined;
     if (found) return err(toWireError(scanError(found, this.limits.maxDepth)));
     if (scan) settleNumbers(raw);
     try {

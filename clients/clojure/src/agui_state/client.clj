@@ -346,7 +346,9 @@
   :response {\"status\" \"headers\"} the app's response head; the repair policy
   of `fix --own` (pointers), `--snapshots` (\"pass\" or \"delta\") and
   `--join-keys`, and `--lifecycle` (:lifecycle \"pass\", the default, or
-  \"repair\"); :resume false turns resume off for the stream. The sidecar
+  \"repair\"); :resume false turns resume off for the stream; :resync true
+  when the client may hold more than the request's state (a stream opened
+  again on a new sidecar without its replay). The sidecar
   decides the rest (the framing, the baseline, the headers). Returns {:pass
   {\"code\" \"message\"}} when the response is not one to repair, else
   {:stream-id :headers :replay-bytes}, and :baseline (why the request's state

@@ -206,7 +206,12 @@
                              {:keys [over size]} (:replay @st)
                              text (.toString replay "UTF-8")
                              r (try (vswap! st update :restarted inc)
-                                    (sidecar/reopen! c (:view @st) params text)
+                                    (sidecar/reopen! c (:view @st)
+                                                     ;; Without the replay the new mirror starts at the request's
+                                                     ;; state, which the client has moved past: :resync sends its
+                                                     ;; owned members whole again (protocol/README.md §13, §14).
+                                                     (cond-> params over (assoc :resync true))
+                                                     text)
                                     (catch Exception x {:failed x}))]
                          (cond
                            (:failed r) (do (vswap! st assoc :why (str "restarting it failed: "
