@@ -48,7 +48,7 @@ export interface CheckLine {
 }
 
 /** `agui-state check --json --state <state> ARGS` over a recorded answer: its exit code and findings. */
-export async function check(body: string, state: string, args: readonly string[]): Promise<{ code: number | null; findings: CheckLine[]; stderr: string }> {
+export async function check(body: string | Buffer, state: string, args: readonly string[]): Promise<{ code: number | null; findings: CheckLine[]; stderr: string }> {
   const r = await run(SEA, ["check", "--json", "--state", state, ...args], body, CLI_MS);
   const findings = r.stdout
     .toString("utf8")
