@@ -16,6 +16,7 @@ import { childEnv, Child, SEA, type Command } from "../scripts/harness/process.j
 import { runSoak } from "../scripts/soak/driver.js";
 import { asgiFigures, asgiFirstStream } from "./asgi.js";
 import { goFirstStream, goMiddleware } from "./go-middleware.js";
+import { bigStateFigures } from "./big-state.js";
 import { clientFigures } from "./clients.js";
 import { hardening } from "./hardening.js";
 import { clojureFirstStream } from "./clojure-first-stream.js";
@@ -314,5 +315,6 @@ if (wanted("B22clj")) clojureFirstStream(row, note, QUICK); // issue 31: the Rin
 if (wanted("B19")) await resumeThroughput(row, QUICK); // issue 34
 if (wanted("B20")) await rejoinLatency(row, QUICK); // issue 34
 if (wanted("B21")) await retainedBytes(row, QUICK); // issue 34
+if (wanted("B25", "B25py", "B25p", "B25go", "B25clj")) await bigStateFigures(row, note, QUICK); // issue 41: a 1 MB state through each middleware and the proxy
 
 writeTable(path.join(ROOT, "bench/results.md"), (performance.now() - started) / 1000, QUICK ? "--quick" : ONLY === undefined ? undefined : "--only");
