@@ -39,16 +39,34 @@ export function expectedState(f: Fixture, direct: Thread): unknown {
 }
 
 /**
+ * The framework's root members named `__proto__`: no STATE_DELTA op can name
+ * one (protocol/README.md §3, the client's library refuses the whole delta),
+ * so under own, where every snapshot goes as a delta, agui-state leaves such
+ * a member out, and the client never holds it; the framework alone, whose
+ * snapshot the client parses with JSON.parse, gives it one. A known gap,
+ * asserted as it stands (langgraph-cli.test.ts), kept out of the other checks.
+ */
+export const FORBIDDEN_ROOT = "__proto__";
+export const unreachable = (state: unknown): string[] => (Object.hasOwn(state as object, FORBIDDEN_ROOT) ? [`/${FORBIDDEN_ROOT}`] : []);
+
+/** `state` without its root `__proto__` member. */
+function withoutForbidden(state: unknown): unknown {
+  if (!Object.hasOwn(state as object, FORBIDDEN_ROOT)) return state;
+  return Object.fromEntries(Object.entries(state as object).filter(([k]) => k !== FORBIDDEN_ROOT));
+}
+
+/**
  * Every check the thread `ours` (through agui-state) fails against `direct`:
  * [] when it holds. The final state is the framework's plus the client's key
- * (deep equal); the messages are the framework's; the client warned of
+ * (deep equal; a root `__proto__` aside, above); the messages are the framework's; the client warned of
  * nothing; each run ended as it did with the framework alone (the same
  * RUN_ERRORs, none added; rejected where it was); no snapshot went out
  * unrepaired.
  */
 export function againstDirect(f: Fixture, direct: Thread, ours: Thread): string[] {
   const failed: string[] = [];
-  if (!isDeepStrictEqual(ours.state, expectedState(f, direct))) failed.push(`state ${JSON.stringify(ours.state).slice(0, 600)}, not ${JSON.stringify(expectedState(f, direct)).slice(0, 600)}`);
+  const expected = withoutForbidden(expectedState(f, direct));
+  if (!isDeepStrictEqual(ours.state, expected)) failed.push(`state ${JSON.stringify(ours.state).slice(0, 600)}, not ${JSON.stringify(expected).slice(0, 600)}`);
   if (!isDeepStrictEqual(ours.messages, direct.messages)) failed.push(`messages ${JSON.stringify(ours.messages).slice(0, 600)}, not ${JSON.stringify(direct.messages).slice(0, 600)}`);
   if (ours.warnings.length > 0) failed.push(`the client warned: ${ours.warnings.join(" | ")}`);
   ours.runs.forEach((r, i) => {
