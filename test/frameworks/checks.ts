@@ -47,11 +47,12 @@ export function expectedState(f: Fixture, direct: Thread): unknown {
  * asserted as it stands (langgraph-cli.test.ts), kept out of the other checks.
  */
 export const FORBIDDEN_ROOT = "__proto__";
-export const unreachable = (state: unknown): string[] => (Object.hasOwn(state as object, FORBIDDEN_ROOT) ? [`/${FORBIDDEN_ROOT}`] : []);
+const holdsForbidden = (state: unknown): boolean => typeof state === "object" && state !== null && Object.hasOwn(state, FORBIDDEN_ROOT);
+export const unreachable = (state: unknown): string[] => (holdsForbidden(state) ? [`/${FORBIDDEN_ROOT}`] : []);
 
 /** `state` without its root `__proto__` member. */
 function withoutForbidden(state: unknown): unknown {
-  if (!Object.hasOwn(state as object, FORBIDDEN_ROOT)) return state;
+  if (!holdsForbidden(state)) return state;
   return Object.fromEntries(Object.entries(state as object).filter(([k]) => k !== FORBIDDEN_ROOT));
 }
 
@@ -61,7 +62,7 @@ function withoutForbidden(state: unknown): unknown {
  * (deep equal; a root `__proto__` aside, above); the messages are the framework's; the client warned of
  * nothing; each run ended as it did with the framework alone (the same
  * RUN_ERRORs, none added; rejected where it was); no snapshot went out
- * unrepaired.
+ * unrepaired; each request the client sent is the recorded one.
  */
 export function againstDirect(f: Fixture, direct: Thread, ours: Thread): string[] {
   const failed: string[] = [];
@@ -78,6 +79,13 @@ export function againstDirect(f: Fixture, direct: Thread, ours: Thread): string[
   // the wire means the repair did not run there (a middleware that failed open sends the rest as it came).
   ours.runs.forEach((r, i) => {
     if (events(r.wire).some((e) => e.type === "STATE_SNAPSHOT")) failed.push(`run ${i + 1}: a STATE_SNAPSHOT reached the client: the answer went out unrepaired`);
+  });
+  // The recorded answers were recorded for the requests a client with agui-state sends: through agui-state,
+  // the client's own request (what it holds after the run before, and the user's next message) is that one.
+  ours.runs.forEach((r, i) => {
+    const recorded = f.runs[i]?.request;
+    if (!isDeepStrictEqual(withoutForbidden(r.sent.state), withoutForbidden(recorded?.state))) failed.push(`run ${i + 1}: the client sent the state ${JSON.stringify(r.sent.state).slice(0, 300)}, not the recorded ${JSON.stringify(recorded?.state).slice(0, 300)}`);
+    if (!isDeepStrictEqual(r.sent.messages, recorded?.messages)) failed.push(`run ${i + 1}: the client sent other messages than the recorded request`);
   });
   if (ours.runs.length !== f.runs.length) failed.push(`${ours.runs.length} runs, not ${f.runs.length}`);
   return failed;
