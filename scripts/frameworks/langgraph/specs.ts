@@ -38,7 +38,7 @@ export const SPECS: readonly GraphSpec[] = [
   { graph: "odd-keys", path: "/odd-keys", runs: chat("Write the odd keys.", "Again."),
     about: "State members and keys `raster-ops/dataset`, `a~b`, `~1`, `/`, the empty key, non-ASCII keys and `__proto__`; a later node removes one." },
   { graph: "bigint", path: "/bigint", runs: chat("Store the ids.", "Add a counter."),
-    about: "Integers past 2^53 (2**53 + 1, a 64-bit snowflake id, a nanosecond clock) written by run 1 and sent back by the client in run 2's state." },
+    about: "Integers past 2^53 (2**53 + 1, a 64-bit snowflake id, a 19-digit timestamp) written by run 1 and sent back by the client in run 2's state." },
   { graph: "interrupt", path: "/interrupt", runs: [{ text: "Migrate the database." }, { forwardedProps: { command: { resume: "yes" } } }],
     about: "LangGraph's `interrupt()`: run 1 stops at the `ask` node; run 2 resumes it with `forwardedProps.command.resume` and runs to the end." },
   { graph: "raise", path: "/raise", runs: chat("Collect the items.", "Try again."),

@@ -6,6 +6,8 @@ const MAX_HEADER_BYTES = 8192;
 /** A header line, `name: value` (RFC 9110 §5.1: the name is a token). */
 const HEADER_LINE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+:/;
 const CONTENT_LENGTH = /^content-length:/i;
+/** protocol/README.md §2: the bytes of an attachment that follow the body (a large text, as itself). */
+const TEXT_LENGTH = /^agui-text-length:/i;
 
 /**
  * LSP-style framing: `Content-Length: N\r\n\r\n` then N bytes. The header
@@ -44,6 +46,10 @@ export class LspDecoder implements FrameDecoder {
   /** The block's Content-Length: a number, "bad" for a value that is not one, undefined while none was seen. */
   private length: number | "bad" | undefined;
   private badValue = "";
+  /** The block's Agui-Text-Length, as Content-Length's; and, while its body is read, the attachment's bytes at its end. */
+  private attachLength: number | "bad" | undefined;
+  private badAttach = "";
+  private attached: number | undefined;
   readonly framing = "lsp";
 
   constructor(
@@ -85,13 +91,14 @@ export class LspDecoder implements FrameDecoder {
       else if (this.head.length < HEAD_BYTES) this.head += piece.subarray(0, HEAD_BYTES - this.head.length).toString("utf8");
       this.got += n;
       if (this.got < this.want) return undefined;
-      emit(this.discarding ? { kind: "oversized", bytes: this.got, head: this.head } : decodeBody(this.parts.length === 1 ? (this.parts[0] as Buffer) : Buffer.concat(this.parts, this.got)));
+      emit(this.discarding ? { kind: "oversized", bytes: this.got, head: this.head } : decodeBody(this.parts.length === 1 ? (this.parts[0] as Buffer) : Buffer.concat(this.parts, this.got), this.attached));
       this.sawBody = true;
       this.want = -1;
       this.got = 0;
       this.parts = [];
       this.discarding = false;
       this.head = "";
+      this.attached = undefined;
     }
   }
 
@@ -112,6 +119,7 @@ export class LspDecoder implements FrameDecoder {
     this.lines = 0;
     this.blockBytes = 0;
     this.length = undefined;
+    this.attachLength = undefined;
     this.badValue = "";
   }
 
@@ -167,10 +175,13 @@ export class LspDecoder implements FrameDecoder {
         // The blank line that ends a block (at the start of one, blank lines were skipped above).
         this.buf = this.buf.subarray(nl + 1);
         const length = this.length;
-        const detail = length === undefined ? "missing Content-Length" : length === "bad" ? `bad Content-Length ${JSON.stringify(this.badValue)}` : undefined;
+        const attached = this.attachLength;
+        const detail = length === undefined ? "missing Content-Length" : length === "bad" ? `bad Content-Length ${JSON.stringify(this.badValue)}` : attached === "bad" ? `bad Agui-Text-Length ${JSON.stringify(this.badAttach)}` : undefined;
         this.endBlock();
         if (detail === undefined) {
-          this.want = length as number;
+          // The attachment follows the body: the frame is both, held to the message limit as one (§7).
+          this.attached = attached as number | undefined;
+          this.want = (length as number) + (this.attached ?? 0);
           this.discarding = this.want > this.max;
           return "body";
         }
@@ -188,6 +199,11 @@ export class LspDecoder implements FrameDecoder {
           const n = /^\d+$/.test(value) ? Number(value) : NaN;
           this.length = Number.isSafeInteger(n) ? n : "bad";
           this.badValue = value.slice(0, 40);
+        } else if (TEXT_LENGTH.test(line)) {
+          const value = line.slice("agui-text-length:".length).replace(/^[ \t]+|[ \t]+$/g, "");
+          const n = /^\d+$/.test(value) ? Number(value) : NaN;
+          this.attachLength = Number.isSafeInteger(n) ? n : "bad";
+          this.badAttach = value.slice(0, 40);
         }
         this.lines++;
         this.afterBad = false;
