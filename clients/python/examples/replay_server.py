@@ -1,5 +1,5 @@
 """Recorded answers of a real framework (test/fixtures/frameworks/<framework>/*.json), replayed behind
-AguiStateMiddleware under uvicorn. test/frameworks/langgraph-middleware.test.ts runs it:
+AguiStateMiddleware under uvicorn. test/frameworks/langgraph-python.test.ts runs it:
 
     AGUI_STATE_BIN=dist/agui-state /usr/bin/python3 clients/python/examples/replay_server.py \\
         --fixtures test/fixtures/frameworks/langgraph

@@ -1,7 +1,7 @@
 (ns agui-state.ring-replay-agent
   "Recorded answers of a real framework (test/fixtures/frameworks/<framework>/*.json)
   replayed by Ring apps through wrap-agui-state in real Jetty servers, for
-  test/frameworks/langgraph-middleware.test.ts, which drives them with the real
+  test/frameworks/langgraph-clojure.test.ts, which drives them with the real
   HttpAgent.
 
     clojure -cp data.json.jar:ring-core.jar:ring-jetty-adapter.jar:src:test \\

@@ -1,6 +1,6 @@
 // Command replayagent serves recorded answers of a real framework
 // (test/fixtures/frameworks/<framework>/*.json) on net/http through
-// aguistate.Middleware. It is what test/frameworks/langgraph-middleware.test.ts
+// aguistate.Middleware. It is what test/frameworks/langgraph-go.test.ts
 // drives with the real @ag-ui/client.
 //
 // Each fixture is a thread: its path, its own (the members the framework
