@@ -23,6 +23,19 @@ export function events(wire: string): { type: string; bytes: number }[] {
     .map((data) => ({ type: (JSON.parse(data) as { type: string }).type, bytes: Buffer.byteLength(data, "utf8") }));
 }
 
+/** Whether a STATE_SNAPSHOT of the fixture's answers holds the root member `name`. */
+export function snapshotsHold(f: Fixture, name: string): boolean {
+  return f.runs.some((r) =>
+    r.body
+      .split("\n")
+      .filter((l) => l.startsWith("data: "))
+      .some((l) => {
+        const e = JSON.parse(l.slice(6)) as { type: string; snapshot?: object };
+        return e.type === "STATE_SNAPSHOT" && e.snapshot !== undefined && Object.hasOwn(e.snapshot, name);
+      }),
+  );
+}
+
 /** The bytes of a thread's STATE_SNAPSHOT and STATE_DELTA events on the wire, all runs together. */
 export const stateBytes = (t: Thread): number => t.runs.flatMap((r) => events(r.wire)).filter((e) => STATE_EVENTS.has(e.type)).reduce((n, e) => n + e.bytes, 0);
 
@@ -41,10 +54,11 @@ export function expectedState(f: Fixture, direct: Thread): unknown {
 /**
  * The framework's root members named `__proto__`: no STATE_DELTA op can name
  * one (protocol/README.md §3, the client's library refuses the whole delta),
- * so under own, where every snapshot goes as a delta, agui-state leaves such
- * a member out, and the client never holds it; the framework alone, whose
- * snapshot the client parses with JSON.parse, gives it one. A known gap,
- * asserted as it stands (langgraph-cli.test.ts), kept out of the other checks.
+ * so no `own` may hold it (FORBIDDEN_KEY), and under own, where every snapshot
+ * goes as a delta, a snapshot's value there is reported (wiped, kept) and the
+ * client never holds it; the framework alone, whose snapshot the client parses
+ * with JSON.parse, gives it one. Asserted as it stands (langgraph-cli.test.ts),
+ * kept out of the other checks.
  */
 export const FORBIDDEN_ROOT = "__proto__";
 const holdsForbidden = (state: unknown): boolean => typeof state === "object" && state !== null && Object.hasOwn(state, FORBIDDEN_ROOT);

@@ -5,7 +5,7 @@ import { SEA, run } from "../../scripts/harness/process.js";
 import type { Answer, Fixture } from "./replay.js";
 
 /** How long the binary may take on one recorded answer (1 MB states among them): a hang guard. */
-const CLI_MS = 60_000;
+export const CLI_MS = 60_000;
 
 /** `--own P` for each pointer the fixture owns. */
 export const ownFlags = (f: Fixture): string[] => f.own.flatMap((p) => ["--own", p]);

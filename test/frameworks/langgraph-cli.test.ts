@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FORBIDDEN_ROOT, againstDirect, bytesLine, events, snapshotRuns, snapshotsOften, stateBytes, unreachable, wipedRuns } from "./checks.js";
-import { check, fixAnswer, ownFlags, stateFiles } from "./cli.js";
+import { SEA, run } from "../../scripts/harness/process.js";
+import { FORBIDDEN_ROOT, againstDirect, bytesLine, events, snapshotRuns, snapshotsHold, snapshotsOften, stateBytes, unreachable, wipedRuns } from "./checks.js";
+import { CLI_MS, check, fixAnswer, ownFlags, stateFiles } from "./cli.js";
 import { directly, loadFixtures, replayUpstream, runThread, type Thread } from "./replay.js";
 
 /**
@@ -52,7 +53,8 @@ describe.each(FIXTURES.map((f) => ({ graph: f.graph, f })))("$graph", ({ f }) =>
       const got = await check(r.body, files.write(r.request.state), ownFlags(f));
       const held = (r.request.state as Record<string, unknown> | undefined)?.[f.clientKey] !== undefined;
       const snapshots = events(r.body).some((e) => e.type === "STATE_SNAPSHOT");
-      const wiped = got.findings.filter((l) => l.code === "SNAPSHOT_WIPE").map((l) => l.pointer);
+      // A root __proto__ is no own's (FORBIDDEN_ROOT, checks.ts): one the client holds and a snapshot changes is wiped too.
+      const wiped = got.findings.filter((l) => l.code === "SNAPSHOT_WIPE" && l.pointer !== `/${FORBIDDEN_ROOT}`).map((l) => l.pointer);
       expect([...new Set(wiped)], `run ${i + 1}: ${got.stderr}`).toEqual(held && snapshots ? [`/${f.clientKey}`] : []);
     }
   }, 120_000);
@@ -74,19 +76,26 @@ describe.each(FIXTURES.map((f) => ({ graph: f.graph, f })))("$graph", ({ f }) =>
       expect(got.code, got.stderr).toBe(1);
       const wiped = new Set(got.findings.filter((l) => l.code === "SNAPSHOT_WIPE").map((l) => l.pointer));
       expect(wiped.has(`/${f.clientKey}`), `run ${n}: ${[...wiped].join(", ")}`).toBe(true);
-      for (const p of wiped) expect(p === `/${f.clientKey}` || f.own.some((o) => p === o || p?.startsWith(`${o}/`)), `run ${n}: ${String(p)}`).toBe(true);
+      for (const p of wiped) expect(p === `/${f.clientKey}` || p === `/${FORBIDDEN_ROOT}` || f.own.some((o) => p === o || p?.startsWith(`${o}/`)), `run ${n}: ${String(p)}`).toBe(true);
     }
   }, 120_000);
 
-  it("a root member named __proto__ (a known gap): LangGraph alone gives it to the client, through fix --own it never arrives (no op can name it)", async () => {
+  it("a root member named __proto__: no op can name it, so no own holds it; LangGraph alone gives it to the client, through fix --own it never arrives, and fix --report says so (wiped, kept)", async () => {
+    const sent = snapshotsHold(f, FORBIDDEN_ROOT);
+    expect(f.own).not.toContain(`/${FORBIDDEN_ROOT}`);
     const upstream = await replayUpstream(FIXTURES, fixAnswer(f, files));
     try {
       const ours = await runThread(upstream.url, f);
       expect(unreachable(ours.state)).toEqual([]);
-      expect(unreachable((direct.get(f.graph) as Thread).state)).toEqual(f.own.includes(`/${FORBIDDEN_ROOT}`) ? [`/${FORBIDDEN_ROOT}`] : []);
+      expect(unreachable((direct.get(f.graph) as Thread).state)).toEqual(sent ? [`/${FORBIDDEN_ROOT}`] : []);
     } finally {
       await upstream.close();
     }
+    for (const r of f.runs) {
+      const fixed = await run(SEA, ["fix", "--report", "--state", files.write(r.request.state), ...ownFlags(f)], r.body, CLI_MS);
+      expect(fixed.stderr.includes(`/${FORBIDDEN_ROOT}`), fixed.stderr.slice(0, 2000)).toBe(sent);
+    }
+    if (sent) expect((await run(SEA, ["fix", "--own", `/${FORBIDDEN_ROOT}`], "", CLI_MS)).code).toBe(2);
   }, 120_000);
 
   it("the recorded answers are whole event streams the client reads", () => {

@@ -82,14 +82,17 @@ function recordingFetch(exchanges: Exchange[]): (url: string, init: RequestInit)
 /** RFC 6901 §3: `~` is written `~0` and `/` is written `~1`. */
 const pointer = (key: string): string => "/" + key.replace(/~/g, "~0").replace(/\//g, "~1");
 
-/** The top-level members of every STATE_SNAPSHOT in the bodies: the members LangGraph writes. */
+/**
+ * The top-level members of every STATE_SNAPSHOT in the bodies: the members LangGraph writes, but
+ * `__proto__`, which no op can name (protocol/README.md §3), so no `own` may hold it.
+ */
 function ownMembers(bodies: readonly string[]): string[] {
   const keys = new Set<string>();
   for (const body of bodies)
     for (const line of body.split("\n")) {
       if (!line.startsWith("data: ")) continue;
       const event = JSON.parse(line.slice(6)) as { type: string; snapshot?: Record<string, unknown> };
-      if (event.type === "STATE_SNAPSHOT" && event.snapshot) for (const k of Object.keys(event.snapshot)) keys.add(k);
+      if (event.type === "STATE_SNAPSHOT" && event.snapshot) for (const k of Object.keys(event.snapshot)) if (k !== "__proto__") keys.add(k);
     }
   return [...keys].map(pointer);
 }
