@@ -77,7 +77,7 @@ describe("agui-state check", () => {
   });
 
   it("exits 2 on a usage error or unreadable input, with one line on stderr and nothing on stdout", () => {
-    for (const args of [["check", "--nope"], ["check", "a", "b"], ["check", path.join(work, "missing.sse")], ["check", "--state", path.join(work, "missing.json")], ["check", "--state", file("array.json", "[1]")], ["check", "--state", "-"], ["fix", "--json"], ["fix", "--own", "toolState"], ["fix", "--snapshots", "all"], ["check", "--own", "/toolState"]]) {
+    for (const args of [["check", "--nope"], ["check", "a", "b"], ["check", path.join(work, "missing.sse")], ["check", "--state", path.join(work, "missing.json")], ["check", "--state", file("array.json", "[1]")], ["check", "--state", "-"], ["fix", "--json"], ["fix", "--own", "toolState"], ["fix", "--snapshots", "all"], ["check", "--own", "toolState"]]) {
       const r = agui(args, clean);
       expect(r.status, args.join(" ")).toBe(2);
       expect(r.stdout, args.join(" ")).toBe("");
