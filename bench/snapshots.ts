@@ -10,9 +10,13 @@
  *   event carries its sequence number, the upstream (in this process) notes
  *   when it wrote it, and the client (in this process too) when it read it.
  */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { performance } from "node:perf_hooks";
+import { ROOT } from "../scripts/harness/fixtures.js";
 import { SEA, Sidecar, run } from "../scripts/harness/process.js";
 import { stat } from "./lib.js";
 import { pinned } from "./proxy.js";
@@ -56,6 +60,45 @@ export async function snapshotBytes(row: (r: Row) => void): Promise<void> {
     met: ratio <= 0.25,
   });
   note(`B14: the same stream through \`fix --snapshots delta\`: ${f(delta, 0)} B, ${f(delta / sent, 3)} of the stream as sent.`);
+  await knownBaseline(row);
+}
+
+/**
+ * B14k (issue 41): a run's first owned snapshot against a known baseline. A real LangGraph thread's
+ * second run (test/fixtures/frameworks/langgraph/table.json: a 945 KB table, a snapshot at each node's
+ * exit, a few rows changed), through `fix --own` with `--state` the run's request state (what the
+ * client holds: the first snapshot is a diff) against without it (the baseline not known: the first
+ * snapshot sends each owned member whole, the resynchronizing add).
+ */
+async function knownBaseline(row: (r: Row) => void): Promise<void> {
+  const fixture = JSON.parse(readFileSync(path.join(ROOT, "test/fixtures/frameworks/langgraph/table.json"), "utf8")) as { own: string[]; runs: { request: { state: unknown }; body: string }[] };
+  const run2 = fixture.runs[1];
+  if (run2 === undefined) throw new Error("B14k: the fixture has no second run");
+  const dir = mkdtempSync(path.join(tmpdir(), "agui-b14k-"));
+  try {
+    const stateFile = path.join(dir, "state.json");
+    writeFileSync(stateFile, JSON.stringify(run2.request.state));
+    const own = fixture.own.flatMap((p) => ["--own", p]);
+    const through = async (args: string[]): Promise<number> => {
+      const r = await run(SEA, ["fix", ...own, ...args], run2.body);
+      if (r.code !== 0) throw new Error(`B14k: fix ${args.join(" ")} exited ${String(r.code)}`);
+      return r.stdout.length;
+    };
+    const known = await through(["--state", stateFile]);
+    const unknown = await through([]);
+    const ratio = known / unknown;
+    row({
+      id: "B14k",
+      what: "bytes written by `fix --own` for a real LangGraph thread's second run (a 945 KB table, recorded) with `--state` the request's state, against without it (the run's first snapshot resent whole)",
+      ours: `${f(known, 0)} B`,
+      reference: `baseline not known: ${f(unknown, 0)} B (as sent: ${f(Buffer.byteLength(run2.body), 0)} B)`,
+      ratio: f(ratio, 4),
+      target: "≤ 0.01",
+      met: ratio <= 0.01,
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 const EVERY_MS = 10;

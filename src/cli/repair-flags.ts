@@ -1,5 +1,5 @@
 import type { ParseArgsConfig } from "node:util";
-import { parsePointer, type Path } from "../core/index.js";
+import { forbidden, parsePointer, type Path } from "../core/index.js";
 // A type only: the stream pipeline is loaded by the command that runs it.
 import type { Policy } from "../stream/client.js";
 import { UsageError } from "./options.js";
@@ -19,6 +19,8 @@ export function ownedPaths(values: Record<string, unknown>): Path[] {
   for (const p of Array.isArray(pointers) ? pointers.map(String) : []) {
     const parsed = parsePointer(p);
     if (!parsed.ok || parsed.value.length === 0) throw new UsageError(`--own: expected a JSON Pointer to a member (such as /toolState), got ${JSON.stringify(p)}`);
+    // protocol/README.md §3: no op may name it, so no delta could say what the server writes there.
+    if (forbidden(parsed.value)) throw new UsageError(`--own: ${JSON.stringify(p)} goes through a key no op may name (__proto__, constructor/prototype): a delta cannot write it, so the server cannot own it; a snapshot's value there is reported (wiped, kept) and the client's stands`);
     own.push(parsed.value);
   }
   return own;

@@ -3453,7 +3453,7 @@ export const DISCOVER_JSON = String.raw`{
         },
         {
           "name": "own",
-          "description": "fix --own: escaped JSON Pointers to the members the server owns. Default [].",
+          "description": "fix --own: escaped JSON Pointers to the members the server owns. Default []. A pointer that is not one, or is \"\", is -32602 INVALID_POINTER; one through a key no op may name (__proto__, constructor/prototype) is -32602 FORBIDDEN_KEY, field /own/<i>: no delta could write it (protocol/README.md §3).",
           "required": false,
           "schema": {
             "type": "array",

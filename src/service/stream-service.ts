@@ -1,4 +1,4 @@
-import { err, isObject, measure, ok, parsePointer, stateOverLimit, type JsonObject, type Path } from "../core/index.js";
+import { err, forbidden, isObject, measure, ok, parsePointer, stateOverLimit, type JsonObject, type Path } from "../core/index.js";
 import { DEFAULT_MAX_REQUEST_BODY } from "../edge/request.js";
 import type { Log } from "../log.js";
 import { invalidParams, limitExceeded, unknownStream, type CallResult } from "../protocol/errors.js";
@@ -180,6 +180,8 @@ export class StreamService {
       const parsed = parsePointer(pointer);
       // As `fix --own` (cli/repair-flags.ts): a pointer to a member, never the root.
       if (!parsed.ok || parsed.value.length === 0) return err(invalidParams(`/own/${i}`, "INVALID_POINTER", `own: expected a JSON Pointer to a member (such as /toolState), got ${JSON.stringify(pointer)}`));
+      // §3: no op may name it, so no delta could say what the server writes there (a snapshot's value there is reported, wiped and kept).
+      if (forbidden(parsed.value)) return err(invalidParams(`/own/${i}`, "FORBIDDEN_KEY", `own: ${JSON.stringify(pointer)} goes through a key no op may name (__proto__, constructor/prototype), so a delta cannot write it`));
       own.push(parsed.value);
     }
     // §16: a run's events get SSE ids; NDJSON has no field to carry one.

@@ -107,6 +107,9 @@ describe("refusals and the reasons of UNKNOWN_STREAM", () => {
     expect(svc.openStream({ state: [] })).toMatchObject({ ok: false, error: { kind: "InvalidParams", data: { field: "/state", reason: "ROOT_NOT_OBJECT" } } });
     expect(svc.openStream({ own: ["/ok", "toolState"] })).toMatchObject({ ok: false, error: { data: { field: "/own/1", reason: "INVALID_POINTER" } } });
     expect(svc.openStream({ own: [""] })).toMatchObject({ ok: false, error: { data: { field: "/own/0", reason: "INVALID_POINTER" } } });
+    // issue 41: no op may name __proto__ (protocol/README.md §3), so no delta could write an owned one.
+    expect(svc.openStream({ own: ["/ok", "/__proto__"] })).toMatchObject({ ok: false, error: { data: { field: "/own/1", reason: "FORBIDDEN_KEY" } } });
+    expect(svc.openStream({ own: ["/constructor/prototype"] })).toMatchObject({ ok: false, error: { data: { field: "/own/0", reason: "FORBIDDEN_KEY" } } });
     const small = new StreamService({ limits: { maxStateBytes: 10 }, pipeline: LOADED_PIPELINE });
     expect(small.openStream({ state: { long: "more than ten bytes" } })).toMatchObject({ ok: false, error: { kind: "LimitExceeded", data: { limit: "maxStateBytes", max: 10 } } });
     // Nothing refused was opened.

@@ -28,7 +28,21 @@ const reply = (response: Response): string => stringifyJson(response);
  * transport writes a later reply when it settles, so replies may leave in another order than their
  * requests came (JSON-RPC 2.0 §6 matches them by id).
  */
-export type Reply = string | undefined | Promise<string | undefined>;
+export type Reply = string | AttachedReply | undefined | Promise<string | undefined>;
+
+/**
+ * A reply whose result's `text` goes as the frame's attachment (protocol/README.md §2,
+ * `Agui-Reply-Text: attachment`): `json` is the response without it.
+ */
+export class AttachedReply {
+  constructor(
+    readonly json: string,
+    readonly attachment: string,
+  ) {}
+}
+
+/** protocol/README.md §2: the methods whose result's `text` may go back as an attachment. */
+const REPLY_TEXT: ReadonlySet<string> = new Set(["fixStream", "closeStream"]);
 
 /**
  * JSON-RPC 2.0 §4 and protocol/README.md §2: a string, null, or a number that
@@ -123,7 +137,7 @@ export class Dispatcher {
   handle(frame: Frame): Reply {
     switch (frame.kind) {
       case "text":
-        return this.handleText(frame.text);
+        return this.handleText(frame.text, frame.attachment, frame.replyText === true);
       case "bad-utf8":
         return JSON.stringify(failed(null, parseError("the message is not valid UTF-8")));
       case "bad-header":
@@ -141,7 +155,7 @@ export class Dispatcher {
     }
   }
 
-  handleText(text: string): Reply {
+  handleText(text: string, attachment?: string, replyText = false): Reply {
     let msg: unknown;
     // The params scan (unsafe integers, nesting) can only find something in
     // a message with a number token parseJson marks (a long digit run, an
@@ -154,16 +168,18 @@ export class Dispatcher {
     } catch (e) {
       return JSON.stringify(failed(null, parseError(notJson(text, e))));
     }
-    if (!Array.isArray(msg)) return this.handleOne(msg, scan);
+    if (!Array.isArray(msg)) return this.handleOne(msg, scan, attachment, replyText);
     // JSON-RPC 2.0 §6: an empty batch is one invalid request; a batch of
     // notifications gets nothing at all.
     if (msg.length === 0) return JSON.stringify(failed(null, invalidRequest("empty batch")));
+    // protocol/README.md §2: an attachment is one request's, never a batch's.
+    if (attachment !== undefined) return JSON.stringify(failed(null, invalidRequest("a batch cannot carry an attachment (Agui-Text-Length): it is one request's fixStream text or openStream request body")));
     // Each reply is serialized as soon as its member has run: a later member
     // may change a value an earlier reply's delta still refers to.
     const out: (string | Promise<string | undefined>)[] = [];
     let later = false;
     for (const m of msg) {
-      const r = this.handleOne(m, scan);
+      const r = this.handleOne(m, scan) as string | undefined | Promise<string | undefined>;
       if (r === undefined) continue;
       if (typeof r !== "string") later = true;
       out.push(r);
@@ -178,7 +194,7 @@ export class Dispatcher {
    * in the order protocol/README.md §6 gives, so the first failure answers.
    * Returns the response's JSON text, or undefined for a notification.
    */
-  private handleOne(msg: unknown, scan: boolean): Reply {
+  private handleOne(msg: unknown, scan: boolean, attachment?: string, replyText = false): Reply {
     if (!isObject(msg)) return reply(failed(null, invalidRequest("a request must be an object")));
     const hasId = "id" in msg;
     let id: Id = null;
@@ -193,8 +209,15 @@ export class Dispatcher {
     const raw = "params" in msg ? msg["params"] : {};
     if (hasId) this.count++;
     const started = this.debug ? performance.now() : 0;
-    const out = this.call(method, raw, scan);
-    if (out instanceof Promise) return out.then((o) => this.answer(o, id, hasId, method, started));
+    const out = this.call(method, raw, scan, attachment);
+    if (out instanceof Promise) return out.then((o) => this.answer(o, id, hasId, method, started) as string | undefined);
+    if (replyText && hasId && out.ok && REPLY_TEXT.has(method)) {
+      const { text, ...rest } = out.value as { text?: unknown };
+      if (typeof text === "string") {
+        this.answer(out, id, false, method, started);
+        return new AttachedReply(encodeResult(id, rest), text);
+      }
+    }
     return this.answer(out, id, hasId, method, started);
   }
 
@@ -205,7 +228,7 @@ export class Dispatcher {
     return out.ok ? encodeResult(id, out.value) : reply(failed(id, out.error));
   }
 
-  private call(method: string, raw: unknown, scan: boolean): Result<object, WireError> | Promise<Result<object, WireError>> {
+  private call(method: string, raw: unknown, scan: boolean, attachment: string | undefined): Result<object, WireError> | Promise<Result<object, WireError>> {
     if (Array.isArray(raw)) return err(toWireError(invalidParams("", "POSITIONAL_PARAMS", "params must be an object (by name), not an array")));
     if (!isObject(raw)) return err(invalidRequest("params must be an object"));
     const m = METHODS.get(method);
@@ -213,6 +236,11 @@ export class Dispatcher {
     const found = scan ? scanJson(raw, this.maxNesting, BASELINE_METHODS.has(method) ? isBaseline : undefined) : undefined;
     if (found) return err(toWireError(scanError(found, this.limits.maxDepth)));
     if (scan) settleNumbers(raw);
+    // After the params walk: an attachment is text, with no number or nesting in it to check.
+    if (attachment !== undefined) {
+      const refused = attach(method, raw, attachment);
+      if (refused) return err(toWireError(refused));
+    }
     try {
       const out = m.call(this.context, raw);
       if (out instanceof Promise) return out.then(wire, (e: unknown) => this.bug(e, method));
@@ -227,6 +255,33 @@ export class Dispatcher {
     this.log.error({ err: e, method }, "internal error");
     return err(internalError());
   }
+}
+
+/**
+ * protocol/README.md §2, attachments: the param a method takes as the attachment of its frame, the
+ * large text that would otherwise be escaped into the JSON: fixStream's `text`, openStream's
+ * `request.body`. Nowhere else.
+ */
+const ATTACHED: ReadonlyMap<string, readonly string[]> = new Map([
+  ["fixStream", ["text"]],
+  ["openStream", ["request", "body"]],
+]);
+
+/** Puts the attachment in its param; the error when the method takes none, or the param came in the params too. */
+function attach(method: string, raw: Record<string, unknown>, attachment: string): CallError | undefined {
+  const path = ATTACHED.get(method);
+  if (path === undefined) return invalidParams("", "UNKNOWN_PARAM", `${method} takes no attachment (Agui-Text-Length): only fixStream's text and openStream's request body travel so (protocol/README.md §2)`);
+  const field = "/" + path.join("/");
+  let holder = raw;
+  for (const key of path.slice(0, -1)) {
+    const next = holder[key];
+    if (!isObject(next)) return invalidParams("/" + key, "MISSING", `${method}: the attachment is ${field}, so ${key} must be an object`);
+    holder = next;
+  }
+  const key = path[path.length - 1] as string;
+  if (Object.hasOwn(holder, key)) return invalidParams(field, "CONFLICTING_PARAMS", `${method}: ${field} came both in params and as the attachment (Agui-Text-Length); send it one way`);
+  holder[key] = attachment;
+  return undefined;
 }
 
 const wire = (out: CallResult<object>): Result<object, WireError> => (out.ok ? out : err(toWireError(out.error)));

@@ -5,7 +5,18 @@
  * silently change the client's strings (protocol/README.md §2).
  */
 export type Frame =
-  | { kind: "text"; text: string }
+  | {
+      kind: "text";
+      text: string;
+      /**
+       * LSP framing's `Agui-Text-Length: M` (protocol/README.md §2): the M bytes after the body, a
+       * large text that travels as itself rather than escaped into the JSON (fixStream's text,
+       * openStream's request body). The dispatcher puts it in its param.
+       */
+      attachment?: string;
+      /** LSP framing's `Agui-Reply-Text: attachment`: the reply's `text` goes back as its attachment (§2). */
+      replyText?: true;
+    }
   /** A frame whose bytes are not UTF-8. */
   | { kind: "bad-utf8" }
   /** A frame over the size limit, discarded as it streamed in. `head` is its first bytes, to find an id in. */

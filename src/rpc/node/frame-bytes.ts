@@ -15,8 +15,16 @@ export const HEAD_BYTES = 4096;
 /** How many bytes of a stray line a -32700 quotes (the message shows fewer, escaped). */
 export const STRAY_HEAD_BYTES = 256;
 
-export function decodeBody(body: Buffer): Frame {
-  return isUtf8(body) ? { kind: "text", text: body.toString("utf8") } : { kind: "bad-utf8" };
+/**
+ * A body as a frame; `attached` bytes at its end (LSP's `Agui-Text-Length`) are the frame's
+ * attachment, and `replyText` (LSP's `Agui-Reply-Text: attachment`) asks for the reply's text as one.
+ */
+export function decodeBody(body: Buffer, attached?: number, replyText = false): Frame {
+  const asked = replyText ? { replyText: true as const } : {};
+  if (attached === undefined) return isUtf8(body) ? { kind: "text", text: body.toString("utf8"), ...asked } : { kind: "bad-utf8" };
+  const at = body.length - attached;
+  if (!isUtf8(body.subarray(0, at)) || !isUtf8(body.subarray(at))) return { kind: "bad-utf8" };
+  return { kind: "text", text: body.toString("utf8", 0, at), attachment: body.toString("utf8", at), ...asked };
 }
 
 export const isJsonStart = (c: number | undefined): boolean => c === 0x7b || c === 0x5b;

@@ -6,6 +6,10 @@ const MAX_HEADER_BYTES = 8192;
 /** A header line, `name: value` (RFC 9110 §5.1: the name is a token). */
 const HEADER_LINE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+:/;
 const CONTENT_LENGTH = /^content-length:/i;
+/** protocol/README.md §2: the bytes of an attachment that follow the body (a large text, as itself). */
+const TEXT_LENGTH = /^agui-text-length:/i;
+/** protocol/README.md §2: `Agui-Reply-Text: attachment` asks for the reply's text as an attachment. */
+const REPLY_TEXT = /^agui-reply-text:/i;
 
 /**
  * LSP-style framing: `Content-Length: N\r\n\r\n` then N bytes. The header
@@ -44,6 +48,13 @@ export class LspDecoder implements FrameDecoder {
   /** The block's Content-Length: a number, "bad" for a value that is not one, undefined while none was seen. */
   private length: number | "bad" | undefined;
   private badValue = "";
+  /** The block's Agui-Text-Length, as Content-Length's; and, while its body is read, the attachment's bytes at its end. */
+  private attachLength: number | "bad" | undefined;
+  private badAttach = "";
+  private attached: number | undefined;
+  /** The block's Agui-Reply-Text: "attachment", "bad" for another value, undefined when absent; then the body's. */
+  private replyHeader: "attachment" | "bad" | undefined;
+  private replyText = false;
   readonly framing = "lsp";
 
   constructor(
@@ -85,13 +96,15 @@ export class LspDecoder implements FrameDecoder {
       else if (this.head.length < HEAD_BYTES) this.head += piece.subarray(0, HEAD_BYTES - this.head.length).toString("utf8");
       this.got += n;
       if (this.got < this.want) return undefined;
-      emit(this.discarding ? { kind: "oversized", bytes: this.got, head: this.head } : decodeBody(this.parts.length === 1 ? (this.parts[0] as Buffer) : Buffer.concat(this.parts, this.got)));
+      emit(this.discarding ? { kind: "oversized", bytes: this.got, head: this.head } : decodeBody(this.parts.length === 1 ? (this.parts[0] as Buffer) : Buffer.concat(this.parts, this.got), this.attached, this.replyText));
       this.sawBody = true;
       this.want = -1;
       this.got = 0;
       this.parts = [];
       this.discarding = false;
       this.head = "";
+      this.attached = undefined;
+      this.replyText = false;
     }
   }
 
@@ -112,6 +125,8 @@ export class LspDecoder implements FrameDecoder {
     this.lines = 0;
     this.blockBytes = 0;
     this.length = undefined;
+    this.attachLength = undefined;
+    this.replyHeader = undefined;
     this.badValue = "";
   }
 
@@ -167,10 +182,15 @@ export class LspDecoder implements FrameDecoder {
         // The blank line that ends a block (at the start of one, blank lines were skipped above).
         this.buf = this.buf.subarray(nl + 1);
         const length = this.length;
-        const detail = length === undefined ? "missing Content-Length" : length === "bad" ? `bad Content-Length ${JSON.stringify(this.badValue)}` : undefined;
+        const attached = this.attachLength;
+        const replyHeader = this.replyHeader;
+        const detail = length === undefined ? "missing Content-Length" : length === "bad" ? `bad Content-Length ${JSON.stringify(this.badValue)}` : attached === "bad" ? `bad Agui-Text-Length ${JSON.stringify(this.badAttach)}` : replyHeader === "bad" ? `bad Agui-Reply-Text ${JSON.stringify(this.badAttach)} (it takes "attachment")` : undefined;
         this.endBlock();
         if (detail === undefined) {
-          this.want = length as number;
+          // The attachment follows the body: the frame is both, held to the message limit as one (§7).
+          this.attached = attached as number | undefined;
+          this.replyText = replyHeader === "attachment";
+          this.want = (length as number) + (this.attached ?? 0);
           this.discarding = this.want > this.max;
           return "body";
         }
@@ -188,6 +208,15 @@ export class LspDecoder implements FrameDecoder {
           const n = /^\d+$/.test(value) ? Number(value) : NaN;
           this.length = Number.isSafeInteger(n) ? n : "bad";
           this.badValue = value.slice(0, 40);
+        } else if (TEXT_LENGTH.test(line)) {
+          const value = line.slice("agui-text-length:".length).replace(/^[ \t]+|[ \t]+$/g, "");
+          const n = /^\d+$/.test(value) ? Number(value) : NaN;
+          this.attachLength = Number.isSafeInteger(n) ? n : "bad";
+          this.badAttach = value.slice(0, 40);
+        } else if (REPLY_TEXT.test(line)) {
+          const value = line.slice("agui-reply-text:".length).replace(/^[ \t]+|[ \t]+$/g, "");
+          this.replyHeader = value.toLowerCase() === "attachment" ? "attachment" : "bad";
+          this.badAttach = value.slice(0, 40);
         }
         this.lines++;
         this.afterBad = false;

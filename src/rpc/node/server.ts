@@ -2,7 +2,7 @@ import type { Readable, Writable } from "node:stream";
 import type { Log } from "../../log.js";
 import type { StateService } from "../../service/state-service.js";
 import type { StreamService } from "../../service/stream-service.js";
-import { Dispatcher } from "../common/dispatch.js";
+import { AttachedReply, Dispatcher } from "../common/dispatch.js";
 import type { Frame } from "../common/frame.js";
 import { FramedReader, FramedWriter, type Framing as FramingFlag } from "./stdio.js";
 
@@ -107,7 +107,7 @@ export function startServer(opts: ServerOptions): Server {
       return;
     }
     const reply = dispatcher.handle(frame);
-    if (typeof reply === "string") {
+    if (typeof reply === "string" || reply instanceof AttachedReply) {
       const framed = writer.frame(reply, framing);
       if (pending) pending.push(framed);
       else writer.write(framed);

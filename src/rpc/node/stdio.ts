@@ -1,4 +1,5 @@
 import type { Readable, Writable } from "node:stream";
+import type { AttachedReply } from "../common/dispatch.js";
 import type { Frame } from "../common/frame.js";
 import { decoderFor, type FrameDecoder } from "./framing.js";
 
@@ -95,9 +96,13 @@ export class FramedWriter {
     return this.closed;
   }
 
-  /** One reply (the JSON text of a response or of a batch of them) in the framing of the message it answers. */
-  frame(json: string, framing: "ndjson" | "lsp"): string {
-    return framing === "ndjson" ? json + "\n" : `Content-Length: ${Buffer.byteLength(json)}\r\n\r\n${json}`;
+  /**
+   * One reply (the JSON text of a response or of a batch of them) in the framing of the message it
+   * answers; one with an attachment (protocol/README.md §2) is asked for only in LSP framing.
+   */
+  frame(reply: string | AttachedReply, framing: "ndjson" | "lsp"): string {
+    if (typeof reply !== "string") return `Content-Length: ${Buffer.byteLength(reply.json)}\r\nAgui-Text-Length: ${Buffer.byteLength(reply.attachment)}\r\n\r\n${reply.json}${reply.attachment}`;
+    return framing === "ndjson" ? reply + "\n" : `Content-Length: ${Buffer.byteLength(reply)}\r\n\r\n${reply}`;
   }
 
   /** Writes framed replies, whole. The process's stdout is never ended here. */
