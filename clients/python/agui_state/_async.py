@@ -141,8 +141,13 @@ class _Session(asyncio.SubprocessProtocol):
             except ProcessLookupError:
                 pass  # it has exited already
             return
-        for body in bodies:
-            self._dispatch(replies(body))
+        for body, text in bodies:
+            got = replies(body)
+            if text is not None:  # the result's text came as the frame's attachment (protocol/README.md §2)
+                for reply in got:
+                    if isinstance(reply.get("result"), dict):
+                        reply["result"]["text"] = text
+            self._dispatch(got)
 
     def _dispatch(self, got: List[Result]) -> None:
         for reply in got:

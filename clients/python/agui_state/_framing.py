@@ -3,9 +3,11 @@ reply frames read back.
 
 A request is `Content-Length: N\\r\\n\\r\\n` and N bytes of JSON. A long text, fixStream's `text` or
 openStream's `request.body`, travels as an attachment instead: `Agui-Text-Length: M` in the header block and
-M bytes of UTF-8 after the JSON. JSON-encoding a megabyte text as a string, ASCII-escaped, costs the client
-about 14 ms, and the sidecar as much again to parse, scan and copy it: on a run with a 1 MB state that was
-most of what the middleware cost over `agui-state proxy` (docs/benchmarks.md, B25). Raw UTF-8 costs a copy.
+M bytes of UTF-8 after the JSON. Such a fixStream asks for its reply's `text` the same way (`Agui-Reply-Text:
+attachment`), and a reply frame's attachment is put back as its result's `text`. JSON-encoding a megabyte
+text as a string, ASCII-escaped, costs the client milliseconds, and the sidecar more to parse, scan and copy
+it: on a run with a 1 MB state that was a third of what the middleware cost over `agui-state proxy`
+(docs/benchmarks.md, B25). Raw UTF-8 costs a copy.
 
 The sidecar answers each request in the framing it came in, and once it has read an LSP frame on a
 connection it reads only LSP frames there: so every request of a session goes framed, the small ones too.
@@ -26,6 +28,7 @@ _SLICE = 1 << 20
 # sidecar writes is not frames at all.
 _MAX_HEAD = 8192
 _LENGTH = b"content-length"
+_TEXT_LENGTH = b"agui-text-length"
 
 
 def _utf8(text: str) -> Optional[bytes]:
@@ -66,32 +69,43 @@ def frame(msg_id: int, method: str, params: Mapping[str, Any]) -> bytes:
     body = encode(msg_id, method, params, b"")
     if raw is None:
         return b"Content-Length: %d\r\n\r\n%b" % (len(body), body)
-    return b"".join([b"Content-Length: %d\r\nAgui-Text-Length: %d\r\n\r\n" % (len(body), len(raw)), body, raw])
+    # A fixStream's repaired text is about as long as the text given (a LangGraph answer's RAW events carry
+    # the state again): it comes back as the reply's attachment too. Only where the text given went as one:
+    # an attachment is UTF-8, which a lone surrogate kept from a text sent in JSON could not come back in.
+    reply = b"Agui-Reply-Text: attachment\r\n" if method == "fixStream" else b""
+    return b"".join([b"Content-Length: %d\r\nAgui-Text-Length: %d\r\n%b\r\n" % (len(body), len(raw), reply),
+                     body, raw])
 
 
 class FramingError(ValueError):
     """What the sidecar wrote is not an LSP frame: nothing after it can be read."""
 
 
-def _content_length(data: bytes, start: int, end: int) -> int:
-    """The Content-Length of the header block data[start:end] (its lines, without the blank one)."""
+def _lengths(data: bytes, start: int, end: int) -> Tuple[int, int]:
+    """The Content-Length and the Agui-Text-Length (-1: none) of the header block data[start:end] (its
+    lines, without the blank one)."""
     if data.startswith(b"Content-Length: ", start) and data.find(b"\r\n", start, end) < 0:
-        digits = data[start + 16:end]  # the sidecar's only header, the usual case
+        digits = data[start + 16:end]  # the usual reply: that header alone
         if digits.isdigit():  # ASCII digits only, for bytes
-            return int(digits)
-    length = None
+            return int(digits), -1
+    found = {_LENGTH: -1, _TEXT_LENGTH: -1}
     for line in data[start:end].split(b"\r\n"):
         name, colon, value = line.partition(b":")
         if not colon or not name or name != name.strip():
             raise FramingError(f"not a header line in a reply frame: {line[:80]!r}")
-        if name.lower() == _LENGTH:
+        name = name.lower()
+        if name in found:
             value = value.strip(b" \t")
-            if not value.isdigit() or length is not None:
-                raise FramingError(f"a bad Content-Length in a reply frame: {line[:80]!r}")
-            length = int(value)
-    if length is None:
+            if not value.isdigit() or found[name] >= 0:
+                raise FramingError(f"a bad {name.decode()} in a reply frame: {line[:80]!r}")
+            found[name] = int(value)
+    if found[_LENGTH] < 0:
         raise FramingError(f"a reply frame without Content-Length: {data[start:end][:80]!r}")
-    return length
+    return found[_LENGTH], found[_TEXT_LENGTH]
+
+
+Body = Tuple[bytes, Optional[str]]
+"""A reply frame's JSON, and its attachment (the result's `text`, protocol/README.md §2), or None."""
 
 
 class FrameReader:
@@ -101,7 +115,9 @@ class FrameReader:
 
     def __init__(self) -> None:
         self._head = b""  # the start of a header block that a chunk cut off
-        self._want = -1   # the body's length while it is read, else -1
+        self._want = -1   # the frame's length past its header block (JSON and attachment) while it is read
+        self._json = 0    # the JSON's part of it
+        self._text = -1   # the attachment's, -1 when there is none
         self._parts: List[bytes] = []
         self._got = 0
 
@@ -110,9 +126,16 @@ class FrameReader:
         """A frame is begun and not complete."""
         return bool(self._head) or self._want >= 0
 
-    def feed(self, data: bytes) -> List[bytes]:
+    def _body(self, frame: bytes) -> Body:
+        if self._text < 0:
+            return frame, None
+        # Decoded from the frame's own buffer, not from a copy of its end. The sidecar writes UTF-8; a bad
+        # byte would be its bug, and is replaced rather than lose the reply.
+        return frame[:self._json], str(memoryview(frame)[self._json:], "utf-8", "replace")
+
+    def feed(self, data: bytes) -> List[Body]:
         """The bodies that `data` completes. Raises FramingError at what is not a frame."""
-        bodies: List[bytes] = []
+        bodies: List[Body] = []
         if self._head:
             data, self._head = self._head + data, b""
         pos, size = 0, len(data)
@@ -126,15 +149,16 @@ class FrameReader:
                         raise FramingError(f"no end of a reply frame's header within {_MAX_HEAD} bytes")
                     self._head = data[pos:]
                     break
-                self._want = _content_length(data, pos, end)
+                self._json, self._text = _lengths(data, pos, end)
+                self._want = self._json + max(self._text, 0)
                 pos = end + 4
                 if self._want == 0:
-                    bodies.append(b"")
+                    bodies.append(self._body(b""))
                     self._want = -1
                 continue
             need = self._want - self._got
-            if not self._parts and size - pos >= need:  # the whole body in this chunk: one slice
-                bodies.append(data[pos:pos + need])
+            if not self._parts and size - pos >= need:  # the whole frame in this chunk: one slice
+                bodies.append(self._body(data[pos:pos + need]))
                 pos += need
                 self._want = -1
                 continue
@@ -143,7 +167,6 @@ class FrameReader:
             self._got += len(piece)
             pos += len(piece)
             if self._got == self._want:
-                bodies.append(b"".join(self._parts))
+                bodies.append(self._body(b"".join(self._parts)))
                 self._parts, self._got, self._want = [], 0, -1
         return bodies
-

@@ -13,7 +13,7 @@ import pytest
 
 from helpers import BIN, child_env
 
-from agui_state import AguiState, AsyncAguiState, _async
+from agui_state import AguiState, AsyncAguiState, _async, _framing
 from agui_state._framing import ATTACH_MIN
 
 SEED = 2026_12_07
@@ -59,6 +59,20 @@ def frames_sent(monkeypatch: pytest.MonkeyPatch) -> List[bytes]:
     return sent
 
 
+def texts_received(monkeypatch: pytest.MonkeyPatch) -> List[str]:
+    """The reply texts the asyncio client reads as a frame's attachment from here on (a real reader's)."""
+    texts: List[str] = []
+
+    class Recording(_framing.FrameReader):
+        def feed(self, data: bytes) -> List[_framing.Body]:
+            bodies = super().feed(data)
+            texts.extend(text for _, text in bodies if text is not None)
+            return bodies
+
+    monkeypatch.setattr(_async, "FrameReader", Recording)
+    return texts
+
+
 def attached(frame: bytes) -> int:
     """The length of a request frame's attachment (0: none), from its header block."""
     head = frame[:frame.index(b"\r\n\r\n")].split(b"\r\n")
@@ -84,10 +98,11 @@ async def test_a_2_mb_fix_stream_text_as_the_attachment_is_read_as_the_same_text
     text = stream_text(random.Random(SEED))
     assert len(text.encode("utf-8")) > 2_000_000 and len(text.encode("utf-8")) > len(text)
     cut = text.rindex("data: ", 0, len(text) - 1000) + 3  # the last call ends inside an event: `pending`
-    sent = frames_sent(monkeypatch)
+    sent, received = frames_sent(monkeypatch), texts_received(monkeypatch)
     async with AsyncAguiState(BIN, env=child_env(), timeout=60) as s:
         opened = await s.open_stream(framing="sse", own=OWN, state={"table": [], "status": ""})
         whole = await s.fix_stream(opened["streamId"], text[:cut])
+        assert received == [whole["text"]], "its repaired text came back as the reply's attachment"
         closed = await s.close_stream(opened["streamId"])
         assert [attached(f) for f in sent] == [0, len(text[:cut].encode("utf-8")), 0], "the text went attached"
         # The same text in calls under the threshold, each in the JSON.

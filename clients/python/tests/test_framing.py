@@ -10,7 +10,7 @@ from typing import Any, List, Tuple
 import pytest
 
 from agui_state import _framing
-from agui_state._framing import ATTACH_MIN, FrameReader, FramingError, frame
+from agui_state._framing import ATTACH_MIN, Body, FrameReader, FramingError, frame
 
 SEED = 2026_12_07
 # Every width of UTF-8 (1 to 4 bytes), so that slices and chunk cuts land inside characters.
@@ -38,11 +38,12 @@ def test_a_short_request_is_its_json_in_one_frame() -> None:
     assert msg == {"jsonrpc": "2.0", "id": 7, "method": "fixStream", "params": params}
 
 
-def test_a_long_fix_stream_text_goes_as_utf8_after_the_json() -> None:
+def test_a_long_fix_stream_text_goes_as_utf8_after_the_json_and_asks_for_its_reply_so() -> None:
     text = text_of(random.Random(SEED), 2 * 1024 * 1024 + 3)  # past _SLICE: encoded in slices
     assert len(text) > _framing._SLICE
     params = {"streamId": "s1", "text": text}
     headers, msg, attached = parse(frame(3, "fixStream", params))
+    assert headers[b"Agui-Reply-Text"] == b"attachment"
     assert msg == {"jsonrpc": "2.0", "id": 3, "method": "fixStream", "params": {"streamId": "s1"}}
     assert attached == text.encode("utf-8")
     assert params["text"] is text, "the caller's params are left as they were"
@@ -67,8 +68,8 @@ def test_an_open_stream_body_goes_as_the_attachment_and_the_rest_of_the_request_
     body = json.dumps({"threadId": "t", "state": {"big": text_of(random.Random(SEED + 1), 300_000)}})
     request = {"method": "POST", "path": "/agent", "headers": [["content-type", "application/json"]], "body": body}
     params = {"own": ["/table"], "request": request, "response": {"status": 200, "headers": []}}
-    _, msg, attached = parse(frame(9, "openStream", params))
-    assert attached == body.encode("utf-8")
+    headers, msg, attached = parse(frame(9, "openStream", params))
+    assert attached == body.encode("utf-8") and b"Agui-Reply-Text" not in headers
     assert msg["params"] == {**params, "request": {k: v for k, v in request.items() if k != "body"}}
     assert request["body"] is body, "the caller's request is left as it was"
 
@@ -89,16 +90,22 @@ def test_what_cannot_be_encoded_is_refused_before_anything_is_framed() -> None:
 
 # The reader.
 
-def reply_frames(rng: random.Random, count: int, sizes: Tuple[int, ...]) -> Tuple[bytes, List[bytes]]:
-    """`count` reply frames, some with a second header (before or after Content-Length), one empty body."""
+def reply_frames(rng: random.Random, count: int, sizes: Tuple[int, ...]) -> Tuple[bytes, List[Body]]:
+    """`count` reply frames, some with a second header (before or after Content-Length), one empty body,
+    some with the result's text as the attachment (protocol/README.md §2, Agui-Reply-Text)."""
     data, bodies = bytearray(), []
     for i in range(count):
-        body = b"" if i == 3 else json.dumps({"jsonrpc": "2.0", "id": i, "result": {
-            "text": text_of(rng, rng.choice(sizes))}}, ensure_ascii=False).encode()
+        text = text_of(rng, rng.choice(sizes))
+        attach = i % 3 == 2
+        body = b"" if i == 3 else json.dumps({"jsonrpc": "2.0", "id": i, "result": {} if attach else {"text": text}},
+                                             ensure_ascii=False).encode()
         extra = b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n" if i % 5 == 1 else b""
+        if attach:
+            extra += b"agui-text-length:%d\r\n" % len(text.encode()) if i % 2 else \
+                b"Agui-Text-Length: %d\r\n" % len(text.encode())
         data += (extra + b"Content-Length: %d\r\n\r\n" % len(body) if i % 2 else
-                 b"Content-Length: %d\r\n%b\r\n" % (len(body), extra)) + body
-        bodies.append(body)
+                 b"Content-Length: %d\r\n%b\r\n" % (len(body), extra)) + body + (text.encode() if attach else b"")
+        bodies.append((body, text if attach else None))
     return bytes(data), bodies
 
 
@@ -120,7 +127,10 @@ def test_a_body_cut_off_is_pending_not_given() -> None:
     reader = FrameReader()
     assert reader.feed(b"Content-Length: 10\r\n\r\n{\"id\"") == [] and reader.pending
     assert reader.feed(b":1}") == []
-    assert reader.feed(b"  Content-Length: 2\r\n\r\n{}") == [b'{"id":1}  ', b"{}"] and not reader.pending
+    assert reader.feed(b"  Content-Length: 2\r\n\r\n{}") == [(b'{"id":1}  ', None), (b"{}", None)]
+    assert not reader.pending
+    assert reader.feed(b"Content-Length: 2\r\nAgui-Text-Length: 3\r\n\r\n{}\xc3\xa9") == [] and reader.pending
+    assert reader.feed(b"!") == [(b"{}", "\u00e9!")] and not reader.pending
 
 
 @pytest.mark.parametrize("bad", [
@@ -132,6 +142,8 @@ def test_a_body_cut_off_is_pending_not_given() -> None:
     b"Content-Type: a\r\n\r\n",                    # no Content-Length
     b"Content-Length: 1\r\nContent-Length: 1\r\n\r\n",
     b"Content-Length 1\r\nX: y\r\n\r\n",
+    b"Content-Length: 2\r\nAgui-Text-Length: 1x\r\n\r\n",
+    b"Content-Length: 2\r\nAgui-Text-Length: 1\r\nagui-text-length: 1\r\n\r\n",
     b" Content-Length: 1\r\nX: y\r\n\r\n",
 ])
 def test_what_is_not_a_frame_is_refused(bad: bytes) -> None:
