@@ -2,8 +2,9 @@
 and each call awaits a future of its own, so nothing ever blocks the loop and any number of calls can be
 in flight.
 
-Nothing runs per call that the loop does not need: the protocol's data callback splits stdout into lines
-and sets each reply on its caller's future directly (no reader task between them, so a reply costs one
+Nothing runs per call that the loop does not need: the protocol's data callback splits stdout into frames
+(LSP framing, _framing.py: a long text goes as raw UTF-8, not in a JSON string) and sets each reply on its
+caller's future directly (no reader task between them, so a reply costs one
 wake-up, the caller's), a request is one transport.write (the loop writes it at once when the pipe has
 room, and queues it whole when not), and a timeout is a timer handle on the future, not a wrapping task.
 """
@@ -15,7 +16,8 @@ import subprocess
 from typing import Any, Coroutine, Deque, Dict, List, Mapping, Optional, Sequence
 
 from ._common import Methods, Result, StrPath, Spawn
-from ._wire import LineSplitter, encode, replies
+from ._framing import FrameReader, FramingError, frame
+from ._wire import LineSplitter, replies
 from ._errors import SidecarExitedError, error_from_reply
 
 _EXIT_WAIT = 5.0  # seconds to wait for the exit status once stdout has ended
@@ -51,9 +53,9 @@ class _Session(asyncio.SubprocessProtocol):
         loop = asyncio.get_running_loop()
         self.loop, self.logs = loop, logs
         self.pending: Dict[int, "asyncio.Future[Result]"] = {}
-        self.partial = bytearray()  # stdout's unfinished line
+        self.frames = FrameReader()  # stdout, read as LSP frames
         self.err_lines = LineSplitter()
-        self.exited = self.closing = self.eof = False
+        self.exited = self.closing = self.eof = self.broken = False
         self.paused = False  # the stdin pipe is full: callers wait in _drain until the loop resumes it
         self.drain_waiters: Deque["asyncio.Future[None]"] = collections.deque()
         self.exit_seen: "asyncio.Future[None]" = loop.create_future()  # the process has exited
@@ -94,9 +96,7 @@ class _Session(asyncio.SubprocessProtocol):
         if fd == 0:  # stdin is gone (closed, or a broken pipe): stdout's end will say how the process ended
             self._wake_drains()
         elif fd == 1:
-            self.eof = True
-            if self.partial:  # a last line without its newline
-                self._dispatch(replies(bytes(self.partial)))
+            self.eof = True  # a frame cut off by the end is no reply: its call fails with the exit
             if self.exit_seen.done():
                 self._finish()
             else:  # it closed stdout and may live on: the error says so (returncode None) after a while
@@ -127,19 +127,27 @@ class _Session(asyncio.SubprocessProtocol):
                 w.set_result(None)
 
     def _replies(self, data: bytes) -> None:
-        if not self.partial and data[-1] == 10:  # whole lines, the usual case: one C-level split
-            lines = data.split(b"\n")
-            lines.pop()
-        else:
-            nl = data.rfind(b"\n")
-            if nl < 0:
-                self.partial += data  # a reply may be as long as it takes: no length limit here
-                return
-            self.partial += data[:nl]
-            lines = bytes(self.partial).split(b"\n")
-            self.partial = bytearray(data[nl + 1:])
-        for line in lines:
-            self._dispatch(replies(line))
+        if self.broken:
+            return
+        try:
+            bodies = self.frames.feed(data)
+        except FramingError as e:
+            # Nothing after it can be read: the process is ended, and every call fails with its exit.
+            self.broken = True
+            if self.logs is not None:
+                self.logs.append(f"agui-state client: {e}; the sidecar is killed")
+            try:
+                self.transport.kill()
+            except ProcessLookupError:
+                pass  # it has exited already
+            return
+        for body, text in bodies:
+            got = replies(body)
+            if text is not None:  # the result's text came as the frame's attachment (protocol/README.md §2)
+                for reply in got:
+                    if isinstance(reply.get("result"), dict):
+                        reply["result"]["text"] = text
+            self._dispatch(got)
 
     def _dispatch(self, got: List[Result]) -> None:
         for reply in got:
@@ -172,9 +180,9 @@ class _Session(asyncio.SubprocessProtocol):
 
     async def call(self, msg_id: int, method: str, params: Mapping[str, Any], timeout: Optional[float]) -> Any:
         # A request body handed over whole (openStream's and rejoinStream's `request`) may be tens of MiB: its
-        # line is encoded in a worker thread, so that the event loop is not held meanwhile (issue 39).
-        line = await asyncio.to_thread(encode, msg_id, method, params) if _large(params) else \
-            encode(msg_id, method, params)
+        # frame is encoded in a worker thread, so that the event loop is not held meanwhile (issue 39).
+        line = await asyncio.to_thread(frame, msg_id, method, params) if _large(params) else \
+            frame(msg_id, method, params)
         if self.exited:
             raise self.exit_error()
         fut: "asyncio.Future[Result]" = self.loop.create_future()

@@ -9,6 +9,10 @@ finds nobody reading becomes the reader as it writes, so a lone caller never wai
 call is one write and one read. Timeouts are a deadline on poll() (the reader) or on the condition (the
 others). The end of stdout is seen by whoever reads it, at once: every waiting call fails with
 SidecarExitedError, not after its timeout.
+
+Requests and replies are NDJSON lines (protocol/README.md §2). The asyncio client frames them instead, so
+that a long text goes as raw UTF-8 (_framing.py): that is for the middleware, which feeds whole response
+bodies through fixStream; a synchronous caller's texts are its own, and a line costs it no more than before.
 """
 from __future__ import annotations
 

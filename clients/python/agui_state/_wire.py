@@ -1,5 +1,5 @@
 """The wire: a request as one line of JSON, and the replies in a line of stdout (JSON-RPC 2.0 over stdio,
-one message per line, protocol/README.md §2).
+one message per line, protocol/README.md §2). The asyncio client frames the same JSON (_framing.py).
 
 Both directions use the json module's C encoder and scanner, built once. json.dumps and json.loads are
 the same C code behind a few layers of Python that a client pays on every call: JSONEncoder.encode
@@ -22,15 +22,15 @@ _ENCODE = (_encoder.c_make_encoder(None, _ENCODER.default, _encoder.encode_bases
            if _encoder.c_make_encoder is not None else None)
 
 
-def encode(msg_id: int, method: str, params: Mapping[str, Any]) -> bytes:
-    """One request as a line, the bytes json.dumps would give. ASCII-escaped, so a lone surrogate from
-    json.loads still travels; NaN and Infinity raise ValueError here, before anything is sent, and so
-    does a value that contains itself."""
+def encode(msg_id: int, method: str, params: Mapping[str, Any], end: bytes = b"\n") -> bytes:
+    """One request as a line (`end` b"": its JSON alone, the body of a framed request, _framing.py), the
+    bytes json.dumps would give. ASCII-escaped, so a lone surrogate from json.loads still travels; NaN and
+    Infinity raise ValueError here, before anything is sent, and so does a value that contains itself."""
     request = {"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}
     if _ENCODE is None:
-        return _ENCODER.encode(request).encode("ascii") + b"\n"
+        return _ENCODER.encode(request).encode("ascii") + end
     try:
-        return "".join(_ENCODE(request, 0)).encode("ascii") + b"\n"
+        return "".join(_ENCODE(request, 0)).encode("ascii") + end
     except RecursionError:
         raise ValueError(f"{method}: params nest too deeply to encode, or contain themselves") from None
 

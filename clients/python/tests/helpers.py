@@ -16,37 +16,60 @@ import jsonpatch
 # links to it from elsewhere.
 BIN = os.path.abspath(os.environ["AGUI_STATE_BIN"]) if os.environ.get("AGUI_STATE_BIN") else ""
 
-# Answers each request at once with its method and params, exactly as they arrived on stdin.
-ECHO = ("import sys, json\n"
-        "for line in sys.stdin:\n"
-        "    r = json.loads(line)\n"
-        "    result = {'method': r['method'], 'params': r['params']}\n"
-        "    print(json.dumps({'jsonrpc': '2.0', 'id': r['id'], 'result': result}), flush=True)\n")
+# What every stand-in below speaks: requests in either framing (protocol/README.md §2), NDJSON lines (the
+# sync client) or LSP frames (the asyncio client), a long text as the frame's attachment put back where it
+# belongs in params; each reply in the framing its request came in, as the sidecar answers.
+WIRE = ("import sys, json\n"
+        "inp, out = sys.stdin.buffer, sys.stdout.buffer\n"
+        "wire = {'framing': 'ndjson', 'attached': 0}\n"
+        "def read(first=b''):\n"
+        "    line = first + inp.readline()\n"
+        "    if not line.startswith(b'Content-Length:'):\n"
+        "        wire.update(framing='ndjson', attached=0)\n"
+        "        return json.loads(line) if line.strip() else None\n"
+        "    n, m, h = int(line.split(b':')[1]), 0, None\n"
+        "    while h not in (b'\\r\\n', b''):\n"
+        "        h = inp.readline()\n"
+        "        if h.lower().startswith(b'agui-text-length:'): m = int(h.split(b':')[1])\n"
+        "    r = json.loads(inp.read(n))\n"
+        "    wire.update(framing='lsp', attached=m)\n"
+        "    if m:\n"
+        "        text = inp.read(m).decode('utf-8')\n"
+        "        if r['method'] == 'fixStream': r['params']['text'] = text\n"
+        "        else: r['params']['request']['body'] = text\n"
+        "    return r\n"
+        "def write(msg):\n"
+        "    data = json.dumps(msg).encode()\n"
+        "    out.write(b'Content-Length: %d\\r\\n\\r\\n' % len(data) + data if wire['framing'] == 'lsp' else data + b'\\n')\n"
+        "    out.flush()\n"
+        "def reply(r, result):\n"
+        "    return {'jsonrpc': '2.0', 'id': r['id'], 'result': result}\n")
+
+# Answers each request at once with its method and params, exactly as they arrived on stdin, and how
+# they came (`wire`: the framing, and the attachment's length).
+ECHO = WIRE + ("for r in iter(read, None):\n"
+               "    write(reply(r, {'method': r['method'], 'params': r['params'], 'wire': dict(wire)}))\n")
 
 # Reads `n` requests, then answers them in reverse order (echoing each one's params), then waits for EOF.
-REVERSE = ("import sys, json\n"
-           "n = int(sys.argv[1])\n"
-           "reqs = [json.loads(sys.stdin.readline()) for _ in range(n)]\n"
-           "for r in reversed(reqs):\n"
-           "    print(json.dumps({'jsonrpc': '2.0', 'id': r['id'], 'result': r['params']}), flush=True)\n"
-           "sys.stdin.read()\n")
+REVERSE = WIRE + ("n = int(sys.argv[1])\n"
+                  "reqs = [read() for _ in range(n)]\n"
+                  "for r in reversed(reqs):\n"
+                  "    write(reply(r, r['params']))\n"
+                  "inp.read()\n")
 
 # Echoes params, but holds every reply back until a request for "release" comes, then answers what it
 # holds in reverse order, "release" last. "sync" is answered at once: when its reply is back, every
 # request sent before it has been read.
-HOLD = ("import sys, json\n"
-        "held = []\n"
-        "for line in sys.stdin:\n"
-        "    r = json.loads(line)\n"
-        "    reply = json.dumps({'jsonrpc': '2.0', 'id': r['id'], 'result': r['params']})\n"
-        "    if r['method'] == 'sync':\n"
-        "        print(reply, flush=True)\n"
-        "    elif r['method'] == 'release':\n"
-        "        for h in reversed(held): print(h, flush=True)\n"
-        "        held = []\n"
-        "        print(reply, flush=True)\n"
-        "    else:\n"
-        "        held.append(reply)\n")
+HOLD = WIRE + ("held = []\n"
+               "for r in iter(read, None):\n"
+               "    if r['method'] == 'sync':\n"
+               "        write(reply(r, r['params']))\n"
+               "    elif r['method'] == 'release':\n"
+               "        for h in reversed(held): write(h)\n"
+               "        held = []\n"
+               "        write(reply(r, r['params']))\n"
+               "    else:\n"
+               "        held.append(reply(r, r['params']))\n")
 
 # Reads one request and kills itself with SIGKILL: the call waiting for its reply must fail.
 DIE_AFTER_ONE: Tuple[str, List[str]] = ("/bin/sh", ["-c", "read line; kill -9 $$"])

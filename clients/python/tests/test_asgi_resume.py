@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
-from helpers import BIN, DIE_AFTER_ONE, PY, child_env
+from helpers import BIN, DIE_AFTER_ONE, PY, WIRE, child_env
 from test_asgi import ID_LINE, OPENING, RUN_INPUT, STATE, body_of, fix, request, stream_app
 
 from agui_state import AguiState, AsyncAguiState, ResumeUnknownError, UnknownReadError
@@ -224,14 +224,12 @@ async def test_fail_open_a_rejoin_the_sidecar_cannot_serve_is_410_and_a_stream_c
 
 # A stand-in sidecar that tells every request a rejoin (a reload at .../connect), then dies on the next call:
 # what the real one cannot be made to do on demand, a rejoinStream that cannot be served even after a restart.
-DIES_ON_REJOIN = ("import sys, json, os\n"
-                  "for line in sys.stdin:\n"
-                  "    r = json.loads(line)\n"
-                  "    if r['method'] != 'classifyRequest':\n"
-                  "        os._exit(3)\n"
-                  "    kind = 'reload' if r['params']['path'].endswith('/connect') else 'rejoin'\n"
-                  "    print(json.dumps({'jsonrpc': '2.0', 'id': r['id'], 'result': {'kind': kind, 'handled': True}}), "
-                  "flush=True)\n")
+DIES_ON_REJOIN = WIRE + ("import os\n"
+                         "for r in iter(read, None):\n"
+                         "    if r['method'] != 'classifyRequest':\n"
+                         "        os._exit(3)\n"
+                         "    kind = 'reload' if r['params']['path'].endswith('/connect') else 'rejoin'\n"
+                         "    write(reply(r, {'kind': kind, 'handled': True}))\n")
 
 
 async def test_fail_open_a_sidecar_that_cannot_be_reached_410_or_204_empty_and_unclassified_goes_to_the_app(

@@ -315,19 +315,20 @@ async def test_a_call_before_start_says_how_to_start() -> None:
 
 async def test_a_large_request_body_is_encoded_off_the_event_loop(s: AsyncAguiState,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    # openStream's request form carries the request body whole (protocol/README.md §14): past 1 MiB its line
-    # is encoded in a worker thread, so that the loop serving every other request is not held meanwhile.
+    # openStream's request form carries the request body whole (protocol/README.md §14): past 1 MiB its
+    # frame is encoded in a worker thread, so that the loop serving every other request is not held meanwhile
+    # (as UTF-8, the frame's attachment, in slices between which the loop's thread can take the GIL).
     import threading
     from agui_state import _async
 
     encoded_on: List[str] = []
-    real = _async.encode
+    real = _async.frame
 
     def spy(*args: Any) -> bytes:
         encoded_on.append(threading.current_thread().name)
         return real(*args)
 
-    monkeypatch.setattr(_async, "encode", spy)
+    monkeypatch.setattr(_async, "frame", spy)
     head = {"status": 200, "headers": [["Content-Type", "text/event-stream"]]}
     for size in (1000, 2 << 20):
         body = '{"state":{"pad":"' + "x" * size + '"}}'

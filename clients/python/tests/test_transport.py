@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, List
 
 import pytest
-from helpers import BIN, HOLD, PY, REVERSE, child_env
+from helpers import BIN, HOLD, PY, REVERSE, WIRE, child_env
 
 from agui_state import AguiState, AsyncAguiState, SidecarExitedError
 
@@ -23,16 +23,12 @@ from agui_state import AguiState, AsyncAguiState, SidecarExitedError
 # and blocks writing it (nobody reads) while the client is still writing the next request, of 1 MiB too.
 # Then it reads the rest of that request and answers it with its size. A client whose writer does not read
 # stdout while stdin is full waits on the stand-in forever, and the stand-in on it.
-LATE_AND_FULL = ("import sys, json\n"
-                 "inp, out = sys.stdin.buffer, sys.stdout.buffer\n"
-                 "r = json.loads(inp.readline())\n"
-                 "first = inp.read(1)\n"
-                 "out.write(json.dumps({'jsonrpc': '2.0', 'id': r['id'], 'result': {'pad': 'x' * (1 << 20)}}).encode() + b'\\n')\n"
-                 "out.flush()\n"
-                 "r = json.loads(first + inp.readline())\n"
-                 "out.write(json.dumps({'jsonrpc': '2.0', 'id': r['id'], 'result': {'n': len(r['params']['pad'])}}).encode() + b'\\n')\n"
-                 "out.flush()\n"
-                 "inp.read()\n")
+LATE_AND_FULL = WIRE + ("r = read()\n"
+                        "first = inp.read(1)\n"
+                        "write(reply(r, {'pad': 'x' * (1 << 20)}))\n"
+                        "r = read(first)\n"
+                        "write(reply(r, {'n': len(r['params']['pad'])}))\n"
+                        "inp.read()\n")
 
 
 def until(cond: Any, what: str) -> None:
