@@ -24,7 +24,7 @@ export async function serveCommand(options: ServeOptions): Promise<void> {
     process.exitCode = 2;
     return;
   }
-  tuneHeap();
+  const tuning = tuneHeap();
   const asked = options.limits.maxHeapBytes;
   const { ceiling, clamped } = effectiveCeiling(asked);
   const limits = { ...options.limits, maxHeapBytes: ceiling };
@@ -33,7 +33,7 @@ export async function serveCommand(options: ServeOptions): Promise<void> {
   const probe = v8Heap();
   const heap = new HeapCeiling(ceiling, probe, service, log, probe.used(), streams, resume?.log);
   if (clamped) log.warn({ asked, maxHeapBytes: ceiling }, "--max-heap is above 80% of V8's own heap limit; using that instead");
-  const server = startServer({ input: process.stdin, output: process.stdout, framing: options.framing, service, streams, log, afterChunk: () => heap.check() });
+  const server = startServer({ input: process.stdin, output: process.stdout, framing: options.framing, service, streams, log, afterChunk: () => heap.check(), onMessage: (chars) => tuning.message(chars) });
   // Handlers first, then the "serving" line: a parent may take that line as
   // its cue, and a signal must never find the process without its handler.
   for (const signal of ["SIGTERM", "SIGINT"] as const) {

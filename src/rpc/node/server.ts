@@ -19,6 +19,8 @@ export interface ServerOptions {
   log: Log;
   /** Called after the messages of each chunk of input are answered, between calls (the heap ceiling's check). */
   afterChunk?: () => void;
+  /** Called with the characters of each message (its attachment with it) as it comes: the heap's tuning. */
+  onMessage?: (chars: number) => void;
 }
 
 /** Why serving ended: input ended, stop() was called, or the output was closed. */
@@ -106,6 +108,7 @@ export function startServer(opts: ServerOptions): Server {
       held.push([frame, framing]);
       return;
     }
+    if (frame.kind === "text") opts.onMessage?.(frame.text.length + (frame.attachment?.length ?? 0));
     const reply = dispatcher.handle(frame);
     if (typeof reply === "string" || reply instanceof AttachedReply) {
       const framed = writer.frame(reply, framing);
