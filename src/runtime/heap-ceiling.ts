@@ -189,11 +189,13 @@ export const LARGE_MESSAGE = 256 * 1024;
 export class HeapTuning {
   private grown = false;
 
+  constructor(private readonly setFlags: (flags: string) => void = setFlagsFromString) {}
+
   /** A message of `chars` characters came. */
   message(chars: number): void {
     if (this.grown || chars < LARGE_MESSAGE) return;
     this.grown = true;
-    setFlagsFromString("--semi-space-growth-factor=2");
+    this.setFlags("--semi-space-growth-factor=2");
   }
 }
 

@@ -1,6 +1,6 @@
 import pino from "pino";
 import { describe, expect, it } from "vitest";
-import { COOL_DOWN, effectiveCeiling, HeapCeiling, HIGH, TARGET, v8Heap, type HeapProbe } from "../../src/runtime/heap-ceiling.js";
+import { COOL_DOWN, effectiveCeiling, HeapCeiling, HeapTuning, HIGH, LARGE_MESSAGE, TARGET, v8Heap, type HeapProbe } from "../../src/runtime/heap-ceiling.js";
 import { MemoryLog } from "../../src/resume/memory-log.js";
 import { StateService } from "../../src/service/state-service.js";
 import { StreamService } from "../../src/service/stream-service.js";
@@ -220,5 +220,18 @@ describe("v8Heap", () => {
     delete holder.garbage;
     expect(heap.collect()).toBe(true);
     expect(heap.used()).toBeLessThan(withGarbage - 8 * MB);
+  });
+});
+
+describe("HeapTuning (issue 41)", () => {
+  it("lets the young generation grow once, at the first message of LARGE_MESSAGE characters or more", () => {
+    const set: string[] = [];
+    const tuning = new HeapTuning((flags) => set.push(flags));
+    tuning.message(LARGE_MESSAGE - 1);
+    tuning.message(10);
+    expect(set).toEqual([]);
+    tuning.message(LARGE_MESSAGE);
+    tuning.message(LARGE_MESSAGE * 4);
+    expect(set).toEqual(["--semi-space-growth-factor=2"]);
   });
 });
