@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import subprocess
-from typing import Any, Coroutine, Deque, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Coroutine, Deque, Dict, List, Mapping, Optional, Sequence, Set
 
 from ._common import Methods, Result, StrPath, Spawn
 from ._framing import FrameReader, FramingError, frame
@@ -53,6 +53,7 @@ class _Session(asyncio.SubprocessProtocol):
         loop = asyncio.get_running_loop()
         self.loop, self.logs = loop, logs
         self.pending: Dict[int, "asyncio.Future[Result]"] = {}
+        self.raw_text: Set[int] = set()  # fixStream calls whose text was bytes: their reply's attachment stays so
         self.frames = FrameReader()  # stdout, read as LSP frames
         self.err_lines = LineSplitter()
         self.exited = self.closing = self.eof = self.broken = False
@@ -146,7 +147,11 @@ class _Session(asyncio.SubprocessProtocol):
             if text is not None:  # the result's text came as the frame's attachment (protocol/README.md §2)
                 for reply in got:
                     if isinstance(reply.get("result"), dict):
-                        reply["result"]["text"] = text
+                        # As bytes to a call that gave its text as bytes (the middleware writes them on as they
+                        # are); else as str. The sidecar writes UTF-8: a bad byte would be its bug, and is
+                        # replaced rather than lose the reply.
+                        reply["result"]["text"] = text if reply.get("id") in self.raw_text else \
+                            text.decode("utf-8", "replace")
             self._dispatch(got)
 
     def _dispatch(self, got: List[Result]) -> None:
@@ -187,6 +192,8 @@ class _Session(asyncio.SubprocessProtocol):
             raise self.exit_error()
         fut: "asyncio.Future[Result]" = self.loop.create_future()
         self.pending[msg_id] = fut
+        if method == "fixStream" and isinstance(params.get("text"), bytes):
+            self.raw_text.add(msg_id)
         timer = None if timeout is None else self.loop.call_later(timeout, self._expire, fut)
         try:
             # write() queues the whole line at once, so a caller cancelled while it waits for room leaves no
@@ -202,6 +209,7 @@ class _Session(asyncio.SubprocessProtocol):
             if timer is not None:
                 timer.cancel()
             self.pending.pop(msg_id, None)
+            self.raw_text.discard(msg_id)
             if fut.done() and not fut.cancelled():
                 fut.exception()  # retrieved, so that asyncio does not log it as never retrieved
         if "error" in reply:

@@ -5,7 +5,6 @@ exchange (asgi.py), never decided from anything but the sidecar's replies."""
 from __future__ import annotations
 
 import asyncio
-import codecs
 import collections
 import json
 import logging
@@ -17,12 +16,13 @@ from ._kept import Kept
 from ._lifecycle import Event, Lifecycle, Phase
 from ._sidecar import SharedSidecar, log
 from ._tasks import Tasks
+from ._utf8 import Utf8Parts
 
 Message = MutableMapping[str, Any]
 Send = Callable[[Message], Awaitable[None]]
 
-_BATCH = 1 << 20       # characters per fixStream call at most: far below the sidecar's message limit (§7)
-_HIGH_WATER = 1 << 20  # characters waiting for the sidecar before the app's send waits
+_BATCH = 1 << 20       # bytes per fixStream call at most: far below the sidecar's message limit (§7)
+_HIGH_WATER = 1 << 20  # bytes waiting for the sidecar before the app's send waits
 # After the sidecar dies mid-response, a new one is started and the stream opened on it again, at most this
 # many times per response; past that the rest goes through unrepaired (§14: a dead sidecar cannot decide it).
 _RESTARTS = 2
@@ -52,8 +52,8 @@ class Repair:
         self.kept = Kept(0)
         self.restarts = 0
         self.poll: Optional[float] = None  # detached: seconds between fixStream "" calls, once detachStream said
-        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")  # as the client's TextDecoder
-        self.queue: Deque[Optional[str]] = collections.deque()  # the app's text, and None for its end
+        self.utf8 = Utf8Parts()  # the app's bytes in whole characters, bad ones replaced as a TextDecoder does
+        self.queue: Deque[Optional[bytes]] = collections.deque()  # the app's text (UTF-8), and None for its end
         self.queued = 0
         self.wake, self.room = asyncio.Event(), asyncio.Event()
         self.room.set()
@@ -121,7 +121,7 @@ class Repair:
                     gone = self._gone()
                     if gone is not None:
                         raise gone  # the new process died too, and may have been replaced already
-                    await self.client.fix_stream(self.id, part)
+                    await self._call_fix(part)
                 log.warning("%s: the stream resumes on the new agui-state sidecar, %s", self.path, self.kept.said())
                 return opened
             except SidecarExitedError as e:
@@ -156,22 +156,29 @@ class Repair:
         self.life.on(Event.PASSED)
         return self.kept.take()
 
-    async def _fix(self, text: str) -> bytes:
+    async def _call_fix(self, text: bytes) -> Dict[str, Any]:
+        """fixStream with `text` as UTF-8 bytes: a long one goes as the frame's attachment as it is, and its
+        reply's text comes back as bytes the same way, written on as they are (_framing.py, §2)."""
+        assert self.client is not None and self.id is not None
+        result: Dict[str, Any] = await self.client.call("fixStream", {"streamId": self.id, "text": text})
+        return result
+
+    async def _fix(self, text: bytes) -> bytes:
         """fixStream of `text` (on a new sidecar if the old one died, the unanswered tail with it): the bytes
         to write, the repaired text, or, failed open, what was not answered for as it came."""
         if self.life.phase is Phase.PASSING:
-            return text.encode("utf-8")
+            return text
         self.kept.sent(text)
         while self.client is not None and self.id is not None:
             try:
                 gone = self._gone()
                 if gone is not None:
                     raise gone
-                result = await self.client.fix_stream(self.id, text)
+                result = await self._call_fix(text)
             except SidecarExitedError as e:
                 if await self._connect(e, "fixStream") is None:
                     break
-                text = self.kept.again()  # what the old sidecar never answered for goes to the new one
+                text = self.kept.take()  # what the old sidecar never answered for goes to the new one
                 self.kept.sent(text)
                 continue
             except Exception as e:  # noqa: BLE001 - fail open
@@ -181,7 +188,8 @@ class Repair:
             self._findings(result)
             if result.get("cancel") and self.life.phase is Phase.DETACHED:
                 self._cancel_run("")  # the grace passed with nobody reading the run
-            return str(result["text"]).encode("utf-8")
+            repaired = result["text"]  # bytes when it came as the reply's attachment, else str from the JSON
+            return repaired if isinstance(repaired, bytes) else str(repaired).encode("utf-8")
         return self._lost()
 
     def _findings(self, result: Dict[str, Any]) -> None:
@@ -207,7 +215,7 @@ class Repair:
                 closed: Dict[str, Any] = await self.client.close_stream(self.id, broken=broken)
             except SidecarExitedError as e:
                 if await self._connect(e, "closeStream") is not None:
-                    out += await self._fix(self.kept.again())
+                    out += await self._fix(self.kept.take())
                 continue
             except Exception as e:  # noqa: BLE001 - fail open
                 self._fail(e, "closeStream")
@@ -227,7 +235,9 @@ class Repair:
             raise self.error
         if self.life.phase is Phase.ENDED:  # the client is gone: the server drops what is sent to it then
             return
-        self._queue(self.decoder.decode(chunk, final=not more))
+        if type(chunk) is not bytes:
+            chunk = bytes(chunk)  # a bytearray or memoryview: ASGI says bytes, and the parts are kept
+        self._queue(self.utf8.part(chunk, final=not more))
         if not more:
             self.queue.append(None)
             self.wake.set()
@@ -239,16 +249,16 @@ class Repair:
         if self.error is not None:
             raise self.error
 
-    def _queue(self, text: str) -> None:
+    def _queue(self, text: bytes) -> None:
         if text:
             self.queue.append(text)
             self.queued += len(text)
             self.idle.clear()
             self.wake.set()
 
-    def _take(self) -> Optional[str]:
+    def _take(self) -> Optional[bytes]:
         """The next text for one fixStream call, queued parts joined up to _BATCH; None: the app's end."""
-        parts: List[str] = []
+        parts: List[bytes] = []
         size = 0
         while self.queue:
             part = self.queue[0]
@@ -259,9 +269,9 @@ class Repair:
                 break
             if parts and size + len(part) > _BATCH:
                 break
-            parts.append(self.queue.popleft() or "")
+            parts.append(self.queue.popleft() or b"")
             size += len(part)
-        text = "".join(parts)
+        text = parts[0] if len(parts) == 1 else b"".join(parts)  # one part: that object, not a copy
         self.queued -= size
         if self.queued <= _HIGH_WATER:
             self.room.set()
@@ -323,7 +333,7 @@ class Repair:
         try:
             await asyncio.wait_for(self.wake.wait(), self.poll)
         except asyncio.TimeoutError:
-            await self._fix("")
+            await self._fix(b"")
 
     async def _end(self) -> None:
         """The app's response ended: closeStream, its text written, and the response ended (§14)."""

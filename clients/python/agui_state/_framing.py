@@ -48,6 +48,10 @@ def _attachment(method: str, params: Mapping[str, Any]) -> Tuple[Optional[bytes]
     and the params without it; (None, params) when the text is short, absent or cannot be encoded."""
     if method == "fixStream":
         text = params.get("text")
+        if isinstance(text, bytes):  # UTF-8 in whole characters already (the middleware's: _utf8.py)
+            if len(text) >= ATTACH_MIN:
+                return text, {k: v for k, v in params.items() if k != "text"}
+            return None, {**params, "text": text.decode("utf-8", "replace")}
         if isinstance(text, str) and len(text) >= ATTACH_MIN:
             raw = _utf8(text)
             if raw is not None:
@@ -104,8 +108,8 @@ def _lengths(data: bytes, start: int, end: int) -> Tuple[int, int]:
     return found[_LENGTH], found[_TEXT_LENGTH]
 
 
-Body = Tuple[bytes, Optional[str]]
-"""A reply frame's JSON, and its attachment (the result's `text`, protocol/README.md §2), or None."""
+Body = Tuple[bytes, Optional[bytes]]
+"""A reply frame's JSON, and its attachment (the result's `text`, protocol/README.md §2, as UTF-8), or None."""
 
 
 class FrameReader:
@@ -126,12 +130,11 @@ class FrameReader:
         """A frame is begun and not complete."""
         return bool(self._head) or self._want >= 0
 
-    def _body(self, frame: bytes) -> Body:
+    def _body(self, frame: memoryview) -> Body:
+        """The frame's JSON and attachment, each copied once out of the buffer it was read into."""
         if self._text < 0:
-            return frame, None
-        # Decoded from the frame's own buffer, not from a copy of its end. The sidecar writes UTF-8; a bad
-        # byte would be its bug, and is replaced rather than lose the reply.
-        return frame[:self._json], str(memoryview(frame)[self._json:], "utf-8", "replace")
+            return bytes(frame), None
+        return bytes(frame[:self._json]), bytes(frame[self._json:])
 
     def feed(self, data: bytes) -> List[Body]:
         """The bodies that `data` completes. Raises FramingError at what is not a frame."""
@@ -153,12 +156,12 @@ class FrameReader:
                 self._want = self._json + max(self._text, 0)
                 pos = end + 4
                 if self._want == 0:
-                    bodies.append(self._body(b""))
+                    bodies.append(self._body(memoryview(b"")))
                     self._want = -1
                 continue
             need = self._want - self._got
-            if not self._parts and size - pos >= need:  # the whole frame in this chunk: one slice
-                bodies.append(self._body(data[pos:pos + need]))
+            if not self._parts and size - pos >= need:  # the whole frame in this chunk: sliced, not copied
+                bodies.append(self._body(memoryview(data)[pos:pos + need]))
                 pos += need
                 self._want = -1
                 continue
@@ -167,6 +170,6 @@ class FrameReader:
             self._got += len(piece)
             pos += len(piece)
             if self._got == self._want:
-                bodies.append(self._body(b"".join(self._parts)))
+                bodies.append(self._body(memoryview(b"".join(self._parts))))
                 self._parts, self._got, self._want = [], 0, -1
         return bodies

@@ -66,7 +66,7 @@ def texts_received(monkeypatch: pytest.MonkeyPatch) -> List[str]:
     class Recording(_framing.FrameReader):
         def feed(self, data: bytes) -> List[_framing.Body]:
             bodies = super().feed(data)
-            texts.extend(text for _, text in bodies if text is not None)
+            texts.extend(text.decode() for _, text in bodies if text is not None)
             return bodies
 
     monkeypatch.setattr(_async, "FrameReader", Recording)

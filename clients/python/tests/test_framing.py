@@ -105,7 +105,7 @@ def reply_frames(rng: random.Random, count: int, sizes: Tuple[int, ...]) -> Tupl
                 b"Agui-Text-Length: %d\r\n" % len(text.encode())
         data += (extra + b"Content-Length: %d\r\n\r\n" % len(body) if i % 2 else
                  b"Content-Length: %d\r\n%b\r\n" % (len(body), extra)) + body + (text.encode() if attach else b"")
-        bodies.append((body, text if attach else None))
+        bodies.append((body, text.encode() if attach else None))
     return bytes(data), bodies
 
 
@@ -131,7 +131,7 @@ def test_a_body_cut_off_is_pending_not_given() -> None:
     assert reader.feed(b"  Content-Length: 2\r\n\r\n{}") == [(b'{"id":1}  ', None), (b"{}", None)]
     assert not reader.pending
     assert reader.feed(b"Content-Length: 2\r\nAgui-Text-Length: 3\r\n\r\n{}\xc3\xa9") == [] and reader.pending
-    assert reader.feed(b"!") == [(b"{}", "\u00e9!")] and not reader.pending
+    assert reader.feed(b"!") == [(b"{}", "\u00e9!".encode())] and not reader.pending
 
 
 NOT_FRAMES = [
