@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import fcntl
 import subprocess
 from typing import Any, Coroutine, Deque, Dict, List, Mapping, Optional, Sequence, Set
 
@@ -79,6 +80,8 @@ class _Session(asyncio.SubprocessProtocol):
         assert isinstance(stdin, asyncio.WriteTransport)
         session.stdin = stdin
         session.proc = _Proc(transport, session.exit_seen)
+        for fd in (0, 1):
+            _widen(transport.get_pipe_transport(fd))
         return session
 
     transport: asyncio.SubprocessTransport
@@ -308,3 +311,21 @@ def _large(params: Mapping[str, Any]) -> bool:
     request = params.get("request")
     body = request.get("body") if isinstance(request, Mapping) else None
     return isinstance(body, str) and len(body) > _ENCODE_OFF_LOOP
+
+
+# Bytes a pipe to or from the sidecar holds. Linux's default is 64 KiB: a response of megabytes (a LangGraph
+# answer's RAW events carry the state again, about 11 MB) then crosses in hundreds of writes and reads each
+# way, each one waking the other process. 1 MiB, the usual /proc/sys/fs/pipe-max-size, cuts that sixteenfold.
+_PIPE_BYTES = 1 << 20
+
+
+def _widen(pipe: Optional[asyncio.BaseTransport]) -> None:
+    """Asks for a pipe of _PIPE_BYTES (Linux's F_SETPIPE_SZ); elsewhere, or refused, it stays as it is."""
+    setpipe = getattr(fcntl, "F_SETPIPE_SZ", None)
+    file = pipe.get_extra_info("pipe") if pipe is not None else None
+    if setpipe is None or file is None:
+        return
+    try:
+        fcntl.fcntl(file.fileno(), setpipe, _PIPE_BYTES)
+    except OSError:
+        pass  # over the system's limit for an unprivileged process: the default serves, slower

@@ -169,3 +169,20 @@ async def test_a_long_text_with_a_lone_surrogate_goes_in_the_json_as_before(monk
         assert {k: v for k, v in again.items() if k != "streamId"} == {k: v for k, v in opened.items() if k != "streamId"}
         assert sync.fix_stream(again["streamId"], text) == fixed
         assert sync.close_stream(again["streamId"]) == closed
+
+
+@pytest.mark.skipif(not hasattr(__import__("fcntl"), "F_GETPIPE_SZ"), reason="pipe sizes are Linux's")
+async def test_the_pipes_to_and_from_the_sidecar_hold_a_mebibyte() -> None:
+    # A megabyte attachment then crosses in one write, not sixteen of Linux's default 64 KiB, each waking the
+    # other side; and the sidecar still answers through them.
+    import fcntl
+    with open("/proc/sys/fs/pipe-max-size") as f:
+        assert int(f.read()) >= _async._PIPE_BYTES, "this system caps pipes below what the client asks"
+    async with AsyncAguiState(BIN, env=child_env(), timeout=30) as s:
+        transport = s._live().transport
+        for fd in (0, 1):
+            pipe = transport.get_pipe_transport(fd).get_extra_info("pipe")
+            assert fcntl.fcntl(pipe.fileno(), fcntl.F_GETPIPE_SZ) == _async._PIPE_BYTES, fd
+        opened = await s.open_stream(state={})
+        text = 'data: {"type":"RUN_STARTED","threadId":"t","runId":"r","input":"' + "x" * (2 << 20) + '"}\n\n'
+        assert (await s.fix_stream(opened["streamId"], text))["text"] == text
