@@ -9,6 +9,10 @@ text as a string, ASCII-escaped, costs the client milliseconds, and the sidecar 
 it: on a run with a 1 MB state that was a third of what the middleware cost over `agui-state proxy`
 (docs/benchmarks.md, B25). Raw UTF-8 costs a copy.
 
+A fixStream text given as bytes (the middleware's: the app's UTF-8, in whole characters) goes as those bytes,
+and its reply's attachment is given back as bytes (_async.py), written on to the client without a decode or
+an encode.
+
 The sidecar answers each request in the framing it came in, and once it has read an LSP frame on a
 connection it reads only LSP frames there: so every request of a session goes framed, the small ones too.
 """

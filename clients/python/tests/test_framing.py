@@ -49,6 +49,19 @@ def test_a_long_fix_stream_text_goes_as_utf8_after_the_json_and_asks_for_its_rep
     assert params["text"] is text, "the caller's params are left as they were"
 
 
+def test_a_text_given_as_utf8_bytes_goes_as_they_are_or_short_in_the_json() -> None:
+    # The middleware's (agui_state/_utf8.py: whole characters of UTF-8), long: the attachment is that object's
+    # bytes and the reply is asked for as one; short: the JSON string the same text makes.
+    text = text_of(random.Random(SEED + 1), ATTACH_MIN).encode("utf-8")
+    headers, msg, attached = parse(frame(4, "fixStream", {"streamId": "s1", "text": text}))
+    assert headers[b"Agui-Reply-Text"] == b"attachment" and attached == text
+    assert msg["params"] == {"streamId": "s1"}
+    short = "data: {\"a\": \"é日😀\"}\n\n"
+    headers, msg, attached = parse(frame(5, "fixStream", {"streamId": "s1", "text": short.encode("utf-8")}))
+    assert list(headers) == [b"Content-Length"] and attached == b""
+    assert msg["params"] == {"streamId": "s1", "text": short}
+
+
 def test_the_threshold() -> None:
     for size, goes in [(ATTACH_MIN - 1, False), (ATTACH_MIN, True)]:
         _, msg, attached = parse(frame(1, "fixStream", {"streamId": "s", "text": "x" * size}))
