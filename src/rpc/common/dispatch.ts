@@ -214,7 +214,7 @@ export class Dispatcher {
     if (replyText && hasId && out.ok && REPLY_TEXT.has(method)) {
       const { text, ...rest } = out.value as { text?: unknown };
       if (typeof text === "string") {
-        this.answer(out, id, false, method, started);
+        this.answer(out, id, false, method, started); // its debug line only: the reply is built here
         return new AttachedReply(encodeResult(id, rest), text);
       }
     }
