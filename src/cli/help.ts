@@ -247,9 +247,10 @@ memory stays flat however long the stream.
                  left standing, --own)
   --own POINTER  repeatable: a member the server owns (/toolState); the client
                  owns the rest. Each STATE_SNAPSHOT goes as a STATE_DELTA that
-                 touches only the owned members: at a run's first snapshot one
-                 add of each, whole; after that one op per key that moved;
-                 nothing when nothing moved. What it says elsewhere is not
+                 touches only the owned members: one op per key that moved,
+                 nothing when nothing moved; without --state (what the client
+                 holds not known), a run's first snapshot is one add of each,
+                 whole. What it says elsewhere is not
                  applied. A STATE_DELTA is an explicit write: it applies
                  wherever it points, --own or not.
   --snapshots M  pass (default): snapshots go byte for byte. delta: each goes
