@@ -113,10 +113,10 @@ export class StreamFixer {
   /** The current event's mend, applied once its text is made. */
   private mend: Mend | undefined;
 
-  /** The stream ended: the held RUN_FINISHED, or a cut run's closes and RUN_ERROR (protocol/README.md §13). */
   /** Set once the end of the input found a run going on and the lifecycle repair ended it (RUN_ERROR INCOMPLETE_STREAM). */
   runEnded = false;
 
+  /** The stream ended: the held RUN_FINISHED, or a cut run's closes and RUN_ERROR (protocol/README.md §13). */
   private ending(): string {
     if (this.passing) return this.takeHeld();
     const m = this.client.end(this.reader.line);

@@ -62,11 +62,6 @@ export class LifecycleRepair {
     this.names = new Recent(remember);
   }
 
-  /** Whether a RUN_FINISHED is held back. */
-  get holding(): boolean {
-    return this.held !== undefined;
-  }
-
   /** Before `event` (through the schema) goes on: what the run needs so that the client takes it. */
   mend(event: AguiEvent, at: At): Mend {
     if (event.type === EventType.TOOL_CALL_START) this.names.set(event.toolCallId, event.toolCallName);
