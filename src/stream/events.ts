@@ -307,17 +307,23 @@ export class EventReader {
   }
 }
 
-/** The lines of an SSE block, each with its terminator ("" for an unterminated last line). */
+/**
+ * The lines of an SSE block, each with its terminator ("" for an unterminated last line). Line ends
+ * are found with native searches: a block may hold a megabyte snapshot on one line, which a loop
+ * over its characters read one by one (issue 41).
+ */
 function linesOf(raw: string): { text: string; end: string }[] {
   const out: { text: string; end: string }[] = [];
   let s = 0;
-  for (let i = 0; i < raw.length; i++) {
-    const c = raw.charCodeAt(i);
-    if (c !== 10 && c !== 13) continue;
-    const end = c === 13 && raw.charCodeAt(i + 1) === 10 ? "\r\n" : c === 13 ? "\r" : "\n";
+  let lf = raw.indexOf("\n");
+  let cr = raw.indexOf("\r");
+  while (lf !== -1 || cr !== -1) {
+    const i = cr === -1 || (lf !== -1 && lf < cr) ? lf : cr;
+    const end = i === cr && raw.charCodeAt(i + 1) === 10 ? "\r\n" : i === cr ? "\r" : "\n";
     out.push({ text: raw.slice(s, i), end });
-    i += end.length - 1;
-    s = i + 1;
+    s = i + end.length;
+    if (lf !== -1 && lf < s) lf = raw.indexOf("\n", s);
+    if (cr !== -1 && cr < s) cr = raw.indexOf("\r", s);
   }
   if (s < raw.length) out.push({ text: raw.slice(s), end: "" });
   return out;
