@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import fcntl
 import subprocess
 from typing import Any, Coroutine, Deque, Dict, List, Mapping, Optional, Sequence, Set
 
@@ -321,6 +320,10 @@ _PIPE_BYTES = 1 << 20
 
 def _widen(pipe: Optional[asyncio.BaseTransport]) -> None:
     """Asks for a pipe of _PIPE_BYTES (Linux's F_SETPIPE_SZ); elsewhere, or refused, it stays as it is."""
+    try:
+        import fcntl  # Unix only: on Windows the pipes stay as they are
+    except ImportError:
+        return
     setpipe = getattr(fcntl, "F_SETPIPE_SZ", None)
     file = pipe.get_extra_info("pipe") if pipe is not None else None
     if setpipe is None or file is None:
