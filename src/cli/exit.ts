@@ -41,7 +41,7 @@ export const EXIT_TABLE = `Exit status, the same for every command:
      the flags), or input that cannot be read or is malformed (not JSON, an
      integer beyond ±(2^53 − 1), a number beyond a double's range, nested
      too deep, too large, a state that is not an object, a malformed
-     pointer), or a proxy that cannot listen;
+     pointer), or a proxy or sidecar (serve --listen) that cannot listen;
      one line on stderr names the file (or stdin) and the JSON Pointer
   70 an internal error: a bug in agui-state, not a problem with the input;
      stderr says so and gives the stack to report

@@ -101,6 +101,8 @@ interface Stream {
   cancel: boolean;
   /** fixStream's `head` was given (or there is none to give). */
   headSaid: boolean;
+  /** The connection that opened it, on a shared sidecar (protocol/README.md §2): its end closes the stream. */
+  readonly owner: object | undefined;
 }
 
 /**
@@ -156,19 +158,19 @@ export class StreamService {
    * openStream, in either form: the request form (a middleware's raw request and response head, §14)
    * is read by the stream edge into the earlier form's terms, and answered with the head to write.
    */
-  openStream(p: P.OpenStreamParams & { request?: undefined; response?: undefined }): CallResult<Opened>;
-  openStream(p: P.OpenStreamParams): CallResult<P.OpenStreamResult>;
-  openStream(p: P.OpenStreamParams): CallResult<P.OpenStreamResult> {
-    if (p.request === undefined && p.response === undefined) return this.open(p);
+  openStream(p: P.OpenStreamParams & { request?: undefined; response?: undefined }, owner?: object): CallResult<Opened>;
+  openStream(p: P.OpenStreamParams, owner?: object): CallResult<P.OpenStreamResult>;
+  openStream(p: P.OpenStreamParams, owner?: object): CallResult<P.OpenStreamResult> {
+    if (p.request === undefined && p.response === undefined) return this.open(p, undefined, owner);
     const edge = openFromRequest(p, this.resume !== undefined);
     if (!edge.ok) return edge;
     if ("pass" in edge.value) return ok({ pass: edge.value.pass });
-    const opened = this.open(edge.value.params, edge.value.run);
+    const opened = this.open(edge.value.params, edge.value.run, owner);
     if (!opened.ok) return opened;
     return ok({ ...opened.value, ...edgeResult(edge.value, p.response as P.HttpResponseHead, opened.value.run !== undefined) });
   }
 
-  private open(p: P.OpenStreamParams, run?: { threadId: string; runId: string }): CallResult<Opened> {
+  private open(p: P.OpenStreamParams, run: { threadId: string; runId: string } | undefined, owner: object | undefined): CallResult<Opened> {
     if (typeof p.resume === "boolean") return err(invalidParams("/resume", "INVALID_VALUE", "resume: true or false only in the request form (with request and response); otherwise the run to file (protocol/README.md §16)"));
     const resumeRun = p.resume;
     // protocol/README.md §11 and §14: the baseline is an object, held to a thread's state limits.
@@ -213,6 +215,7 @@ export class StreamService {
       detached: false,
       cancel: false,
       headSaid: false,
+      owner,
     };
     // A reload's prelude starts from the request's state: {} when it has none.
     const filed = resumeRun !== undefined && this.resume ? this.record(this.resume, resumeRun, (p.state ?? {}) as JsonObject, () => void (stream.cancel = true)) : undefined;
@@ -344,9 +347,19 @@ export class StreamService {
     await this.resume?.log.close();
   }
 
-  /** The rejoin methods' waiting reads answer now: the transport is shutting down (§2). */
-  wake(): void {
-    this.rejoins.wakeAll();
+  /** The rejoin methods' waiting reads (`owner`'s, when given) answer now: the transport is shutting down (§2). */
+  wake(owner?: object): void {
+    this.rejoins.wakeAll(owner);
+  }
+
+  /**
+   * A connection to a shared sidecar went away (§2): the streams and reads it opened are closed, as a
+   * dead stdio client's go with its sidecar. A resumable run among them ends cancelled, so its
+   * rejoins end too: no more of it can come.
+   */
+  release(owner: object): void {
+    for (const stream of this.store.closeWhere((s) => s.owner === owner)) stream.recorder?.finish("cancelled");
+    this.rejoins.release(owner);
   }
 
   /**
