@@ -160,7 +160,7 @@ class AsyncAguiState(Spawn, Methods[Coroutine[Any, Any, Result]]):
 
     async def _open(self) -> Union[_Session, Link]:
         if self.reach is not None:
-            return await Link.open(self.reach)
+            return await Link.open(self.reach, self.timeout)
         return await _Session.start(self.argv, self.env, self._logs)
 
     async def start(self) -> "AsyncAguiState":

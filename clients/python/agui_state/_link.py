@@ -9,7 +9,9 @@ from typing import Optional
 
 from ._calls import Calls
 from ._errors import SidecarExitedError
-from ._starting import Reach, peer_pid
+from ._starting import Reach, Silent, peer_pid
+
+_PROBE_WAIT = 5.0  # seconds the first call on a new connection may take: a live sidecar answers `stats` at once
 
 
 class Link(Calls, asyncio.Protocol):
@@ -21,10 +23,17 @@ class Link(Calls, asyncio.Protocol):
         self.pid: Optional[int] = None  # the sidecar's, where the socket says (a Unix socket on Linux)
 
     @classmethod
-    async def open(cls, reach: Reach) -> "Link":
-        transport, link = await reach.open_async(lambda: cls(reach.address.text))
+    async def open(cls, reach: Reach, timeout: Optional[float]) -> "Link":
+        async def probe(transport: asyncio.Transport, link: asyncio.Protocol) -> None:
+            assert isinstance(link, Link)
+            link.writer = transport
+            try:  # id 0: the client's own calls count from 1
+                await link.call(0, "stats", {}, _PROBE_WAIT if timeout is None else min(timeout, _PROBE_WAIT))
+            except SidecarExitedError:
+                raise Silent("the connection closed before the sidecar answered") from None
+
+        transport, link = await reach.open_async(lambda: cls(reach.address.text), probe)
         assert isinstance(link, Link)
-        link.writer = transport
         link.pid = peer_pid(transport.get_extra_info("socket"))
         return link
 

@@ -11,7 +11,7 @@ import struct
 import subprocess
 import threading
 import time
-from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Awaitable, Callable, List, Mapping, Optional, Sequence, Tuple
 
 from ._address import Address, Shared
 from ._errors import SidecarUnreachableError
@@ -20,13 +20,27 @@ from ._errors import SidecarUnreachableError
 # takes well under a second; the rest is room for a loaded machine.
 START_WAIT = 10.0
 _RETRY = 0.02  # seconds between two tries to connect to a sidecar being started
-# Nobody answers at the address: no socket file, or a socket (or port) nobody accepts on (a dead sidecar's).
-_NOBODY = (ConnectionRefusedError, FileNotFoundError)
+
+
+class Silent(ConnectionError):
+    """A connection that closed before the sidecar answered on it: the sidecar was dying. The kernel accepts on a
+    socket until the process's last descriptor is closed, which may come after the connections it served saw
+    their end: a worker reconnecting at once may reach the dying sidecar, and so each new connection is asked
+    one `stats` before it counts as made."""
+
+
+# Nobody answers at the address: no socket file, a socket (or port) nobody accepts on (a dead sidecar's), or one
+# accepted by a sidecar on its way out (refused, reset, or Silent).
+_NOBODY = (ConnectionError, FileNotFoundError)
+_PING = b'{"jsonrpc":"2.0","id":0,"method":"stats"}\n'  # id 0: a client's own calls count from 1
 # Bytes a socket to the sidecar buffers each way: as the pipes' (_async.py), so that a response of megabytes
 # crosses in few writes. The system caps it (net.core.wmem_max); the default serves, slower.
 _SOCKET_BYTES = 1 << 20
-# A sidecar that exits with this status lost the race to another that serves the socket (`serve --listen`).
+# A sidecar that exits with this status lost the race to another that serves the socket (`serve --listen`), or
+# was given a bad flag.
 _SERVED_ALREADY = 2
+_LOST_WAIT = 0.5  # seconds the winner of a race has to answer once the start made here has lost it
+_STARTS = 3  # starts per connection at most: a bad flag exits 2 too
 
 
 def start_argv(binary: str, address: Address, args: Sequence[str]) -> List[str]:
@@ -68,8 +82,20 @@ def peer_pid(sock: Optional[socket.socket]) -> Optional[int]:
     return pid or None
 
 
+def _probe(sock: socket.socket, timeout: float) -> None:
+    """One `stats` on the new connection, its reply read and dropped: Silent if the connection ends first."""
+    sock.settimeout(timeout)
+    sock.sendall(_PING)
+    got = b""
+    while not got.endswith(b"\n"):
+        chunk = sock.recv(1 << 16)
+        if not chunk:
+            raise Silent("the connection closed before the sidecar answered")
+        got += chunk
+
+
 def connect(address: Address, timeout: float) -> socket.socket:
-    """A blocking socket connected to `address` (the synchronous client's)."""
+    """A blocking socket connected to `address` (the synchronous client's), once the sidecar answered on it."""
     if address.kind == "unix":
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # type: ignore[attr-defined]
         try:
@@ -81,14 +107,23 @@ def connect(address: Address, timeout: float) -> socket.socket:
     else:
         sock = socket.create_connection((address.host, address.port), timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        _probe(sock, timeout)
+    except BaseException:
+        sock.close()
+        raise
     sock.settimeout(None)
     _widen(sock)
     return sock
 
 
-async def connect_async(address: Address, factory: Callable[[], asyncio.Protocol]
+Probe = Callable[[asyncio.Transport, asyncio.Protocol], Awaitable[None]]
+
+
+async def connect_async(address: Address, factory: Callable[[], asyncio.Protocol], probe: Probe
                         ) -> Tuple[asyncio.Transport, asyncio.Protocol]:
-    """The event loop's connection to `address`, read by the protocol `factory` makes."""
+    """The event loop's connection to `address`, read by the protocol `factory` makes, once `probe` (a call
+    on it) says the sidecar answers there (else Silent)."""
     loop = asyncio.get_running_loop()
     if address.kind == "unix":
         transport, protocol = await loop.create_unix_connection(factory, address.path)
@@ -97,6 +132,11 @@ async def connect_async(address: Address, factory: Callable[[], asyncio.Protocol
     sock = transport.get_extra_info("socket")
     if sock is not None:
         _widen(sock)
+    try:
+        await probe(transport, protocol)  # type: ignore[arg-type]
+    except BaseException:
+        transport.abort()
+        raise
     return transport, protocol  # type: ignore[return-value]
 
 
@@ -110,48 +150,83 @@ class Reach:
     def _unreachable(self, e: BaseException) -> SidecarUnreachableError:
         return SidecarUnreachableError(self.address.text, f"nobody answers there ({type(e).__name__}: {e})")
 
-    def _starting(self) -> Tuple["subprocess.Popen[bytes]", float]:
-        return _spawn_detached(self.argv, self.env), time.monotonic() + START_WAIT
+    def _hung(self) -> SidecarUnreachableError:
+        return SidecarUnreachableError(self.address.text, "it took the connection and did not answer on it")
 
-    def _gave_up(self, proc: "subprocess.Popen[bytes]", deadline: float, e: BaseException) -> Optional[SidecarUnreachableError]:
-        """Why waiting for the started sidecar is over, or None to try again: it exited other than having lost the
-        race to another (a bad flag, a binary that cannot run), or START_WAIT passed."""
-        code = proc.returncode
-        if code is not None and code != _SERVED_ALREADY:
-            return SidecarUnreachableError(self.address.text, f"the sidecar started there exited with status {code}")
-        if time.monotonic() >= deadline:
-            return SidecarUnreachableError(self.address.text, f"the sidecar started there did not answer within "
-                                           f"{START_WAIT:g} s ({type(e).__name__}: {e})")
-        return None
+    def _starting(self) -> "_Start":
+        return _Start(self)
 
     def open(self, timeout: float) -> socket.socket:
+        try:
+            return self._open(timeout)
+        except socket.timeout:
+            raise self._hung() from None
+
+    async def open_async(self, factory: Callable[[], asyncio.Protocol], probe: Probe
+                         ) -> Tuple[asyncio.Transport, asyncio.Protocol]:
+        try:
+            return await self._open_async(factory, probe)
+        except asyncio.TimeoutError:
+            raise self._hung() from None
+
+    def _open(self, timeout: float) -> socket.socket:
         try:
             return connect(self.address, timeout)
         except _NOBODY as e:
             if not self.start:
                 raise self._unreachable(e) from e
-        proc, deadline = self._starting()
+        start = self._starting()
         while True:
             time.sleep(_RETRY)
             try:
                 return connect(self.address, timeout)
             except _NOBODY as e:
-                why = self._gave_up(proc, deadline, e)
-                if why is not None:
-                    raise why from e
+                start.check(e)
 
-    async def open_async(self, factory: Callable[[], asyncio.Protocol]) -> Tuple[asyncio.Transport, asyncio.Protocol]:
+    async def _open_async(self, factory: Callable[[], asyncio.Protocol], probe: Probe
+                          ) -> Tuple[asyncio.Transport, asyncio.Protocol]:
         try:
-            return await connect_async(self.address, factory)
+            return await connect_async(self.address, factory, probe)
         except _NOBODY as e:
             if not self.start:
                 raise self._unreachable(e) from e
-        proc, deadline = self._starting()
+        start = self._starting()
         while True:
             await asyncio.sleep(_RETRY)
             try:
-                return await connect_async(self.address, factory)
+                return await connect_async(self.address, factory, probe)
             except _NOBODY as e:
-                why = self._gave_up(proc, deadline, e)
-                if why is not None:
-                    raise why from e
+                start.check(e)
+
+
+class _Start:
+    """The sidecars one client starts to reach its address, and when it gives up (fails open): when a start exits
+    other than as one that lost the race, when START_WAIT has passed, or after _STARTS starts that each lost.
+    A start that lost (exit 2) found a sidecar serving, or binding, the socket, which then answers at once;
+    when none does within _LOST_WAIT, the one it lost to was on its way out (a sidecar killed as the client
+    reconnected), and the client starts another."""
+
+    def __init__(self, reach: Reach) -> None:
+        self.reach, self.starts = reach, 1
+        self.proc = _spawn_detached(reach.argv, reach.env)
+        self.deadline = time.monotonic() + START_WAIT
+        self.lost: Optional[float] = None
+
+    def check(self, e: BaseException) -> None:
+        """Nobody answered (`e`): raises SidecarUnreachableError when it is time to give up."""
+        code, now = self.proc.returncode, time.monotonic()
+        address = self.reach.address.text
+        if code is not None and code != _SERVED_ALREADY:
+            raise SidecarUnreachableError(address, f"the sidecar started there exited with status {code}") from e
+        if now >= self.deadline:
+            raise SidecarUnreachableError(address, f"the sidecar started there did not answer within {START_WAIT:g} s "
+                                          f"({type(e).__name__}: {e})") from e
+        if code == _SERVED_ALREADY:
+            if self.lost is None:
+                self.lost = now
+            elif now - self.lost >= _LOST_WAIT:
+                if self.starts == _STARTS:
+                    raise SidecarUnreachableError(address, f"the {_STARTS} sidecars started there exited with status "
+                                                  f"2, and nobody answers ({type(e).__name__}: {e})") from e
+                self.proc, self.lost = _spawn_detached(self.reach.argv, self.reach.env), None
+                self.starts += 1
