@@ -25,6 +25,7 @@ import { proxyThroughput } from "./proxy.js";
 import { rejoinLatency, resumeThroughput } from "./resume.js";
 import { retainedBytes } from "./resume-memory.js";
 import { fixThroughput } from "./stream.js";
+import { sharedSidecarThroughput } from "./shared-sidecar.js";
 import { proxyLatency, snapshotBytes } from "./snapshots.js";
 import { alternate, stat, type Stat } from "./lib.js";
 import { idleMemory, pinnedNode } from "./runtime.js";
@@ -316,5 +317,6 @@ if (wanted("B19")) await resumeThroughput(row, QUICK); // issue 34
 if (wanted("B20")) await rejoinLatency(row, QUICK); // issue 34
 if (wanted("B21")) await retainedBytes(row, QUICK); // issue 34
 if (wanted("B25", "B25py", "B25p", "B25go", "B25clj")) await bigStateFigures(row, note, QUICK); // issue 41: a 1 MB state through each middleware and the proxy
+if (wanted("B24")) await sharedSidecarThroughput(row, note, QUICK); // issue 42: the Python middleware's workers on one sidecar
 
 writeTable(path.join(ROOT, "bench/results.md"), (performance.now() - started) / 1000, QUICK ? "--quick" : ONLY === undefined ? undefined : "--only");
