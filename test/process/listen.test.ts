@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { BINARY, childEnv } from "../../scripts/harness/process.js";
-import { Connection, Listening } from "./listen-client.js";
+import { Connection, Listening } from "../../scripts/harness/listen.js";
 
 /**
  * `serve --listen` (protocol/README.md §2, "One sidecar per host"), through the real binary: every

@@ -1,6 +1,11 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { connect, type Socket } from "node:net";
-import { BINARY, childEnv } from "../../scripts/harness/process.js";
+import { BINARY, childEnv, killWithTheRest } from "./process.js";
+
+/**
+ * A sidecar that listens (`serve --listen`, protocol/README.md §2, "One sidecar per host") and a
+ * connection to it, for the tests and the bench.
+ */
 
 /** One JSON-RPC connection to a `serve --listen` sidecar, in JSON lines: replies matched by id. */
 export class Connection {
@@ -79,7 +84,9 @@ export class Listening {
   }
 
   static start(args: string[], env: Record<string, string> = {}): Listening {
-    return new Listening(spawn(BINARY, ["serve", ...args], { env: childEnv(env), stdio: ["ignore", "pipe", "pipe"] }));
+    const child = spawn(BINARY, ["serve", ...args], { env: childEnv(env), stdio: ["ignore", "pipe", "pipe"] });
+    killWithTheRest(child);
+    return new Listening(child);
   }
 
   stop(signal: NodeJS.Signals = "SIGTERM"): Promise<number | null> {
