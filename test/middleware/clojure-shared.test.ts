@@ -8,7 +8,7 @@ import { BINARY, childEnv } from "../../scripts/harness/process.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
 import { ResumableHttpAgent } from "../../src/web/resume/index.js";
 import { Relay, type Cut } from "../resume/relay.js";
-import { killSidecars, settledSidecars, sidecarsServing, socketAddress } from "./shared-sidecar.js";
+import { exited, killSidecars, settledSidecars, sidecarsServing, socketAddress } from "./shared-sidecar.js";
 
 /**
  * Issue 42 through the Clojure middleware: Jetty processes of
@@ -186,6 +186,8 @@ describe("the shared sidecar killed under six streams over the two processes", (
     const [killed] = sidecarsServing(address);
     expect(killed).toBeGreaterThan(0);
     process.kill(killed as number, "SIGKILL");
+    // Dead, its socket closed, before the streams write again: what they meet is a sidecar that died.
+    await exited(killed as number);
     for (const jvm of [a, b]) expect((await post(`${jvm.url}/gate/open`)).status).toBe(200);
     const said = await Promise.all(running);
     for (const [i, agent] of agents.entries()) {

@@ -54,3 +54,21 @@ export function killSidecars(address: string): void {
     }
   }
 }
+
+/**
+ * Whether process `pid` has exited: no /proc entry, or a zombie. Not an empty command line: a process's
+ * memory goes before its files as it exits, so for a moment it has none and still accepts connections.
+ */
+function gone(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z");
+  } catch {
+    return true;
+  }
+}
+
+/** Waits until process `pid` has exited, its socket closed (a hang guard of 10 s, never an assertion). */
+export async function exited(pid: number): Promise<void> {
+  for (let waited = 0; !gone(pid) && waited < 10_000; waited += 20) await new Promise((r) => setTimeout(r, 20));
+}

@@ -56,12 +56,22 @@
     (let [pids (serving address)]
       (if (or (<= (count pids) 1) (>= n 200)) pids (do (Thread/sleep 50) (recur (inc n)))))))
 
+(defn- gone?
+  "Whether process `pid` has exited: no /proc entry, or a zombie. Not an empty
+  cmdline: a process's memory goes before its files as it exits, so for a
+  moment it has no cmdline and still accepts connections on its socket."
+  [pid]
+  (let [stat (proc-text (str pid) "stat")]
+    (or (= "" stat) (= "Z" (first (str/split (subs stat (+ 2 (.lastIndexOf stat ")"))) #" "))))))
+
 (defn- kill-all!
-  "SIGKILL to every sidecar serving `address`; waits until none is left."
+  "SIGKILL to every sidecar serving `address`; waits (10 s at most, a hang
+  guard) until each has exited."
   [address]
-  (doseq [pid (serving address)]
-    (.waitFor (.start (ProcessBuilder. ^java.util.List ["kill" "-9" (str pid)]))))
-  (loop [n 0] (when (and (seq (serving address)) (< n 100)) (Thread/sleep 50) (recur (inc n)))))
+  (let [pids (serving address)]
+    (doseq [pid pids]
+      (.waitFor (.start (ProcessBuilder. ^java.util.List ["kill" "-9" (str pid)]))))
+    (loop [n 0] (when (and (not-every? gone? pids) (< n 200)) (Thread/sleep 50) (recur (inc n))))))
 
 (defn- serve!
   "`agui-state serve --listen address`, started by the test; returns [process
@@ -141,6 +151,13 @@
           (let [id (:stream-id (c/open-stream a {:framing "sse"}))]
             (is (= "" (:text (c/fix-stream b {:stream-id id :text "data: {\"type\":\"RUN_STA"}))))
             (.close a)
+            ;; The sidecar learns of the close as its read of the connection ends: poll with
+            ;; empty parts (which change nothing) until it has, 5 s at most (a hang guard).
+            (loop [n 0]
+              (when (and (< n 100) (try (c/fix-stream b {:stream-id id :text ""}) true
+                                        (catch clojure.lang.ExceptionInfo _ false)))
+                (Thread/sleep 50)
+                (recur (inc n))))
             (is (= "closed" (get-in (s/thrown "after close" :unknown-stream
                                               #(c/fix-stream b {:stream-id id :text "RTED\"}\n\n"}))
                                     [:data "reason"])))))
@@ -208,6 +225,16 @@
                 (is (map? (c/stats cl))))))
           (finally (run! #(.close ^java.io.Closeable %) clients))))
       (finally (kill-all! address))))
+  (testing "over loopback TCP too: two clients starting at once, one sidecar on the port"
+    (let [port (with-open [s (java.net.ServerSocket. 0 1 (java.net.InetAddress/getLoopbackAddress))] (.getLocalPort s))
+          address (str "tcp:127.0.0.1:" port)]
+      (try
+        (let [clients (mapv deref (doall (for [_ (range 2)] (future (shared-client address :sidecar-start true)))))]
+          (try (is (= 1 (count (settled address))))
+               (c/open-run (first clients) {:thread-id "t1" :state {"n" 2}})
+               (is (= {"n" 2} (:state (c/get-state (second clients) "t1"))))
+               (finally (run! #(.close ^java.io.Closeable %) clients))))
+        (finally (kill-all! address)))))
   (testing "a start that fails says so at once, with its exit status"
     (let [address (str "unix:" (temp-dir) "/s.sock")
           d (s/thrown "start" :sidecar-unreachable
