@@ -62,7 +62,9 @@
 
 (defn stop
   "Ends a sidecar made by `sidecar`; responses still streaming through it go
-  out unrepaired from there (fail open). Stopping it again is nothing."
+  out unrepaired from there (fail open). Stopping it again is nothing. On the
+  host's shared sidecar (:sidecar), only the connection ends: the streams it
+  opened are released, and the sidecar serves the other workers on."
   [s]
   (sidecar/stop s))
 
