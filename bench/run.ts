@@ -28,6 +28,7 @@ import { fixThroughput } from "./stream.js";
 import { proxyLatency, snapshotBytes } from "./snapshots.js";
 import { alternate, stat, type Stat } from "./lib.js";
 import { idleMemory, pinnedNode } from "./runtime.js";
+import { sharedSidecarMemory } from "./shared-sidecar.js";
 import { f, note, range, row, writeTable } from "./report.js";
 
 const ECHO: Command = { name: "echo loop", file: process.execPath, args: [path.join(ROOT, "bench/echo.mjs")] };
@@ -299,6 +300,7 @@ if (wanted("B7")) await memory();
 if (wanted("B11")) await churn();
 if (wanted("B8")) await startup();
 if (wanted("B8m")) await idleMemory(row, QUICK); // issue 33
+if (wanted("B23")) await sharedSidecarMemory(row, QUICK); // issue 42: one sidecar per host
 if (wanted("B9")) await proxyThroughput(row, QUICK);
 if (wanted("B10")) await fixThroughput(row, QUICK);
 if (wanted("B14")) await snapshotBytes(row); // issue 23
