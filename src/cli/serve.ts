@@ -73,7 +73,8 @@ async function serveSocket(address: ListenAddress, shared: Omit<SocketServerOpti
   const { streams } = shared;
   const server = await listenForSessions({ address, ...shared });
   if (typeof server === "string") {
-    log.error(server);
+    // As the proxy says it (src/proxy/main.ts): one plain line, for whoever started it.
+    process.stderr.write(`agui-state: ${server}\n`);
     process.exitCode = 2;
     void streams.close();
     await log.settle();

@@ -5572,7 +5572,7 @@ export const DISCOVER_JSON = String.raw`{
             "minimum": 0
           },
           "requests": {
-            "description": "Requests (messages with an id) received since start, this one included.",
+            "description": "Requests (messages with an id) received since start, this one included; under serve --listen, those of the asking connection since it opened (protocol/README.md §2).",
             "type": "integer",
             "minimum": 0
           },

@@ -1,4 +1,5 @@
-import { err, forbidden, isObject, measure, ok, parsePointer, stateOverLimit, type JsonObject, type Path } from "../core/index.js";
+import { err, isObject, measure, ok, stateOverLimit, type JsonObject, type Path } from "../core/index.js";
+import { ownedMembers } from "../edge/own.js";
 import { DEFAULT_MAX_REQUEST_BODY } from "../edge/request.js";
 import type { Log } from "../log.js";
 import { invalidParams, limitExceeded, unknownStream, type CallResult } from "../protocol/errors.js";
@@ -177,15 +178,10 @@ export class StreamService {
     if (p.state !== undefined && !isObject(p.state)) return err(invalidParams("/state", "ROOT_NOT_OBJECT", "state must be a JSON object, RunAgentInput.state (protocol/README.md §11); leave it out when the request has none"));
     const over = stateOverLimit(p.state ?? {}, this.limits);
     if (over) return err(limitExceeded(over.limit, over.max, over.actual));
-    const own: Path[] = [];
-    for (const [i, pointer] of (p.own ?? []).entries()) {
-      const parsed = parsePointer(pointer);
-      // As `fix --own` (cli/repair-flags.ts): a pointer to a member, never the root.
-      if (!parsed.ok || parsed.value.length === 0) return err(invalidParams(`/own/${i}`, "INVALID_POINTER", `own: expected a JSON Pointer to a member (such as /toolState), got ${JSON.stringify(pointer)}`));
-      // §3: no op may name it, so no delta could say what the server writes there (a snapshot's value there is reported, wiped and kept).
-      if (forbidden(parsed.value)) return err(invalidParams(`/own/${i}`, "FORBIDDEN_KEY", `own: ${JSON.stringify(pointer)} goes through a key no op may name (__proto__, constructor/prototype), so a delta cannot write it`));
-      own.push(parsed.value);
-    }
+    // As `fix --own` reads it (edge/own.ts).
+    const owned = ownedMembers(p.own ?? []);
+    if (!owned.ok) return err(invalidParams(`/own/${owned.error.index}`, owned.error.reason, `own: ${owned.error.message}`));
+    const own = owned.value;
     // §16: a run's events get SSE ids; NDJSON has no field to carry one.
     if (resumeRun !== undefined && ((resumeRun.requestHeaders !== undefined && (resumeRun.authorization ?? resumeRun.cookie) !== undefined) || (resumeRun.responseHeaders !== undefined && resumeRun.headers !== undefined))) {
       return err(invalidParams("/resume", "CONFLICTING_PARAMS", "resume: give requestHeaders and responseHeaders, or the earlier authorization, cookie and headers, not both"));

@@ -1,0 +1,184 @@
+package aguistate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// One sidecar per host (protocol/README.md §2, "One sidecar per host"): the
+// client connects to `agui-state serve --listen ADDRESS` instead of spawning a
+// sidecar of its own, so that every worker of a server shares one process
+// (one idle sidecar's memory instead of one per worker), and a rejoin the load
+// balancer sends to another worker finds the run this one's stream records
+// (§16) with the memory store. The connection is a session as stdin/stdout
+// is: the same lines, the same calls (session.go); a connection that breaks
+// is a sidecar that died (§14), and the middleware recovers from it as from a
+// process that exited.
+
+// Environment variables naming the shared sidecar, for a client whose Options
+// leave Address empty (and Start false): the option wins.
+const (
+	EnvSidecar      = "AGUI_STATE_SIDECAR"       // unix:PATH or tcp:HOST:PORT
+	EnvSidecarStart = "AGUI_STATE_SIDECAR_START" // "1": start the sidecar when nobody answers
+)
+
+// SidecarStartWait bounds how long a client in start mode waits for the
+// sidecar it started (or another worker's, started at the same moment) to
+// answer: a sidecar that starts takes well under a second; past this one it
+// is taken for dead, and the middleware fails open as for a dead sidecar.
+const SidecarStartWait = 10 * time.Second
+
+// SidecarExitIdle is the --exit-idle of a sidecar a client starts: it
+// outlives the worker that started it, and exits once no worker has been
+// connected for a minute.
+const SidecarExitIdle = 60 * time.Second
+
+// sharedAddress is a parsed unix:PATH or tcp:HOST:PORT.
+type sharedAddress struct {
+	text            string // as given: what --listen is passed
+	network, target string // for net.Dial
+}
+
+// maxSocketPath is the longest socket path every Unix takes (sun_path holds
+// 108 bytes on Linux and 104 on macOS and the BSDs, its NUL included): the
+// sidecar's own limit, so that an address one accepts the other does too.
+const maxSocketPath = 103
+
+var (
+	tcpAddress = regexp.MustCompile(`^(?:\[([0-9A-Fa-f:.]+)\]|([^:\[\]\s]+)):(\d{1,5})$`)
+	loopback4  = regexp.MustCompile(`(?i)^(::ffff:)?127(\.\d{1,3}){3}$`)
+)
+
+// parseSharedAddress reads an address as `serve --listen` does, but for port
+// 0, which picks a port when the sidecar listens and names none a client can
+// connect to. The problem, in words, when it is not one.
+func parseSharedAddress(text string) (sharedAddress, error) {
+	if path := strings.TrimPrefix(text, "unix:"); path != text {
+		switch {
+		case path == "":
+			return sharedAddress{}, errors.New("unix: needs a path, such as unix:/run/agui-state/sidecar.sock")
+		case strings.ContainsRune(path, 0):
+			return sharedAddress{}, errors.New("a socket path cannot hold a NUL character")
+		case len(path) > maxSocketPath:
+			return sharedAddress{}, fmt.Errorf("the socket path is %d bytes, over the %d a Unix socket's name can hold; pick a shorter one", len(path), maxSocketPath)
+		}
+		return sharedAddress{text: text, network: "unix", target: path}, nil
+	}
+	if rest := strings.TrimPrefix(text, "tcp:"); rest != text {
+		m := tcpAddress.FindStringSubmatch(rest)
+		port := -1
+		if m != nil {
+			port, _ = strconv.Atoi(m[3])
+		}
+		if port < 1 || port > 65535 {
+			return sharedAddress{}, fmt.Errorf("expected tcp:HOST:PORT with a port from 1 to 65535, got %q", text)
+		}
+		host := m[1] + m[2]
+		// The sidecar serves every thread's state and every run's events: it
+		// listens on this host only (§2), and a client never looks for it elsewhere.
+		if host != "localhost" && host != "::1" && !loopback4.MatchString(host) {
+			return sharedAddress{}, fmt.Errorf("%s is not a loopback address; the sidecar listens on this host only (use unix:PATH, or 127.0.0.1)", host)
+		}
+		return sharedAddress{text: text, network: "tcp", target: net.JoinHostPort(host, m[3])}, nil
+	}
+	return sharedAddress{}, fmt.Errorf("expected unix:PATH or tcp:HOST:PORT, got %q", text)
+}
+
+// sharedSidecar is where o's client finds its sidecar: nil when it spawns one
+// of its own; an error wrapping ErrInvalidOption for an address that is not
+// one, naming where it came from.
+func (o Options) sharedSidecar() (*sharedAddress, bool, error) {
+	text, from := o.Address, "Address"
+	if text == "" {
+		text, from = os.Getenv(EnvSidecar), EnvSidecar
+	}
+	start := o.Start || os.Getenv(EnvSidecarStart) == "1"
+	if text == "" {
+		if o.Start {
+			return nil, false, fmt.Errorf("%w: Start needs an Address (or %s) to start the sidecar at", ErrInvalidOption, EnvSidecar)
+		}
+		return nil, false, nil
+	}
+	a, err := parseSharedAddress(text)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: the sidecar's %s: %v", ErrInvalidOption, from, err)
+	}
+	return &a, start, nil
+}
+
+func (a sharedAddress) dial(ctx context.Context) (net.Conn, error) {
+	d := net.Dialer{Timeout: time.Second}
+	return d.DialContext(ctx, a.network, a.target)
+}
+
+// connect opens a session on the shared sidecar at a; in start mode, when
+// nobody answers there, it starts the sidecar first (startShared).
+func (c *Client) connect(ctx context.Context, a sharedAddress, start bool) (*proc, error) {
+	conn, err := a.dial(ctx)
+	if err == nil {
+		return newConnProc(conn, a.text), nil
+	}
+	if !start {
+		return nil, fmt.Errorf("agui-state: no sidecar answers at %s: %w", a.text, err)
+	}
+	exited, err := c.startShared(a)
+	if err != nil {
+		return nil, err
+	}
+	wait, cancel := context.WithTimeout(ctx, SidecarStartWait)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if conn, err = a.dial(wait); err == nil {
+			return newConnProc(conn, a.text), nil
+		}
+		select {
+		case status := <-exited:
+			exited = nil
+			// Exit 2: a sidecar serves the socket already, or another worker's
+			// start holds it and will: go on connecting. Any other end is a
+			// sidecar that cannot start here (a bad flag, a path it may not use).
+			var ee *exec.ExitError
+			if !errors.As(status, &ee) || ee.ExitCode() != 2 {
+				return nil, fmt.Errorf("agui-state: the sidecar started at %s exited before it answered: %v", a.text, status)
+			}
+		case <-wait.Done():
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("agui-state: started a sidecar at %s, and nothing answered there within %v: %w", a.text, SidecarStartWait, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// startShared starts `agui-state serve --listen ADDRESS --exit-idle 60000`
+// with Options' Path, Args and Env, detached (protocol/README.md §2): in a
+// session of its own, so that a signal to the worker's process group (a
+// Ctrl-C, a process manager stopping this worker) does not reach it, and with
+// stdin, stdout and stderr on the null device, so that it holds no pipe of
+// the worker's open (a parent reading the worker's output to its end would
+// wait for the sidecar too). It is reaped when it exits, so that it leaves no
+// zombie while the worker lives; its exit status comes on the channel.
+func (c *Client) startShared(a sharedAddress) (<-chan error, error) {
+	args := append([]string{"serve", "--listen", a.text, "--exit-idle", strconv.FormatInt(SidecarExitIdle.Milliseconds(), 10)}, c.opts.Args...)
+	path := c.path()
+	cmd := exec.Command(path, args...)
+	cmd.Env = c.opts.Env
+	cmd.SysProcAttr = ownSession()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("agui-state: start %s: %w", path, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	return exited, nil
+}
