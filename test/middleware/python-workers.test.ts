@@ -8,7 +8,8 @@ import { withoutIds } from "../../scripts/harness/sse-ids.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
 import { ResumableHttpAgent } from "../../src/web/resume/index.js";
 import { Relay } from "../resume/relay.js";
-import { PYTHON, connectionsTo, fix, hits, killEverything, open, place, post, reading, runInput, serve, serving, startWorkers, stopWorkers, until, warnings, type Place, type Workers } from "./workers.js";
+import { sidecarsServing } from "./shared-sidecar.js";
+import { PYTHON, connectionsTo, fix, hits, killEverything, open, place, post, reading, runInput, serve, startWorkers, stopWorkers, until, warnings, type Place, type Workers } from "./workers.js";
 
 /**
  * Issue 42, Python: one sidecar for the host's workers (protocol/README.md §2, "One sidecar per host").
@@ -87,15 +88,15 @@ describe("uvicorn --workers 4, one shared sidecar, the memory store", () => {
     await serve(where);
     const w = await startWorkers(where, { AGUI_STATE_SIDECAR: where.address });
     await rejoinsOnAnotherWorker(w, where);
-    expect(serving(where.socket), "the test's sidecar, and no other").toHaveLength(1);
+    expect(sidecarsServing(where.address), "the test's sidecar, and no other").toHaveLength(1);
   }, 300_000);
 
   test("started by the first worker (AGUI_STATE_SIDECAR_START=1): the same", async () => {
     const where = place();
     const w = await startWorkers(where, { AGUI_STATE_SIDECAR: where.address, AGUI_STATE_SIDECAR_START: "1" });
-    await until(() => serving(where.socket).length === 1, "the starts that lost the race to exit");
+    await until(() => sidecarsServing(where.address).length === 1, "the starts that lost the race to exit");
     await rejoinsOnAnotherWorker(w, where);
-    expect(serving(where.socket)).toHaveLength(1);
+    expect(sidecarsServing(where.address)).toHaveLength(1);
   }, 300_000);
 
   test("a sidecar per worker (no sidecar option: the negative control): a rejoin on another worker is refused with 410 and the client's run fails", async () => {
@@ -121,7 +122,7 @@ describe("uvicorn --workers 4, one shared sidecar, the memory store", () => {
         }
         expect(cut.answers.map((a) => a.status), "the run, and its rejoin refused").toEqual([200, 410]);
         expect(failed, "the client's run fails").toBe(true);
-        expect(serving(where.socket)).toEqual([]);
+        expect(sidecarsServing(where.address)).toEqual([]);
         return;
       }
       throw new Error(`in ${ATTEMPTS} runs no rejoin landed on another worker than its run`);
@@ -193,8 +194,8 @@ describe("killing the shared sidecar under load (uvicorn --workers 4)", () => {
   test("in start mode: every one of 16 streams across the workers completes repaired, one sidecar is started again, and later runs are repaired", async () => {
     const where = place();
     const w = await startWorkers(where, { AGUI_STATE_SIDECAR: where.address, AGUI_STATE_SIDECAR_START: "1" });
-    await until(() => serving(where.socket).length === 1, "one sidecar serving");
-    const [first] = serving(where.socket);
+    await until(() => sidecarsServing(where.address).length === 1, "one sidecar serving");
+    const [first] = sidecarsServing(where.address);
     const held = await heldRuns(w, where, "k");
     expect(new Set(held.pids).size, "the streams are spread over the workers").toBeGreaterThan(1);
     process.kill(first as number, "SIGKILL");
@@ -202,8 +203,8 @@ describe("killing the shared sidecar under load (uvicorn --workers 4)", () => {
     await held.runs;
     expect(held.said, "no warning from any client").toEqual([]);
     await expectRepaired(w, where, held.agents, "k");
-    await until(() => serving(where.socket).length === 1, "the starts that lost the race to exit");
-    expect(serving(where.socket)).not.toContain(first);
+    await until(() => sidecarsServing(where.address).length === 1, "the starts that lost the race to exit");
+    expect(sidecarsServing(where.address)).not.toContain(first);
     const log = warnings(w);
     expect(log.filter((l) => l.includes("resumes on the new agui-state sidecar")), "each stream resumed with its replay").toHaveLength(STREAMS);
     expect(log.filter((l) => !/is gone \(.*\); connecting again$|: connected again \(pid \d+\)$|resumes on the new agui-state sidecar/.test(l)), "nothing else warned").toEqual([]);
@@ -247,16 +248,16 @@ describe("start mode: one sidecar for the workers, gone once they are", () => {
   test("4 workers starting at once end with exactly one sidecar serving the socket, and it exits on its own after uvicorn stops (--exit-idle)", async () => {
     const where = place();
     const w = await startWorkers(where, { AGUI_STATE_SIDECAR: where.address, AGUI_STATE_SIDECAR_START: "1", WORKERS_APP_EXIT_IDLE_MS: "1000" });
-    await until(() => serving(where.socket).length === 1, "the starts that lost the race to exit");
-    const [only] = serving(where.socket);
+    await until(() => sidecarsServing(where.address).length === 1, "the starts that lost the race to exit");
+    const [only] = sidecarsServing(where.address);
     // Each worker holds one connection to that one (made at its lifespan startup): the sidecar's end of each
     // is a connected socket bound to its path.
     expect(connectionsTo(where.socket), "one connection per worker").toBe(4);
     const answer = await post(`${w.url}/agent`, runInput("s1", "s1", CLIENT_KEYS));
     expect(withoutIds(answer.text)).toBe(await fix(where, (await post(`${w.url}/raw`, runInput("s1", "s1", CLIENT_KEYS))).text, CLIENT_KEYS));
-    expect(serving(where.socket)).toEqual([only]);
+    expect(sidecarsServing(where.address)).toEqual([only]);
     await stopWorkers(w);
     expect(warnings(w)).toEqual([]);
-    await until(() => serving(where.socket).length === 0, "the shared sidecar to exit once idle");
+    await until(() => sidecarsServing(where.address).length === 0, "the shared sidecar to exit once idle");
   }, 300_000);
 });

@@ -1,12 +1,12 @@
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
-import { tmpdir } from "node:os";
 import path from "node:path";
 import { expect } from "vitest";
 import type { JsonObject } from "../../src/core/index.js";
 import { ROOT } from "../../scripts/harness/fixtures.js";
 import { freePort } from "../../scripts/harness/ports.js";
 import { BINARY, SEA, run, start, type Sidecar } from "../../scripts/harness/process.js";
+import { sidecarsServing, socketAddress } from "./shared-sidecar.js";
 
 /**
  * What test/middleware/python-workers.test.ts starts and reads: `uvicorn --workers 4` serving
@@ -28,6 +28,7 @@ export interface Place {
   hits: string;
 }
 
+/** The addresses of the tests' sockets, each in a directory of its own. */
 const places: string[] = [];
 const roots: [number, string][] = [];
 /** Every process found under a root once it started, with its command line: killed by pid even if its parent is gone by then, but only while the pid is still that process (a pid is reused). */
@@ -41,39 +42,23 @@ const argvOf = (pid: number): string => {
 };
 
 export function place(): Place {
-  const dir = mkdtempSync(path.join(tmpdir(), "agw-"));
-  places.push(dir);
-  const socket = path.join(dir, "s.sock");
-  return { dir, socket, address: `unix:${socket}`, hits: path.join(dir, "hits") };
+  const { address, dir } = socketAddress();
+  places.push(address);
+  return { dir, socket: path.join(dir, "s.sock"), address, hits: path.join(dir, "hits") };
 }
 
-/** Each pid's parent and command line, as /proc has them now. */
-function processes(): { pid: number; ppid: number; argv: string[]; exe: string }[] {
+/** Each pid's parent, as /proc has it now. */
+function processes(): { pid: number; ppid: number }[] {
   const found = [];
   for (const p of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
     try {
       const stat = readFileSync(`/proc/${p}/stat`, "utf8");
-      const argv = readFileSync(`/proc/${p}/cmdline`, "utf8").split("\0").slice(0, -1);
-      let exe = "";
-      try {
-        exe = readlinkSync(`/proc/${p}/exe`);
-      } catch {
-        // another user's, or a zombie
-      }
-      found.push({ pid: Number(p), ppid: Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]), argv, exe });
+      found.push({ pid: Number(p), ppid: Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) });
     } catch {
       // gone meanwhile
     }
   }
   return found;
-}
-
-/** The live sidecars serving, or starting to serve, the socket (their command line names it). */
-export function serving(socket: string): number[] {
-  const binary = realpathSync(BINARY);
-  return processes()
-    .filter((p) => p.exe === binary && p.argv.includes(`unix:${socket}`))
-    .map((p) => p.pid);
 }
 
 /** Connections open to the sidecar on `socket`: its accepted sockets, connected (state 03) and bound to the path, in /proc/net/unix. */
@@ -131,7 +116,7 @@ export function killEverything(): void {
   const victims = new Set<number>([...known].filter(([pid, argv]) => argvOf(pid) === argv).map(([pid]) => pid));
   known.clear();
   for (const [root, argv] of roots.splice(0)) if (argvOf(root) === argv) for (const pid of tree(root)) victims.add(pid);
-  for (const dir of places) for (const pid of serving(path.join(dir, "s.sock"))) victims.add(pid);
+  for (const address of places) for (const pid of sidecarsServing(address)) victims.add(pid);
   for (const pid of victims) {
     try {
       process.kill(pid, "SIGKILL");
@@ -139,7 +124,7 @@ export function killEverything(): void {
       // gone already
     }
   }
-  for (const dir of places.splice(0)) rmSync(dir, { recursive: true, force: true });
+  for (const address of places.splice(0)) rmSync(path.dirname(address.slice("unix:".length)), { recursive: true, force: true });
 }
 
 /** `agui-state serve --listen unix:SOCKET`, started by the test (as a process manager would), once it listens. */
