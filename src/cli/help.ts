@@ -62,7 +62,7 @@ Flags (a flag wins over its environment variable):
                               threads, streams and runs; one that closes releases the
                               streams it opened. stdin is not read; stdout gets one
                               line, "listening on ADDRESS". Exits 2 when it cannot
-                              listen, or a sidecar already serves that socket
+                              listen, 3 when a live sidecar serves that socket already
   --exit-idle MS              with --listen: exit 0 once no connection has been open
                               for MS milliseconds (what a worker that starts the
                               host's sidecar asks for)

@@ -8,6 +8,7 @@ import { effectiveCeiling, HeapCeiling, tuneHeap, v8Heap } from "../runtime/heap
 import { StateService } from "../service/state-service.js";
 import { StreamService } from "../service/stream-service.js";
 import type { ServeOptions } from "./options.js";
+import { EXIT } from "./exit.js";
 import { lazyPipeline } from "./stream-pipeline.js";
 
 /**
@@ -66,16 +67,17 @@ export async function serveCommand(options: ServeOptions): Promise<void> {
  * `serve --listen` (protocol/README.md §2): the one sidecar of a host, whose workers connect to it.
  * stdin is not read; stdout carries one line, "listening on ADDRESS", once connections are taken.
  * A signal stops it: each connection answers what it read, the socket is removed, and it exits 0.
- * When it cannot listen (the address is taken, a sidecar already serves the socket), one line on
- * stderr and exit 2, as the proxy does.
+ * When it cannot listen, one line on stderr and exit 2, as the proxy does; when a live sidecar
+ * already serves the socket, exit 3, so that a worker that started it can tell "another worker's
+ * start won" (connect to it) from "my flags were refused".
  */
 async function serveSocket(address: ListenAddress, shared: Omit<SocketServerOptions, "address">, log: ReturnType<typeof createLogger>): Promise<void> {
   const { streams } = shared;
   const server = await listenForSessions({ address, ...shared });
-  if (typeof server === "string") {
+  if ("problem" in server) {
     // As the proxy says it (src/proxy/main.ts): one plain line, for whoever started it.
-    process.stderr.write(`agui-state: ${server}\n`);
-    process.exitCode = 2;
+    process.stderr.write(`agui-state: ${server.problem}\n`);
+    process.exitCode = server.served ? EXIT.served : EXIT.refused;
     void streams.close();
     await log.settle();
     return;

@@ -117,10 +117,10 @@ describe("serve --listen unix:PATH", () => {
     expect(await good.result("getState", { threadId: "t1" })).toMatchObject({ state: { n: 1 } });
   });
 
-  it("refuses a socket a live sidecar serves (exit 2, one line), and the live one keeps serving", async () => {
+  it("refuses a socket a live sidecar serves (exit 3, apart from a refusal's 2; one line), and the live one keeps serving", async () => {
     const { path: at } = await serving();
     const second = spawnSync(BINARY, ["serve", "--listen", `unix:${at}`], { env: childEnv(), timeout: 15_000 });
-    expect(second.status).toBe(2);
+    expect(second.status).toBe(3);
     expect(second.stdout.toString()).toBe("");
     expect(second.stderr.toString()).toBe(`agui-state: cannot listen on unix:${at}: a sidecar is serving there already\n`);
     const c = await open(at);
@@ -142,14 +142,14 @@ describe("serve --listen unix:PATH", () => {
     expect(readFileSync(file, "utf8")).toBe("mine");
   });
 
-  it("of four started at once on one path, exactly one serves; the others exit 2", async () => {
+  it("of four started at once on one path, exactly one serves; the others exit 3", async () => {
     const at = socketPath();
     const four = [0, 1, 2, 3].map(() => Listening.start(["--listen", `unix:${at}`]));
     started.push(...four);
     const addresses = await Promise.all(four.map((s) => s.ready));
     expect(addresses.filter((a) => a !== undefined)).toEqual([`unix:${at}`]);
     const losers = four.filter((_, i) => addresses[i] === undefined);
-    expect(await Promise.all(losers.map((s) => s.exited))).toEqual([2, 2, 2]);
+    expect(await Promise.all(losers.map((s) => s.exited))).toEqual([3, 3, 3]);
     const c = await open(at);
     expect(await c.result("escapePointer", { path: ["a"] })).toEqual({ pointer: "/a" });
     expect(existsSync(`${at}.lock`)).toBe(false);

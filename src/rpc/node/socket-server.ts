@@ -19,6 +19,12 @@ export interface SocketServerOptions {
   exitIdleMs?: number;
 }
 
+/** Why it does not listen; `served` when a live sidecar already serves the socket (nothing is wrong: connect to it). */
+export interface NotListening {
+  problem: string;
+  served: boolean;
+}
+
 export interface SocketServer {
   /** The address it listens on, as a client names it (a TCP port 0 resolved). */
   readonly address: string;
@@ -35,13 +41,17 @@ export interface SocketServer {
  * StreamService shared by every connection, each connection a JSON-RPC session in the framing it
  * has on stdio, so a rejoin a load balancer sends to another worker reaches the run this worker's
  * stream records. A connection that ends releases the streams and reads it opened.
- * Resolves once listening; a string says why it cannot.
+ * Resolves once listening, or with why it cannot.
  */
-export async function listenForSessions(opts: SocketServerOptions): Promise<SocketServer | string> {
+export async function listenForSessions(opts: SocketServerOptions): Promise<SocketServer | NotListening> {
   const { address } = opts;
+  // Held from the check of the path until the socket is bound, so that a start between the two finds
+  // the socket, not a free path it would then fail to bind.
+  let unlock = (): void => undefined;
   if (address.kind === "unix") {
     const claimed = await claimSocketPath(address.path);
-    if (claimed !== undefined) return claimed;
+    if ("problem" in claimed) return claimed;
+    unlock = claimed.unlock;
   }
   const sessions = new Set<Server>();
   const server = createServer({ noDelay: true }, (socket) => serveConnection(socket));
@@ -69,7 +79,8 @@ export async function listenForSessions(opts: SocketServerOptions): Promise<Sock
     });
   };
   const bound = await listen(server, address);
-  if ("problem" in bound) return bound.problem;
+  unlock();
+  if ("problem" in bound) return { problem: bound.problem, served: false };
   let finish: () => void = () => undefined;
   const done = new Promise<void>((resolve) => (finish = resolve));
   let stopping = false;
@@ -130,37 +141,38 @@ function listen(server: NetServer, address: ListenAddress): Promise<{ address: s
  * Makes the path free to listen on, or says why not. A socket a live sidecar answers on is refused
  * (the first worker on a host starts the sidecar, and a second start must not take the path from it);
  * one nobody answers on is a dead sidecar's and is removed; anything else at the path is left alone.
- * Two sidecars starting at once take turns through `PATH.lock`, created exclusively.
+ * Two sidecars starting at once take turns through `PATH.lock`, created exclusively; the caller
+ * unlocks once it has bound the socket (or failed to).
  */
-async function claimSocketPath(path: string): Promise<string | undefined> {
+async function claimSocketPath(path: string): Promise<NotListening | { unlock: () => void }> {
   const lock = `${path}.lock`;
   for (let tries = 0; ; tries++) {
     try {
       writeFileSync(lock, String(process.pid), { flag: "wx", mode: 0o600 });
       break;
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "EEXIST") return `cannot listen on unix:${path}: ${(e as Error).message}`;
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") return { problem: `cannot listen on unix:${path}: ${(e as Error).message}`, served: false };
       if (!alive(Number(readQuietly(lock)))) unlinkQuietly(lock);
-      else if (tries > 250) return `cannot listen on unix:${path}: ${lock} is held by process ${readQuietly(lock)}`;
+      else if (tries > 250) return { problem: `cannot listen on unix:${path}: ${lock} is held by process ${readQuietly(lock)}`, served: false };
       else await new Promise((r) => setTimeout(r, 20));
     }
   }
+  const unlock = (): void => unlinkQuietly(lock);
+  let kind: "socket" | "other" | "none" = "none";
   try {
-    let kind: "socket" | "other" | "none" = "none";
-    try {
-      kind = lstatSync(path).isSocket() ? "socket" : "other";
-    } catch {
-      kind = "none";
-    }
-    if (kind === "other") return `cannot listen on unix:${path}: something other than a socket is there; it is left alone`;
-    if (kind === "socket") {
-      if (await answers(path)) return `cannot listen on unix:${path}: a sidecar is serving there already`;
-      unlinkQuietly(path);
-    }
-    return undefined;
-  } finally {
-    unlinkQuietly(lock);
+    kind = lstatSync(path).isSocket() ? "socket" : "other";
+  } catch {
+    kind = "none";
   }
+  let problem: NotListening | undefined;
+  if (kind === "other") problem = { problem: `cannot listen on unix:${path}: something other than a socket is there; it is left alone`, served: false };
+  else if (kind === "socket") {
+    if (await answers(path)) problem = { problem: `cannot listen on unix:${path}: a sidecar is serving there already`, served: true };
+    else unlinkQuietly(path);
+  }
+  if (problem === undefined) return { unlock };
+  unlock();
+  return problem;
 }
 
 /** Whether something accepts a connection on the socket. */
