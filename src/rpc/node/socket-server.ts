@@ -158,7 +158,7 @@ async function claimSocketPath(path: string): Promise<NotListening | { unlock: (
     }
   }
   const unlock = (): void => unlinkQuietly(lock);
-  let kind: "socket" | "other" | "none" = "none";
+  let kind: "socket" | "other" | "none";
   try {
     kind = lstatSync(path).isSocket() ? "socket" : "other";
   } catch {
