@@ -21,7 +21,7 @@ import (
 // Options says how to spawn the sidecar, or where to find the host's.
 type Options struct {
 	Path   string    // the executable; default $AGUI_STATE_BIN, else "agui-state" on PATH
-	Args   []string  // extra arguments, e.g. {"--max-ops", "500"}; a shared sidecar's only when the client starts it
+	Args   []string  // extra arguments, e.g. {"--max-ops", "500"}; with an Address, only in start mode (ErrConflictingOptions)
 	Env    []string  // the environment; nil inherits this process's
 	Stderr io.Writer // the sidecar's log lines (JSON); default os.Stderr; not a shared sidecar's
 
@@ -87,11 +87,20 @@ type Client struct {
 
 // Start spawns the sidecar, or connects to the host's shared one (starting it
 // in start mode) when Options.Address or $AGUI_STATE_SIDECAR names it; an
-// address that is not one is an error wrapping ErrInvalidOption. ctx bounds
+// address that is not one is an error wrapping ErrInvalidOption, and Args
+// with an address and no start mode one wrapping ErrConflictingOptions (no
+// sidecar is started here for them to reach). ctx bounds
 // only the start, not the process's life.
 func Start(ctx context.Context, opts Options) (*Client, error) {
 	shared, start, err := opts.sharedSidecar()
 	if err != nil {
+		return nil, err
+	}
+	var flags []string
+	if len(opts.Args) > 0 {
+		flags = []string{fmt.Sprintf("Args %q", opts.Args)}
+	}
+	if err := unstarted(shared, start, flags); err != nil {
 		return nil, err
 	}
 	c := &Client{opts: opts, shared: shared, start: start}

@@ -76,7 +76,9 @@ type MiddlewareOptions struct {
 	// POST to <path>/connect goes to the handler like any other.
 	NoResume bool
 	// Store, DetachGrace and Sidecar are for a sidecar the middleware starts:
-	// given with a Client, they are an error (ErrConflictingOptions).
+	// given with a Client, they are an error (ErrConflictingOptions); so are
+	// Store, DetachGrace and Sidecar.Args with a Sidecar.Address and no start
+	// mode, since the sidecar there keeps the flags it was started with.
 	//
 	// Store is the sidecar's --store, when the middleware starts it: "" for
 	// its default ("memory": this process serves rejoins), or
@@ -109,7 +111,9 @@ func sidecarOptions(opts MiddlewareOptions) Options {
 
 // ErrConflictingOptions: MiddlewareOptions' Store, DetachGrace or Sidecar,
 // which are flags of a sidecar the middleware starts, given with a Client it
-// does not start.
+// does not start. An error that names sidecar flags given with an address and
+// no start mode (Options.Args; Store, DetachGrace, Sidecar.Args) is one too,
+// for errors.Is.
 var ErrConflictingOptions = errors.New("agui-state: CONFLICTING_OPTIONS: Store, DetachGrace and Sidecar start a sidecar, and a Client was given")
 
 // ErrInvalidOption: an option with a value it cannot take (Lifecycle other
@@ -118,8 +122,10 @@ var ErrConflictingOptions = errors.New("agui-state: CONFLICTING_OPTIONS: Store, 
 // Start's wrap it, naming the option.
 var ErrInvalidOption = errors.New("agui-state: INVALID_OPTION")
 
-// Check is nil, ErrConflictingOptions when o cannot go with c, or an error
-// wrapping ErrInvalidOption for an option's value.
+// Check is nil, ErrConflictingOptions when o cannot go with c, an error
+// wrapping it for Store, DetachGrace or Sidecar.Args with a Sidecar.Address
+// (or $AGUI_STATE_SIDECAR) and no start mode, which no sidecar would take, or
+// an error wrapping ErrInvalidOption for an option's value.
 func (o MiddlewareOptions) Check(c *Client) error {
 	switch o.Lifecycle {
 	case "", "repair", "pass":
@@ -131,9 +137,21 @@ func (o MiddlewareOptions) Check(c *Client) error {
 		return ErrConflictingOptions
 	}
 	if c == nil { // an address the middleware will connect to, the environment's too
-		if _, _, err := s.sharedSidecar(); err != nil {
+		a, start, err := s.sharedSidecar()
+		if err != nil {
 			return err
 		}
+		var given []string
+		if o.Store != "" {
+			given = append(given, "Store")
+		}
+		if o.DetachGrace != 0 {
+			given = append(given, "DetachGrace")
+		}
+		if len(s.Args) > 0 {
+			given = append(given, fmt.Sprintf("Sidecar.Args %q", s.Args))
+		}
+		return unstarted(a, start, given)
 	}
 	return nil
 }

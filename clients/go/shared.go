@@ -114,6 +114,30 @@ func (o Options) sharedSidecar() (*sharedAddress, bool, error) {
 	return &a, start, nil
 }
 
+// conflictingOptions is ErrConflictingOptions (errors.Is) with its own words.
+type conflictingOptions struct{ say string }
+
+func (e *conflictingOptions) Error() string        { return "agui-state: CONFLICTING_OPTIONS: " + e.say }
+func (e *conflictingOptions) Is(target error) bool { return target == ErrConflictingOptions }
+
+// unstarted refuses the sidecar flags given (their names, e.g. "Store"), if
+// any, when a names an address and start mode is off (protocol/README.md §2,
+// "One sidecar per host"): they are flags of a sidecar this client starts,
+// and it starts none, so they would reach no sidecar; the one at the address
+// keeps the flags it was started with. Refused when the client or the
+// middleware is made, as a bad address is.
+func unstarted(a *sharedAddress, start bool, given []string) error {
+	if a == nil || start || len(given) == 0 {
+		return nil
+	}
+	verb, it := "gives", "it"
+	if len(given) > 1 {
+		verb, it = "give", "them"
+	}
+	return &conflictingOptions{fmt.Sprintf("%s %s the flags of a sidecar this client starts, but with an address (%s) and no start mode no sidecar is started here; drop %s, or set start mode (Start, or %s=1)",
+		strings.Join(given, " and "), verb, a.text, it, EnvSidecarStart)}
+}
+
 func (a sharedAddress) dial(ctx context.Context) (net.Conn, error) {
 	d := net.Dialer{Timeout: time.Second}
 	return d.DialContext(ctx, a.network, a.target)
@@ -129,7 +153,7 @@ func (c *Client) connect(ctx context.Context, a sharedAddress, start bool) (*pro
 	if !start {
 		return nil, fmt.Errorf("agui-state: no sidecar answers at %s: %w", a.text, err)
 	}
-	exited, err := c.startShared(a)
+	exited, argv, err := c.startShared(a)
 	if err != nil {
 		return nil, err
 	}
@@ -144,12 +168,18 @@ func (c *Client) connect(ctx context.Context, a sharedAddress, start bool) (*pro
 		select {
 		case status := <-exited:
 			exited = nil
-			// Exit 2: a sidecar serves the socket already, or another worker's
-			// start holds it and will: go on connecting. Any other end is a
-			// sidecar that cannot start here (a bad flag, a path it may not use).
+			// serve --listen's exit statuses (src/cli/exit.ts): 3, a sidecar
+			// serves the socket already, or another worker's start holds it and
+			// will; 0, it ended on its own: either way, go on connecting. 2,
+			// its command line was refused (a bad flag in Args, a path that is
+			// not a socket): every start would meet it, so give up at once.
 			var ee *exec.ExitError
-			if !errors.As(status, &ee) || ee.ExitCode() != 2 {
-				return nil, fmt.Errorf("agui-state: the sidecar started at %s exited before it answered: %v", a.text, status)
+			switch {
+			case status == nil || errors.As(status, &ee) && ee.ExitCode() == exitServed:
+			case ee != nil && ee.ExitCode() == exitRefused:
+				return nil, fmt.Errorf("agui-state: the sidecar started at %s refused its command line (exit 2): %s", a.text, commandLine(argv))
+			default:
+				return nil, fmt.Errorf("agui-state: the sidecar started at %s exited before it answered (%v): %s", a.text, status, commandLine(argv))
 			}
 		case <-wait.Done():
 			if ctx.Err() != nil {
@@ -168,17 +198,40 @@ func (c *Client) connect(ctx context.Context, a sharedAddress, start bool) (*pro
 // stdin, stdout and stderr on the null device, so that it holds no pipe of
 // the worker's open (a parent reading the worker's output to its end would
 // wait for the sidecar too). It is reaped when it exits, so that it leaves no
-// zombie while the worker lives; its exit status comes on the channel.
-func (c *Client) startShared(a sharedAddress) (<-chan error, error) {
+// zombie while the worker lives; its exit status comes on the channel. The
+// command line comes back too, for an error to show.
+func (c *Client) startShared(a sharedAddress) (<-chan error, []string, error) {
 	args := append([]string{"serve", "--listen", a.text, "--exit-idle", strconv.FormatInt(SidecarExitIdle.Milliseconds(), 10)}, c.opts.Args...)
 	path := c.path()
 	cmd := exec.Command(path, args...)
 	cmd.Env = c.opts.Env
 	cmd.SysProcAttr = ownSession()
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("agui-state: start %s: %w", path, err)
+		return nil, nil, fmt.Errorf("agui-state: start %s: %w", path, err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	return exited, nil
+	return exited, append([]string{path}, args...), nil
+}
+
+// The exit statuses of `serve --listen` a start tells apart (src/cli/exit.ts):
+// exitServed, a live sidecar serves the socket already (another start won:
+// connect to it); exitRefused, the command line was refused.
+const (
+	exitRefused = 2
+	exitServed  = 3
+)
+
+// commandLine is argv as a shell would take it, for an error that shows the
+// command: the user runs it to read why the sidecar refused it (a sidecar
+// started here has no stderr to say so: it is detached).
+func commandLine(argv []string) string {
+	quoted := make([]string, len(argv))
+	for i, arg := range argv {
+		quoted[i] = arg
+		if arg == "" || strings.ContainsAny(arg, " \t\n'\"\\$`*?[]{}()<>|&;#~!") {
+			quoted[i] = "'" + strings.ReplaceAll(arg, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(quoted, " ")
 }

@@ -231,7 +231,7 @@ func TestMiddlewareFailsOpenUntilTheSharedSidecarIsBack(t *testing.T) {
 
 // Three worker processes starting at once in start mode (the environment's
 // AGUI_STATE_SIDECAR and AGUI_STATE_SIDECAR_START) converge on one sidecar:
-// the others' starts exit 2, and the three threads the workers opened are on
+// the others' starts exit 3, and the three threads the workers opened are on
 // the one that serves.
 func TestThreeWorkersStartOneSidecar(t *testing.T) {
 	ctx, sock := testCtx(t), socketIn(t)

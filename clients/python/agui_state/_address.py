@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Mapping, NamedTuple, Optional
+from typing import Mapping, NamedTuple, Optional, Sequence
 
 ENV_ADDRESS = "AGUI_STATE_SIDECAR"
 ENV_START = "AGUI_STATE_SIDECAR_START"
@@ -69,6 +69,17 @@ def parse_address(text: str, what: str = "sidecar") -> Address:
                       "or 127.0.0.1)")
         return Address("tcp", text, host=host, port=port)
     raise bad(f"expected unix:PATH or tcp:HOST:PORT, got {text!r}")
+
+
+def unstarted(who: str, options: Sequence[str], address: Address) -> ValueError:
+    """The error for sidecar flags (`options`, as the caller names them) given with an address and no start mode
+    (protocol/README.md §2, "One sidecar per host"): they are flags of a sidecar this client starts, and here it
+    starts none, so they could reach no sidecar. Refused when the client is made, as a bad address is."""
+    one = len(options) == 1
+    return ValueError(f"{who}: CONFLICTING_OPTIONS: {' and '.join(options)} {'gives' if one else 'give'} the flags of "
+                      f"a sidecar this client starts, but with an address ({address.text}) and no start mode no "
+                      f"sidecar is started here; drop {'it' if one else 'them'}, or set start mode (sidecar_start, "
+                      f"or {ENV_START}=1)")
 
 
 def _start_flag(value: Optional[str]) -> bool:

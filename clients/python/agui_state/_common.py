@@ -56,12 +56,12 @@ class Spawn:
     connects to the host's shared sidecar there instead (`reach`; protocol/README.md §2, "One sidecar per host").
     With `sidecar_start` (else AGUI_STATE_SIDECAR_START=1) too, a client that finds nobody there starts it:
     `agui-state serve --listen ADDRESS --exit-idle 60000 ARGS...`, detached. `args` go only to a sidecar this
-    client starts: given to one that only connects, they are a ValueError. A bad address is a ValueError here."""
+    client starts: given with an address and no start mode, they are a ValueError (CONFLICTING_OPTIONS). A bad address is a ValueError here."""
 
     def __init__(self, path: Optional[StrPath], args: Sequence[str], env: Optional[Mapping[str, str]], *,
                  capture_logs: bool, log_lines: int, timeout: Optional[float], sidecar: Optional[str] = None,
                  sidecar_start: Optional[bool] = None) -> None:
-        from ._address import resolve
+        from ._address import resolve, unstarted
         from ._starting import Reach, start_argv
         who = type(self).__name__
         shared = resolve(sidecar, sidecar_start, who)
@@ -73,8 +73,7 @@ class Spawn:
         elif shared.start:
             self.argv = start_argv(find_binary(path), shared.address, args)
         elif args:
-            raise ValueError(f"{who}: CONFLICTING_OPTIONS: args {list(args)!r} are flags of a sidecar this client "
-                             f"starts, and it starts none at {shared.address.text} (only with sidecar_start)")
+            raise unstarted(who, [f"args {list(args)!r}"], shared.address)
         else:
             self.argv = []
         if shared is not None:

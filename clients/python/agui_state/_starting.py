@@ -1,11 +1,14 @@
 """Reaching a shared sidecar (protocol/README.md §2, "One sidecar per host"): a connection to its address, and in
 start mode, when nobody answers there, `agui-state serve --listen ADDRESS --exit-idle 60000` started detached,
 then connected to once it answers. Of several workers starting at once, one sidecar takes the socket and the
-others' starts exit 2 (a sidecar serves there already): every worker then connects to the one that serves."""
+others' starts exit 3 (a sidecar serves there already): every worker then connects to the one that serves. A start
+that exits 2 had its command line refused (a bad flag in `args`, a path that is not a socket): starting again cannot
+mend that, and the client gives up at once (fails open)."""
 from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import socket
 import struct
 import subprocess
@@ -36,11 +39,14 @@ _PING = b'{"jsonrpc":"2.0","id":0,"method":"stats"}\n'  # id 0: a client's own c
 # Bytes a socket to the sidecar buffers each way: as the pipes' (_async.py), so that a response of megabytes
 # crosses in few writes. The system caps it (net.core.wmem_max); the default serves, slower.
 _SOCKET_BYTES = 1 << 20
-# A sidecar that exits with this status lost the race to another that serves the socket (`serve --listen`), or
-# was given a bad flag.
-_SERVED_ALREADY = 2
+# `serve --listen`'s exit statuses (src/cli/exit.ts): 3, another sidecar serves the socket (this start lost the race
+# to it); 0, it ended on its own (a signal, --exit-idle). Either way, connect to whoever serves. 2 is a refusal: the
+# command line (a bad flag, a path that is not a socket) is wrong, and will be on every start.
+_SERVED_ALREADY = 3
+_ENDED = 0
+_REFUSED = 2
 _LOST_WAIT = 0.5  # seconds the winner of a race has to answer once the start made here has lost it
-_STARTS = 3  # starts per connection at most: a bad flag exits 2 too
+_STARTS = 3  # starts per connection at most, each lost to a sidecar that was on its way out
 
 
 def start_argv(binary: str, address: Address, args: Sequence[str]) -> List[str]:
@@ -52,7 +58,7 @@ def start_argv(binary: str, address: Address, args: Sequence[str]) -> List[str]:
 def _spawn_detached(argv: Sequence[str], env: Optional[Mapping[str, str]]) -> "subprocess.Popen[bytes]":
     """The sidecar in a session of its own, with no stdio of ours, so that it outlives the worker that started it
     and no signal to the worker's group reaches it. It is still this process's child until then: a thread waits
-    for it, so that its exit (a lost race, exit 2, or --exit-idle) leaves no zombie behind."""
+    for it, so that its exit (a lost race, exit 3, or --exit-idle) leaves no zombie behind."""
     extra: Any = {"start_new_session": True}
     if os.name == "nt":  # no sessions there: a process of its own group, with no console
         extra = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.DETACHED_PROCESS}  # type: ignore[attr-defined]
@@ -200,11 +206,11 @@ class Reach:
 
 
 class _Start:
-    """The sidecars one client starts to reach its address, and when it gives up (fails open): when a start exits
-    other than as one that lost the race, when START_WAIT has passed, or after _STARTS starts that each lost.
-    A start that lost (exit 2) found a sidecar serving, or binding, the socket, which then answers at once;
-    when none does within _LOST_WAIT, the one it lost to was on its way out (a sidecar killed as the client
-    reconnected), and the client starts another."""
+    """The sidecars one client starts to reach its address, and when it gives up (fails open): at once when a
+    start's command line is refused (exit 2) or it fails otherwise, when START_WAIT has passed, or after _STARTS
+    starts that each lost. A start that lost (exit 3) found a sidecar serving, or binding, the socket, which then
+    answers at once; when none does within _LOST_WAIT, the one it lost to was on its way out (a sidecar killed as
+    the client reconnected), and the client starts another. One that ended (exit 0) is taken the same way."""
 
     def __init__(self, reach: Reach) -> None:
         self.reach, self.starts = reach, 1
@@ -216,17 +222,21 @@ class _Start:
         """Nobody answered (`e`): raises SidecarUnreachableError when it is time to give up."""
         code, now = self.proc.returncode, time.monotonic()
         address = self.reach.address.text
-        if code is not None and code != _SERVED_ALREADY:
-            raise SidecarUnreachableError(address, f"the sidecar started there exited with status {code}") from e
+        if code == _REFUSED:
+            raise SidecarUnreachableError(address, "the sidecar started there refused its command line (exit 2): "
+                                          f"{shlex.join(self.reach.argv)}") from e
+        if code is not None and code not in (_SERVED_ALREADY, _ENDED):
+            raise SidecarUnreachableError(address, f"the sidecar started there exited with status {code}: "
+                                          f"{shlex.join(self.reach.argv)}") from e
         if now >= self.deadline:
             raise SidecarUnreachableError(address, f"the sidecar started there did not answer within {START_WAIT:g} s "
                                           f"({type(e).__name__}: {e})") from e
-        if code == _SERVED_ALREADY:
+        if code is not None:  # lost the race, or ended: whoever serves answers soon, or starts again
             if self.lost is None:
                 self.lost = now
             elif now - self.lost >= _LOST_WAIT:
                 if self.starts == _STARTS:
-                    raise SidecarUnreachableError(address, f"the {_STARTS} sidecars started there exited with status "
-                                                  f"2, and nobody answers ({type(e).__name__}: {e})") from e
+                    raise SidecarUnreachableError(address, f"the {_STARTS} sidecars started there found one serving "
+                                                  f"(exit 3) or ended, and nobody answers ({type(e).__name__}: {e})") from e
                 self.proc, self.lost = _spawn_detached(self.reach.argv, self.reach.env), None
                 self.starts += 1

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable, Iterable, List, MutableMapping, Optional, Union
 
-from ._address import resolve
+from ._address import resolve, unstarted
 from ._async import AsyncAguiState
 from ._exchange import Exchange
 from ._lifespan import Lifespan
@@ -64,7 +64,7 @@ class AguiStateMiddleware:
     from the log and never reaches the app. False: none of this. `store` ("memory", "none" or
     "redis://HOST:PORT[/DB]") and `detach_grace` (seconds; 0 cancels the app as soon as its client
     leaves) are the sidecar's --store and --detach-grace, for the sidecar the middleware starts: given
-    with `sidecar` they are a ValueError (CONFLICTING_OPTIONS); None leaves the sidecar's default (memory, 30 s).
+    with an address and no start mode, or with an AsyncAguiState, they are a ValueError (CONFLICTING_OPTIONS); None leaves the sidecar's default (memory, 30 s).
 
     `lifecycle` ("repair" or "pass"; None leaves the sidecar's default, pass; protocol/README.md §13) is `fix
     --lifecycle`: with "repair", a run's lifecycle faults are mended so that the client does not fail it, and
@@ -116,10 +116,9 @@ class AguiStateMiddleware:
             raise TypeError(f"AguiStateMiddleware: sidecar must be an AsyncAguiState or an address such as "
                             f"'unix:/run/agui-state/sidecar.sock', not {sidecar!r}")
         host = resolve(sidecar, sidecar_start, "AguiStateMiddleware")
-        if args and host is not None and not host.start:
-            raise ValueError(f"AguiStateMiddleware: CONFLICTING_OPTIONS: store and detach_grace are flags of the shared "
-                             f"sidecar at {host.address.text}, which this middleware does not start: give them to its "
-                             "`agui-state serve --listen` (or set sidecar_start)")
+        if args and host is not None and not host.start:  # the sidecar there keeps the flags it was started with
+            given = [name for name, value in (("store", store), ("detach_grace", detach_grace)) if value is not None]
+            raise unstarted("AguiStateMiddleware", given, host.address)
         self.sidecar = shared(args, host)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

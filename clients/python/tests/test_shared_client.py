@@ -62,11 +62,28 @@ def test_a_bad_address_is_a_value_error_when_the_client_or_the_middleware_is_mad
         AguiStateMiddleware(_app, sidecar_start=True)
 
 
-def test_flags_only_for_a_sidecar_the_client_starts(sock: str) -> None:
-    with pytest.raises(ValueError, match="CONFLICTING_OPTIONS: args"):
-        AsyncAguiState(BIN, args=["--max-ops", "9"], sidecar=f"unix:{sock}")
-    with pytest.raises(ValueError, match="CONFLICTING_OPTIONS: store and detach_grace are flags of the shared"):
+UNSTARTED = ("the flags of a sidecar this client starts, but with an address (unix:{}) and no start mode no "
+             "sidecar is started here; drop {}, or set start mode (sidecar_start, or AGUI_STATE_SIDECAR_START=1)")
+
+
+def test_flags_only_for_a_sidecar_the_client_starts(sock: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    for make in (AguiState, AsyncAguiState):
+        with pytest.raises(ValueError) as e:
+            make(BIN, args=["--max-ops", "9"], sidecar=f"unix:{sock}")
+        assert str(e.value) == (f"{make.__name__}: CONFLICTING_OPTIONS: args ['--max-ops', '9'] gives "
+                                + UNSTARTED.format(sock, "it"))
+    with pytest.raises(ValueError) as e:
         AguiStateMiddleware(_app, sidecar=f"unix:{sock}", store="memory")
+    assert str(e.value) == "AguiStateMiddleware: CONFLICTING_OPTIONS: store gives " + UNSTARTED.format(sock, "it")
+    monkeypatch.setenv("AGUI_STATE_SIDECAR", f"unix:{sock}")  # the environment's address counts as the option's
+    with pytest.raises(ValueError) as e:
+        AguiStateMiddleware(_app, store="memory", detach_grace=0)
+    assert str(e.value) == ("AguiStateMiddleware: CONFLICTING_OPTIONS: store and detach_grace give "
+                            + UNSTARTED.format(sock, "them"))
+    monkeypatch.setenv("AGUI_STATE_SIDECAR_START", "1")  # start mode from the environment: they are its flags
+    assert AguiStateMiddleware(_app, store="memory", detach_grace=0).sidecar is not None
+    monkeypatch.delenv("AGUI_STATE_SIDECAR")
+    monkeypatch.delenv("AGUI_STATE_SIDECAR_START")
     with pytest.raises(ValueError, match="CONFLICTING_OPTIONS: sidecar_start"):
         AguiStateMiddleware(_app, sidecar=AsyncAguiState(BIN), sidecar_start=True)
     # In start mode they are the started sidecar's flags; a connecting client needs no binary at all.
@@ -162,9 +179,25 @@ def test_start_mode_starts_one_detached_sidecar_that_outlives_the_client_and_exi
     assert not os.path.exists(sock)
 
 
-def test_a_start_that_cannot_serve_fails_with_why(sock: str) -> None:
-    with pytest.raises(SidecarUnreachableError, match="the 3 sidecars started there exited with status 2, and nobody answers"):
+def _refused(sock: str) -> str:
+    return ("the sidecar started there refused its command line (exit 2): "
+            f"{BIN} serve --listen unix:{sock} --exit-idle 60000 --max-ops 0")
+
+
+def test_a_start_whose_command_line_is_refused_fails_at_once_showing_it(sock: str) -> None:
+    # Exit 2 is a refusal of the flags (src/cli/exit.ts): every start would meet it, so the client starts no
+    # other and gives up at once (fails open), naming the command, which the user can run to read why.
+    with pytest.raises(SidecarUnreachableError) as e:
         AguiState(BIN, args=["--max-ops", "0"], env=child_env(), sidecar=f"unix:{sock}", sidecar_start=True)
+    assert e.value.reason == _refused(sock)
+    assert serving(sock) == []
+
+
+async def test_an_async_start_whose_command_line_is_refused_fails_at_once_showing_it(sock: str) -> None:
+    client = AsyncAguiState(BIN, args=["--max-ops", "0"], env=child_env(), sidecar=f"unix:{sock}", sidecar_start=True)
+    with pytest.raises(SidecarUnreachableError) as e:
+        await client.start()
+    assert e.value.reason == _refused(sock)
     assert serving(sock) == []
 
 
@@ -195,7 +228,7 @@ def test_workers_starting_at_once_converge_on_one_sidecar(sock: str) -> None:
             said.append({"pid": int(pid), "threads": int(threads)})
         pids = {s["pid"] for s in said}
         assert len(pids) == 1, f"every worker reached the same sidecar: {said}"
-        # The starts that lost the race exit 2 on their own; the one that serves is left.
+        # The starts that lost the race exit 3 on their own; the one that serves is left.
         until(lambda: serving(sock) == list(pids), "the losing starts to exit")
     finally:
         for w in workers:

@@ -117,9 +117,11 @@
 
 (defn check-sidecar
   "Throws, as start would, when the options (or AGUI_STATE_SIDECAR) name a bad
-  address for the shared sidecar, or :sidecar-start true names none; for a
+  address for the shared sidecar, or :sidecar-start true names none, or when
+  they give a started sidecar's flags (:args; a middleware's :store and
+  :detach-grace) with an address and no start mode (socket/check-flags); for a
   middleware that starts its client later. Returns opts."
-  [opts] (socket/settings opts) opts)
+  [opts] (socket/check-flags (socket/settings opts) opts) opts)
 
 (defn start
   "Starts the sidecar, or connects to the shared one, and returns a client
@@ -132,7 +134,10 @@
   of starting a process; :sidecar-start true (else AGUI_STATE_SIDECAR_START=1)
   starts it there, detached, when nobody answers (`serve --listen ADDRESS
   --exit-idle 60000`, and :args). A bad address throws :kind
-  :invalid-argument; nobody answering, :kind :sidecar-unreachable. Closing the
+  :invalid-argument, and so do :args with an address and no start mode (:code
+  \"CONFLICTING_OPTIONS\": no sidecar is started for them); nobody answering,
+  or a start whose command line the sidecar refuses (exit 2), :kind
+  :sidecar-unreachable. Closing the
   client closes its connection, which releases its streams; the sidecar goes on."
   ([] (start {}))
   ([opts]

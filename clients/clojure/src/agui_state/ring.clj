@@ -120,7 +120,8 @@
                 agui-state.ring/sidecar takes them; a bad address throws here.
                 :store, :detach-grace or :sidecar-start beside a :sidecar
                 component or :client throws ex-info with :code
-                \"CONFLICTING_OPTIONS\"
+                \"CONFLICTING_OPTIONS\", and so do :store and :detach-grace
+                beside a :sidecar address without start mode
     :own        pointers to the members the server owns, such as [\"/toolState\"]:
                 each STATE_SNAPSHOT then goes as a STATE_DELTA on those members
                 only, and the client's other keys survive (`fix --own`)

@@ -85,6 +85,28 @@
                           {:type :agui-state/error, :kind :invalid-argument, :param :sidecar-start}))
           :else nil)))
 
+(defn check-flags
+  "Throws ex-info (:code \"CONFLICTING_OPTIONS\") when `opts` give flags of a
+  sidecar the client starts (:store, :detach-grace, :args) and `settings`
+  name an address with no start mode (protocol/README.md §2, \"One sidecar per
+  host\"): no sidecar is started here, so they would reach none, and the one
+  at the address keeps the flags it was started with. Said when the client or
+  the middleware is made, as a bad address is."
+  [settings opts]
+  (let [given (cond-> []
+                (some? (:store opts)) (conj ":store")
+                (some? (:detach-grace opts)) (conj ":detach-grace")
+                (seq (:args opts)) (conj (str ":args " (pr-str (vec (map str (:args opts)))))))
+        one? (= 1 (count given))]
+    (when (and settings (not (:start? settings)) (seq given))
+      (throw (ex-info (str "agui-state: " (str/join " and " given) (if one? " gives" " give")
+                           " the flags of a sidecar this client starts, but with an address ("
+                           (:text (:address settings)) ") and no start mode no sidecar is started here; drop "
+                           (if one? "it" "them") ", or set start mode (:sidecar-start true, or"
+                           " AGUI_STATE_SIDECAR_START=1)")
+                      {:type :agui-state/error, :kind :invalid-argument, :code "CONFLICTING_OPTIONS"
+                       :options (vec (filter #(some? (get opts %)) [:store :detach-grace :args]))})))))
+
 ;;; The connection
 
 (defn- channel-streams
@@ -142,14 +164,23 @@
   (some (fn [dir] (let [f (io/file dir "setsid")] (when (.canExecute f) (str f))))
         (concat (some-> (System/getenv "PATH") (str/split #":")) ["/usr/bin" "/bin"])))
 
+(defn- command
+  "The sidecar a client starts: `binary serve --listen ADDRESS --exit-idle
+  60000`, then `args` (the client's last, so that one given there holds)."
+  [binary address args]
+  (into [(str binary) "serve" "--listen" (:text address) "--exit-idle" (str exit-idle-ms)] (map str args)))
+
+(defn- shell-line
+  "`cmd` as a shell takes it, for a message that shows the command to run."
+  [cmd]
+  (str/join " " (map #(if (re-matches #"[\w@%+=:,./-]+" %) % (str "'" (str/replace % "'" "'\\''") "'")) cmd)))
+
 (defn- spawn!
-  "Starts `binary serve --listen ADDRESS --exit-idle 60000` and `args`, detached:
-  its own session, stdin, stdout and stderr on /dev/null, so that it outlives
-  the JVM, which neither waits for it nor ends it. Returns its Process."
-  ^Process [binary address args env]
-  (let [cmd (concat (some-> (setsid) vector)
-                    [binary "serve" "--listen" (:text address) "--exit-idle" (str exit-idle-ms)]
-                    (map str args))
+  "Starts `cmd` (command's), detached: its own session, stdin, stdout and
+  stderr on /dev/null, so that it outlives the JVM, which neither waits for it
+  nor ends it. Returns its Process."
+  ^Process [cmd env]
+  (let [cmd (concat (some-> (setsid) vector) cmd)
         null (File. "/dev/null")
         pb (doto (ProcessBuilder. ^java.util.List (vec cmd))
              (.redirectInput null)
@@ -163,20 +194,37 @@
            {:type :agui-state/error, :kind :sidecar-unreachable, :address (:text address)}
            cause))
 
+(def ^:private refused
+  "serve --listen's exit status for a command line it refuses (a bad flag, a
+  path that is not a socket; src/cli/exit.ts): every start would meet it."
+  2)
+
+(def ^:private served-already
+  "serve --listen's exit status when a live sidecar serves the socket already:
+  another start won, and the client connects to it."
+  3)
+
 (defn- started
   "Spawns the sidecar and connects once it answers, at most start-wait-ms. A
-  start that lost to another worker's (exit 2, \"a sidecar is serving there
-  already\") waits for that one; one that failed otherwise ends the wait."
+  start that lost to another worker's (exit 3, \"a sidecar is serving there
+  already\") or ended (exit 0) waits for the one that serves; one whose
+  command line was refused (exit 2) ends the wait at once, as does any other
+  failure: starting again would meet the same."
   [address binary args env]
-  (let [p (spawn! binary address args env)
+  (let [cmd (command binary address args)
+        p (spawn! cmd env)
         deadline (+ (System/nanoTime) (* 1000000 (long start-wait-ms)))]
     (loop []
-      (let [r (try-connect address)]
+      (let [r (try-connect address)
+            status (when-not (.isAlive p) (.exitValue p))]
         (cond
           (instance? SocketChannel r) r
-          (and (not (.isAlive p)) (not (#{0 2} (.exitValue p))))
-          (throw (unreachable address r (str "; the sidecar started there exited with status " (.exitValue p)
-                                             " (run `" binary " serve --listen " (:text address) "` to see why)")))
+          (= refused status)
+          (throw (unreachable address r (str "; the sidecar started there refused its command line (exit 2): "
+                                             (shell-line cmd))))
+          (and status (not (#{0 served-already} status)))
+          (throw (unreachable address r (str "; the sidecar started there exited with status " status
+                                             " (run `" (shell-line cmd) "` to see why)")))
           (> (System/nanoTime) deadline)
           (throw (unreachable address r (str "; the sidecar started there did not answer within "
                                              start-wait-ms " ms")))

@@ -49,7 +49,7 @@
 
 (defn- settled
   "The pids serving `address` once the starts that lost have exited (each a
-  process starting up, then exit 2): at most one left, or after 10 s, a hang
+  process starting up, then exit 3): at most one left, or after 10 s, a hang
   guard, whatever is left."
   [address]
   (loop [n 0]
@@ -208,7 +208,7 @@
             clients (mapv deref starts)]
         (try
           (let [[pid :as pids] (settled address)]
-            (is (= 1 (count pids)) "one sidecar serves; the other starts exited (2)")
+            (is (= 1 (count pids)) "one sidecar serves; the other starts exited (3)")
             (is (not= (session-of pid) (session-of (.pid (java.lang.ProcessHandle/current))))
                 "it runs in a session of its own, so that the JVM's signals do not reach it")
             (c/open-run (first clients) {:thread-id "t1" :state {"n" 1}})

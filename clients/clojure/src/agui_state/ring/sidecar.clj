@@ -50,8 +50,10 @@
   AGUI_STATE_SIDECAR), a connection to the host's shared sidecar instead,
   started there with those flags in start mode (:sidecar-start, else
   AGUI_STATE_SIDECAR_START=1; agui-state.client/start). Throws what starting
-  it throws."
+  it throws; :store, :detach-grace or :args with an address and no start mode
+  throw before anything starts (client/check-sidecar), named as given here."
   [opts]
+  (client/check-sidecar opts)
   (let [c (client/start (cond-> {:timeout-ms (:timeout-ms opts repair-call-ms)
                                  :args (sidecar-args opts)}
                           (:path opts) (assoc :path (:path opts))
