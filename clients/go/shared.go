@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -138,17 +139,94 @@ func unstarted(a *sharedAddress, start bool, given []string) error {
 		strings.Join(given, " and "), verb, a.text, it, EnvSidecarStart)}
 }
 
+// probeWait bounds the answer to the probe of a new connection (answered): a
+// sidecar that took the connection and says nothing for this long is hung
+// (stopped, say), and waiting longer for it would not help.
+const probeWait = 5 * time.Second
+
+// probe is the one request a new connection carries before it counts as made:
+// id 0, since a client's own calls count from 1.
+const probe = `{"jsonrpc":"2.0","id":0,"method":"stats"}` + "\n"
+
+// silentSidecar: a sidecar took the connection and did not answer the probe.
+type silentSidecar struct{ err error }
+
+func (e *silentSidecar) Error() string {
+	return "the sidecar took the connection and did not answer on it within " + probeWait.String() + " (" + e.err.Error() + ")"
+}
+func (e *silentSidecar) Unwrap() error { return e.err }
+
+// dial connects to the sidecar at a, and counts the connection as made once
+// the sidecar has answered one stats on it, its reply read and dropped
+// (protocol/README.md §2): a sidecar being killed still accepts connections
+// until its socket closes, and a connection it took as it died would be
+// counted as made, then found broken, spending one of a stream's tries. A
+// connection that closes before the answer is nobody answering (an error
+// like a refused dial's); one not answered within probeWait is a *silentSidecar.
 func (a sharedAddress) dial(ctx context.Context) (net.Conn, error) {
 	d := net.Dialer{Timeout: time.Second}
-	return d.DialContext(ctx, a.network, a.target)
+	conn, err := d.DialContext(ctx, a.network, a.target)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(probeWait)
+	if at, ok := ctx.Deadline(); ok && at.Before(deadline) {
+		deadline = at
+	}
+	_ = conn.SetDeadline(deadline)
+	if err = readAnswer(conn); err == nil {
+		err = conn.SetDeadline(time.Time{})
+	}
+	if err != nil {
+		_ = conn.Close()
+		var timeout net.Error
+		if errors.As(err, &timeout) && timeout.Timeout() && ctx.Err() == nil {
+			return nil, &silentSidecar{err}
+		}
+		return nil, err
+	}
+	return conn, nil
+}
+
+// readAnswer writes the probe on conn and reads its one-line answer: nothing
+// else is asked on conn yet, so nothing else can follow it. A timeout is
+// returned as it is; any other end is the connection closed unanswered.
+func readAnswer(conn net.Conn) error {
+	closed := func(err error) error {
+		var timeout net.Error
+		if errors.As(err, &timeout) && timeout.Timeout() {
+			return err
+		}
+		if err == io.EOF {
+			return errors.New("the connection closed before the sidecar answered")
+		}
+		return fmt.Errorf("the connection closed before the sidecar answered (%w)", err)
+	}
+	if _, err := io.WriteString(conn, probe); err != nil {
+		return closed(err)
+	}
+	buf := make([]byte, 1024)
+	for {
+		n, err := conn.Read(buf)
+		if n > 0 && buf[n-1] == '\n' {
+			return nil
+		}
+		if err != nil {
+			return closed(err)
+		}
+	}
 }
 
 // connect opens a session on the shared sidecar at a; in start mode, when
 // nobody answers there, it starts the sidecar first (startShared).
 func (c *Client) connect(ctx context.Context, a sharedAddress, start bool) (*proc, error) {
 	conn, err := a.dial(ctx)
+	var hung *silentSidecar
 	if err == nil {
 		return newConnProc(conn, a.text), nil
+	}
+	if errors.As(err, &hung) {
+		return nil, fmt.Errorf("agui-state: at %s, %w", a.text, err)
 	}
 	if !start {
 		return nil, fmt.Errorf("agui-state: no sidecar answers at %s: %w", a.text, err)
@@ -164,6 +242,9 @@ func (c *Client) connect(ctx context.Context, a sharedAddress, start bool) (*pro
 	for {
 		if conn, err = a.dial(wait); err == nil {
 			return newConnProc(conn, a.text), nil
+		}
+		if errors.As(err, &hung) {
+			return nil, fmt.Errorf("agui-state: at %s, %w", a.text, err)
 		}
 		select {
 		case status := <-exited:

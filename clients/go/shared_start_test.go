@@ -3,6 +3,7 @@ package aguistate
 import (
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -25,7 +26,7 @@ func TestAStartWhoseFlagsAreRefusedFailsAtOnce(t *testing.T) {
 	want := "agui-state: the sidecar started at " + address + " refused its command line (exit 2): " +
 		sidecarBin() + " serve --listen " + address + " --exit-idle 60000 --max-ops 0"
 	c, err := Start(ctx, Options{Address: address, Start: true, Args: []string{"--max-ops", "0"}})
-	if c != nil || err == nil || err.Error() != want {
+	if c != nil || err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("Start: %v %v\nwant %q", c, err, want)
 	}
 
@@ -82,5 +83,31 @@ func TestSidecarFlagsWithoutStartModeAreRefused(t *testing.T) {
 	t.Setenv(EnvSidecarStart, "1")
 	if err := opts.Check(nil); err != nil {
 		t.Errorf("in start mode: %v", err)
+	}
+}
+
+// A connection counts as made once the sidecar has answered on it
+// (protocol/README.md §2): a sidecar being killed still accepts connections
+// until its socket closes, and closes them unanswered. One such, here a
+// listener that closes every connection it takes, is nobody answering.
+func TestAConnectionClosedUnansweredIsNobodyAnswering(t *testing.T) {
+	ctx, sock := testCtx(t), socketIn(t)
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_ = conn.Close()
+		}
+	}()
+	c, err := Start(ctx, Options{Address: "unix:" + sock})
+	if want := "agui-state: no sidecar answers at unix:" + sock + ": the connection closed before the sidecar answered"; c != nil || err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("Start: %v %v\nwant %q", c, err, want)
 	}
 }

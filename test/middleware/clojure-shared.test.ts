@@ -74,7 +74,7 @@ let b: Jvm;
 let own: Jvm;
 
 beforeAll(async () => {
-  // Both in start mode at once: each finds nobody and starts a sidecar; one serves, the other's exits 2.
+  // Both in start mode at once: each finds nobody and starts a sidecar; one serves, the other's exits 3.
   [a, b] = await Promise.all([
     startJvm({ AGUI_STATE_SIDECAR: address, AGUI_STATE_SIDECAR_START: "1" }),
     startJvm({ RING_AGENT_SIDECAR: address, RING_AGENT_SIDECAR_START: "1" }),

@@ -193,7 +193,7 @@ describe("start mode (AGUI_STATE_SIDECAR_START=1)", () => {
     killSidecarsAtEnd(sock);
     const env = { AGUI_STATE_SIDECAR: `unix:${sock}`, AGUI_STATE_SIDECAR_START: "1" };
     const servers = await Promise.all([startServer(env), startServer(env), startServer(env)]);
-    // The starts that lost exit 2 once they find the winner serving.
+    // The starts that lost exit 3 once they find the winner serving.
     await until(() => sidecarsAt(sock).length <= 1, "one sidecar left");
     const [pid] = sidecarsAt(sock);
     expect(sidecarsAt(sock)).toHaveLength(1);
@@ -215,6 +215,9 @@ describe("start mode (AGUI_STATE_SIDECAR_START=1)", () => {
       expect(agent.state).toEqual(expected.state);
       expect(agent.messages).toEqual(expected.messages);
     }
+    // The processes' starts after the kill raced too: those that lost exit 3 once they find the winner
+    // serving, which may come after the runs it served have ended.
+    await until(() => sidecarsAt(sock).length <= 1, "one sidecar left after the kill");
     const again = sidecarsAt(sock);
     expect(again).toHaveLength(1);
     expect(again).not.toContain(pid);
