@@ -136,8 +136,8 @@
   --exit-idle 60000`, and :args). A bad address throws :kind
   :invalid-argument, and so do :args with an address and no start mode (:code
   \"CONFLICTING_OPTIONS\": no sidecar is started for them); nobody answering,
-  or a start whose command line the sidecar refuses (exit 2), :kind
-  :sidecar-unreachable. Closing the
+  a start the sidecar refuses (exit 2), or one that took the connection and did
+  not answer (hung; :hung true), :kind :sidecar-unreachable. Closing the
   client closes its connection, which releases its streams; the sidecar goes on."
   ([] (start {}))
   ([opts]

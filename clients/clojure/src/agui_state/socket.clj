@@ -10,9 +10,9 @@
   (:require [clojure.java.io :as io]
             [clojure.string :as str])
   (:import (java.io File InputStream IOException OutputStream)
-           (java.net InetSocketAddress StandardProtocolFamily UnixDomainSocketAddress)
+           (java.net InetSocketAddress SocketTimeoutException StandardProtocolFamily UnixDomainSocketAddress)
            (java.nio ByteBuffer)
-           (java.nio.channels SocketChannel)
+           (java.nio.channels Selector SelectionKey SocketChannel)
            (java.nio.charset StandardCharsets)
            (java.util.concurrent TimeUnit)))
 
@@ -135,14 +135,67 @@
                             (while (.hasRemaining buf) (.write ch buf)))))
           (close [] (.close ch)))})
 
+(def probe-wait-ms
+  "How long a new connection waits for the answer to its probe: a sidecar
+  answers stats in well under a millisecond, so one that took the connection
+  and says nothing for this long is hung (stopped, say), and waiting longer
+  would not help."
+  5000)
+
+(def ^:private probe-line
+  "The one request a new connection carries before it counts as made: id 0,
+  which none of the client's own calls has (they count from 1, an AtomicLong's
+  incrementAndGet in agui-state.client/call)."
+  (.getBytes "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"stats\"}\n" StandardCharsets/UTF_8))
+
+(defn- probe!
+  "Asks one stats on the new connection `ch` and reads its one-line answer,
+  which is dropped: the client's reader, made after this, never sees it
+  (nothing else is asked yet, so nothing else can follow it). A sidecar being
+  killed still accepts connections until its socket closes (protocol/README.md
+  §2, \"One sidecar per host\"): a connection counts as made only once the
+  sidecar has answered on it. Throws an IOException when the connection closes
+  first (nobody there), a SocketTimeoutException when probe-wait-ms pass
+  without the answer (a hung sidecar). A selector bounds the wait: a blocking
+  SocketChannel's reads heed no socket timeout."
+  [^SocketChannel ch]
+  (let [closed "the connection closed before the sidecar answered"]
+    (try
+      (let [out (ByteBuffer/wrap probe-line)]
+        (while (.hasRemaining out) (.write ch out)))
+      (.configureBlocking ch false)
+      (with-open [sel (Selector/open)]  ; closing it deregisters ch, which may then block again
+        (.register ch sel SelectionKey/OP_READ)
+        (let [buf (ByteBuffer/allocate 4096)
+              deadline (+ (System/nanoTime) (* 1000000 (long probe-wait-ms)))]
+          (loop []
+            (let [left (quot (- deadline (System/nanoTime)) 1000000)]
+              (when (<= left 0)
+                (throw (SocketTimeoutException. (str "the sidecar took the connection and did not answer on it"
+                                                     " within " probe-wait-ms " ms"))))
+              (.select sel left)
+              (.clear (.selectedKeys sel))
+              (.clear buf)
+              (let [n (.read ch buf)]
+                (cond (neg? n) (throw (IOException. closed))
+                      (and (pos? n) (= 10 (.get buf (dec n)))) nil
+                      :else (recur)))))))
+      (.configureBlocking ch true)
+      (catch SocketTimeoutException e (throw e))
+      ;; A reset or a broken pipe is the same end as EOF: the sidecar went before it answered.
+      (catch IOException e
+        (throw (if (= closed (.getMessage e)) e (IOException. (str closed " (" (.getMessage e) ")") e)))))))
+
 (defn- try-connect
-  "A connected SocketChannel, or the IOException that says nobody answers."
+  "A SocketChannel connected to `address` once the sidecar answered on it
+  (probe!), or the IOException that says nobody answers; a
+  SocketTimeoutException says a sidecar took the connection and hangs."
   [{:keys [kind path host port]}]
   (let [[ch at] (if (= kind :unix)
                   [(SocketChannel/open StandardProtocolFamily/UNIX) (UnixDomainSocketAddress/of ^String path)]
                   [(SocketChannel/open) (InetSocketAddress. ^String host (int port))])
         ^SocketChannel ch ch]
-    (try (.connect ch at) ch
+    (try (.connect ch at) (probe! ch) ch
          (catch IOException e (.close ch) e))))
 
 (def start-wait-ms
@@ -194,6 +247,15 @@
            {:type :agui-state/error, :kind :sidecar-unreachable, :address (:text address)}
            cause))
 
+(defn- hung
+  "A sidecar that took the connection and did not answer the probe: it is not
+  replaced (it may serve other workers, and is not this client's to end), and
+  the client fails open as for a call it does not answer (§14)."
+  [address ^Exception cause]
+  (ex-info (str "agui-state: at " (:text address) ", " (.getMessage cause))
+           {:type :agui-state/error, :kind :sidecar-unreachable, :address (:text address), :hung true}
+           cause))
+
 (def ^:private refused
   "serve --listen's exit status for a command line it refuses (a bad flag, a
   path that is not a socket; src/cli/exit.ts): every start would meet it."
@@ -219,6 +281,7 @@
             status (when-not (.isAlive p) (.exitValue p))]
         (cond
           (instance? SocketChannel r) r
+          (instance? SocketTimeoutException r) (throw (hung address r))
           (= refused status)
           (throw (unreachable address r (str "; the sidecar started there refused its command line (exit 2): "
                                              (shell-line cmd))))
@@ -233,12 +296,15 @@
 (defn open
   "Connects to the sidecar at `address` ({:address :start?} from settings): in
   start mode, starting it first when nobody answers (the binary, its extra
-  flags and environment as a spawned sidecar's). Returns {:in :out :channel};
-  throws ex-info :kind :sidecar-unreachable when nobody answers (or, in start
-  mode, when the one it started does not)."
+  flags and environment as a spawned sidecar's). A connection counts once the
+  sidecar answered on it (probe!). Returns {:in :out :channel}; throws ex-info
+  :kind :sidecar-unreachable when nobody answers (or, in start mode, when the
+  one it started does not), and with :hung true when a sidecar took the
+  connection and did not answer on it within probe-wait-ms."
   [{:keys [address start?]} binary args env]
   (let [r (try-connect address)]
     (cond (instance? SocketChannel r) (assoc (channel-streams r) :channel r)
+          (instance? SocketTimeoutException r) (throw (hung address r))
           start? (let [ch (started address binary args env)] (assoc (channel-streams ch) :channel ch))
           :else (throw (unreachable address r (str "; start one with `agui-state serve --listen " (:text address)
                                                    "`, or let the first worker start it (:sidecar-start true,"
