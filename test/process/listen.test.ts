@@ -1,5 +1,6 @@
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, statSync, writeFileSync, existsSync, readFileSync } from "node:fs";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
@@ -140,6 +141,20 @@ describe("serve --listen unix:PATH", () => {
     const r = spawnSync(BINARY, ["serve", "--listen", `unix:${file}`], { env: childEnv(), timeout: 15_000 });
     expect([r.status, r.stderr.toString()]).toEqual([2, `agui-state: cannot listen on unix:${file}: something other than a socket is there; it is left alone\n`]);
     expect(readFileSync(file, "utf8")).toBe("mine");
+  });
+
+  it("takes over a socket that accepts but never answers (a sidecar being killed, or hung): accepting is not serving", async () => {
+    const at = socketPath();
+    const mute = createServer(() => undefined);
+    await new Promise<void>((r) => mute.listen(at, r));
+    try {
+      const { address } = await serving([], at);
+      const c = await open(at);
+      expect(await c.result("escapePointer", { path: ["a"] })).toEqual({ pointer: "/a" });
+      expect(address).toBe(`unix:${at}`);
+    } finally {
+      mute.close();
+    }
   });
 
   it("of four started at once on one path, exactly one serves; the others exit 3", async () => {

@@ -175,17 +175,35 @@ async function claimSocketPath(path: string): Promise<NotListening | { unlock: (
   return problem;
 }
 
-/** Whether something accepts a connection on the socket. */
+/**
+ * Whether a sidecar answers on the socket: a `stats` on a new connection, its reply awaited (at most
+ * PROBE_MS). Accepting is not enough: a sidecar being killed still accepts until its socket closes,
+ * and a start that took that for a live one would leave nobody serving (the clients count a
+ * connection the same way, protocol/README.md §2).
+ */
 function answers(path: string): Promise<boolean> {
   return new Promise((resolve) => {
     const probe = connect(path);
-    probe.once("connect", () => {
+    let heard = "";
+    const done = (yes: boolean): void => {
+      clearTimeout(timer);
       probe.destroy();
-      resolve(true);
+      resolve(yes);
+    };
+    const timer = setTimeout(() => done(false), PROBE_MS);
+    probe.setEncoding("utf8");
+    probe.once("connect", () => probe.write('{"jsonrpc":"2.0","id":0,"method":"stats"}\n'));
+    probe.on("data", (chunk: string) => {
+      heard += chunk;
+      if (heard.includes("\n")) done(true);
     });
-    probe.once("error", () => resolve(false));
+    probe.once("end", () => done(false));
+    probe.once("error", () => done(false));
   });
 }
+
+/** How long a sidecar already at the socket has to answer before it counts as gone: the clients' bound for a hung sidecar (§2). */
+const PROBE_MS = 5000;
 
 function alive(pid: number): boolean {
   if (!Number.isSafeInteger(pid) || pid <= 0) return false;
