@@ -28,11 +28,20 @@ import { fixThroughput } from "./stream.js";
 import { workersThroughput } from "./asgi-workers.js";
 import { proxyLatency, snapshotBytes } from "./snapshots.js";
 import { alternate, stat, type Stat } from "./lib.js";
-import { idleMemory, pinnedNode } from "./runtime.js";
+import { idleMemory, pinnedNode, versionOf } from "./runtime.js";
 import { sharedSidecarMemory } from "./shared-sidecar.js";
 import { f, note, range, row, writeTable } from "./report.js";
 
-const ECHO: Command = { name: "echo loop", file: process.execPath, args: [path.join(ROOT, "bench/echo.mjs")] };
+/**
+ * B1 and B2's reference, run by the Node the binary embeds (scripts/node-runtime.json), so that the
+ * ratio is the sidecar's own cost over its runtime's pipe and JSON: against the machine's node (Node
+ * 20 here), Node 26's faster pipe counted for the sidecar (issue 42: 0.83 read, 0.58–0.60 in fact).
+ * Fails, naming the cache, when the build's Node is not there.
+ */
+function echoLoop(): Command {
+  const node = pinnedNode();
+  return { name: `echo loop (node ${versionOf(node)})`, file: node, args: [path.join(ROOT, "bench/echo.mjs")] };
+}
 const QUICK = process.argv.includes("--quick");
 const MiB = 1024 * 1024;
 
@@ -89,6 +98,7 @@ async function throughput(window: number, slice: number, slices: number): Promis
   const lines = Array.from({ length: slice }, (_, i) => JSON.stringify({ jsonrpc: "2.0", id: i, method: "applyOps", params: { threadId: "t", ops: fiveOps(i) } }) + "\n");
   const ours = peer(pinned(SEA));
   await ours.ok("openRun", { threadId: "t", state });
+  const ECHO = echoLoop();
   const echo = peer(pinned(ECHO));
   await echo.ok("warm", {});
   await ours.pump(lines, window);
@@ -107,19 +117,18 @@ async function throughput(window: number, slice: number, slices: number): Promis
   const [a, b] = await alternate(slices, timed(ours, cost.ours), timed(echo, cost.echo));
   await close(ours);
   await close(echo);
-  const target = window === 1 ? 0.8 : 0.6;
+  // Both against the echo loop on the binary's own Node (issue 42): B1 ≥ 0.7, B2 ≥ 0.6.
+  const target = window === 1 ? 0.7 : 0.6;
   const id = window === 1 ? "B1" : "B2";
   const driver = (xs: number[]) => f(stat(xs).median, 1);
-  note(
-    `${id}, CPU µs per request: the driver ${driver(cost.ours.driver)} while driving the sidecar and ${driver(cost.echo.driver)} while driving the echo loop (medians of the slices); ` +
-      `the sidecar ${f(cost.ours.cpu / cost.ours.n, 1)} and the echo loop ${f(cost.echo.cpu / cost.echo.n, 1)} (over all slices).`,
-  );
+  const cpu = { ours: cost.ours.cpu / cost.ours.n, echo: cost.echo.cpu / cost.echo.n };
+  note(`${id}, the driver's CPU µs per request: ${driver(cost.ours.driver)} while driving the sidecar and ${driver(cost.echo.driver)} while driving the echo loop (medians of the slices).`);
   row({
     id,
-    what: `applyOps, 5 ops on a 10 KB thread, round trips/s, ${window === 1 ? "one at a time" : `${window} in flight`}${PIN ? " (driver on CPU 0, process on CPU 1)" : " (unpinned: no taskset)"}`,
-    ours: range(a, 0),
-    reference: `echo loop ${range(b, 0)}`,
-    ratio: f(a.median / b.median, 2),
+    what: `applyOps, 5 ops on a 10 KB thread, round trips/s, ${window === 1 ? "one at a time" : `${window} in flight`}${PIN ? " (driver on CPU 0, process on CPU 1)" : " (unpinned: no taskset)"}; CPU µs a call (user + sys from /proc, over all slices)`,
+    ours: `${range(a, 0)}; CPU ${f(cpu.ours, 1)} µs`,
+    reference: `${ECHO.name} ${range(b, 0)}; CPU ${f(cpu.echo, 1)} µs`,
+    ratio: `${f(a.median / b.median, 2)} (CPU ${f(cpu.ours / cpu.echo, 2)}×)`,
     target: `≥ ${target} of echo`,
     met: a.median / b.median >= target,
   });

@@ -15,13 +15,22 @@ import { BUNDLE, SEA, type Command } from "../scripts/harness/process.js";
 import { stat } from "./lib.js";
 import { f, range, type Row } from "./report.js";
 
-/** The pinned Node's path, unpacked from its checked tarball in the cache (scripts/pinned-node.mjs). */
+/**
+ * The pinned Node's path, unpacked from its checked tarball in the cache (scripts/pinned-node.mjs), the
+ * one the build made the binary from. Never fetched here: without it a figure that needs it fails and
+ * says why, rather than measuring against another Node.
+ */
 export function pinnedNode(): string {
-  return execFileSync(process.execPath, [path.join(ROOT, "scripts/pinned-node.mjs")], { encoding: "utf8", env: { ...process.env, NODE_OPTIONS: "" } }).trim();
+  try {
+    return execFileSync(process.execPath, [path.join(ROOT, "scripts/pinned-node.mjs"), "--cached"], { encoding: "utf8", env: { ...process.env, NODE_OPTIONS: "" }, stdio: ["ignore", "pipe", "pipe"] }).trim();
+  } catch (err) {
+    const why = String((err as { stderr?: unknown }).stderr ?? "").trim() || (err as Error).message;
+    throw new Error(`no Node the binary embeds to measure against: ${why}`, { cause: err });
+  }
 }
 
 /** The version a node binary says it is. */
-const versionOf = (node: string): string => execFileSync(node, ["--version"], { encoding: "utf8" }).trim();
+export const versionOf = (node: string): string => execFileSync(node, ["--version"], { encoding: "utf8" }).trim();
 
 /**
  * The resident set of a sidecar started by `command` once it has answered a request and then sat

@@ -69,10 +69,13 @@ export function checkIntegrity(file, integrity) {
  * under a temporary name and renamed once checked, so an interrupted or wrong fetch never leaves a
  * tarball to be trusted next time.
  */
-export function fetchNode(target, env = process.env) {
+export function fetchNode(target, env = process.env, { fetch = true } = {}) {
   const { npm, integrity } = targetOf(target);
   const dir = cacheDir();
   const file = path.join(dir, `${npm}-${NODE_VERSION}.tgz`);
+  if (!fs.existsSync(file) && !fetch) {
+    throw new Error(`the Node the binary embeds (${npm}@${NODE_VERSION}) is not in ${dir}, and this run fetches nothing: \`npm run build\` puts it there`);
+  }
   if (!fs.existsSync(file)) {
     fs.mkdirSync(dir, { recursive: true });
     const tmp = fs.mkdtempSync(path.join(dir, ".fetch-"));
@@ -103,10 +106,11 @@ export function unpackNode(tarball, target, into) {
 /**
  * The pinned Node for `target` (this machine's by default) as a runnable file in the cache:
  * <cache>/<package>-<version>/node, unpacked once from the checked tarball. The build runs
- * `--build-sea` with it; CI's in-process run and the bench put it on PATH.
+ * `--build-sea` with it; CI's in-process run and the bench put it on PATH. With `fetch: false` (the
+ * bench) a tarball missing from the cache is an error instead of a fetch.
  */
-export function pinnedNode(target = HOST, env = process.env) {
-  const tarball = fetchNode(target, env);
+export function pinnedNode(target = HOST, env = process.env, { fetch = true } = {}) {
+  const tarball = fetchNode(target, env, { fetch });
   const dir = path.join(cacheDir(), `${targetOf(target).npm}-${NODE_VERSION}`);
   const file = path.join(dir, target.startsWith("win-") ? "node.exe" : "node");
   if (fs.existsSync(file)) return file;
