@@ -81,6 +81,9 @@ export async function listenForSessions(opts: SocketServerOptions): Promise<Sock
   const bound = await listen(server, address);
   unlock();
   if ("problem" in bound) return { problem: bound.problem, served: false };
+  // After listening, an error of the listener itself (out of file descriptors on accept) is logged, never thrown:
+  // the connections already open go on.
+  server.on("error", (e) => opts.log.error({ err: e }, "the listener failed to take a connection"));
   let finish: () => void = () => undefined;
   const done = new Promise<void>((resolve) => (finish = resolve));
   let stopping = false;
