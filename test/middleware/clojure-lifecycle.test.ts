@@ -1,14 +1,14 @@
-import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { HttpAgent } from "@ag-ui/client";
 import fastJsonPatch, { type Operation } from "fast-json-patch";
 import { afterAll, beforeAll, describe, expect, vi } from "vitest";
 import { ROOT } from "../../scripts/harness/fixtures.js";
-import { BINARY, SEA, childEnv, run } from "../../scripts/harness/process.js";
+import { SEA, run } from "../../scripts/harness/process.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
 import { resumableFetch } from "../../src/web/resume/index.js";
 import { readToFailure } from "../resume/failing-body.js";
+import { JARS, startJetty, stopJetties } from "./jetty.js";
 
 /**
  * Issue 40 through the Clojure middleware: the lifecycle table (test/fixtures/lifecycle/cases.json),
@@ -22,7 +22,6 @@ import { readToFailure } from "../resume/failing-body.js";
  * (pass) or "pass", every case with a mend fails those checks in the client, and a case without one
  * still passes them.
  */
-const JARS = ["data.json", "ring-core", "ring-jetty-adapter"].map((j) => `/usr/share/java/${j}.jar`);
 const { available, test } = toolchain("Clojure + Ring + Jetty (clojure, libdata-json-clojure, libring-core-clojure, libring-jetty-adapter-clojure)", [
   "bash",
   "-c",
@@ -43,45 +42,14 @@ interface Case {
 }
 const CASES = (JSON.parse(readFileSync(path.join(ROOT, CASES_FILE), "utf8")) as { cases: Case[] }).cases;
 
-let server: ChildProcessWithoutNullStreams | undefined;
 const urls = { sync: "", async: "" };
-let stderr = "";
 
 beforeAll(async () => {
   if (!available) return;
-  const classpath = [...JARS, "clients/clojure/src", "clients/clojure/test"].join(":");
-  const child = spawn("clojure", ["-cp", classpath, "-m", "agui-state.ring-lifecycle-agent", CASES_FILE], { cwd: ROOT, env: childEnv({ AGUI_STATE_BIN: BINARY }) });
-  server = child;
-  child.stderr.setEncoding("utf8");
-  child.stderr.on("data", (d: string) => (stderr += d));
-  await new Promise<void>((resolve, reject) => {
-    let out = "";
-    const guard = setTimeout(() => reject(new Error(`the Jetty servers did not start within ${START_MS} ms; stderr:\n${stderr}`)), START_MS);
-    child.on("error", (e) => {
-      clearTimeout(guard);
-      reject(e);
-    });
-    child.on("exit", (code) => {
-      clearTimeout(guard);
-      reject(new Error(`the Jetty servers exited (${code}) before listening; stderr:\n${stderr}`));
-    });
-    child.stdout.setEncoding("utf8");
-    child.stdout.on("data", (d: string) => {
-      out += d;
-      const m = /^listening (http:\/\/127\.0\.0\.1:\d+) (http:\/\/127\.0\.0\.1:\d+)\n/.exec(out);
-      if (m) {
-        clearTimeout(guard);
-        urls.sync = m[1] as string;
-        urls.async = m[2] as string;
-        resolve();
-      }
-    });
-  });
+  [urls.sync = "", urls.async = ""] = (await startJetty("agui-state.ring-lifecycle-agent", { startMs: START_MS, args: [CASES_FILE], servers: 2 })).urls;
 }, START_MS + 5_000);
 
-afterAll(() => {
-  if (server && server.exitCode === null) server.kill("SIGKILL");
-});
+afterAll(stopJetties);
 
 /** What the client ended with after one run. */
 interface Outcome {

@@ -4,6 +4,7 @@ import { ROOT } from "../../scripts/harness/fixtures.js";
 import { BINARY, start } from "../../scripts/harness/process.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
 import { noStreamLeft, readAll } from "./raise-run.js";
+import { JARS } from "./jetty.js";
 
 /**
  * Issue 41 (2), Clojure: a Ring body (clients/clojure/test/agui_state/
@@ -13,7 +14,6 @@ import { noStreamLeft, readAll } from "./raise-run.js";
  * carry, and then Jetty's break, or with :lifecycle "repair" the run's end
  * and a clean end (raise-run.ts).
  */
-const JARS = ["data.json", "ring-core", "ring-jetty-adapter"].map((j) => `/usr/share/java/${j}.jar`);
 const { test } = toolchain("Clojure + Ring + Jetty (clojure, libdata-json-clojure, libring-core-clojure, libring-jetty-adapter-clojure)", [
   "bash",
   "-c",

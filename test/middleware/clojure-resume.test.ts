@@ -1,11 +1,8 @@
-import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { HttpAgent } from "@ag-ui/client";
 import { afterAll, afterEach, beforeAll, describe, expect } from "vitest";
 import { expectBrokenRejoins } from "../resume/broken-rejoin.js";
 import { expectRefusals, rejoiner } from "../resume/refusals.js";
 import { runCollecting } from "../../scripts/harness/agui-client.js";
-import { ROOT } from "../../scripts/harness/fixtures.js";
-import { BINARY, childEnv } from "../../scripts/harness/process.js";
 import { startRedis } from "../../scripts/harness/redis.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
 import { ResumableHttpAgent, resumableFetch } from "../../src/web/resume/index.js";
@@ -14,6 +11,7 @@ import { OPENING, readFirstEvents } from "../../scripts/harness/sse-ids.js";
 import { cutName, Relay, type Cut } from "../resume/relay.js";
 import { expectRejoinedFromOpening } from "../resume/from-opening.js";
 import { readToFailure } from "../resume/failing-body.js";
+import { JARS, startJetty, stopJetties, type Jetty } from "./jetty.js";
 
 /**
  * Issue 34 §8 through the Clojure middleware: agui-state.ring/wrap-agui-state in a real Jetty
@@ -23,7 +21,6 @@ import { readToFailure } from "../resume/failing-body.js";
  * messages and state of a client that was never cut, with no warning, and the handler must have run
  * once: the rejoin is served by the middleware from the sidecar's run log (protocol/README.md §16).
  */
-const JARS = ["data.json", "ring-core", "ring-jetty-adapter"].map((j) => `/usr/share/java/${j}.jar`);
 const { test } = toolchain("Clojure + Ring + Jetty (clojure, libdata-json-clojure, libring-core-clojure, libring-jetty-adapter-clojure)", [
   "bash",
   "-c",
@@ -33,48 +30,10 @@ const redisToolchain = toolchain("Redis (Debian redis-server)", ["redis-server",
 /** A hang guard for the JVM's start, never an assertion. */
 const START_MS = 180_000;
 
-interface Jvm {
-  child: ChildProcessWithoutNullStreams;
-  url: string;
-  stderr: () => string;
-}
-const jvms: Jvm[] = [];
+/** One JVM of the Ring agent. */
+const startJvm = (env: Record<string, string> = {}): Promise<Jetty> => startJetty("agui-state.ring-resume-agent", { startMs: START_MS, env });
 
-/** One JVM of the Ring agent, with the sidecar from AGUI_STATE_BIN, as a deployment finds it. */
-function startJvm(env: Record<string, string> = {}): Promise<Jvm> {
-  const classpath = [...JARS, "clients/clojure/src", "clients/clojure/test"].join(":");
-  const child = spawn("clojure", ["-cp", classpath, "-m", "agui-state.ring-resume-agent"], { cwd: ROOT, env: childEnv({ AGUI_STATE_BIN: BINARY, ...env }) });
-  let stderr = "";
-  child.stderr.setEncoding("utf8");
-  child.stderr.on("data", (d: string) => (stderr += d));
-  return new Promise<Jvm>((resolve, reject) => {
-    let out = "";
-    const guard = setTimeout(() => reject(new Error(`the Jetty server did not start within ${START_MS} ms; stderr:\n${stderr}`)), START_MS);
-    child.on("error", (e) => {
-      clearTimeout(guard);
-      reject(e);
-    });
-    child.on("exit", (code) => {
-      clearTimeout(guard);
-      reject(new Error(`the Jetty server exited (${code}) before listening; stderr:\n${stderr}`));
-    });
-    child.stdout.setEncoding("utf8");
-    child.stdout.on("data", (d: string) => {
-      out += d;
-      const m = /^listening (http:\/\/127\.0\.0\.1:\d+)\n/.exec(out);
-      if (m) {
-        clearTimeout(guard);
-        const jvm = { child, url: m[1] as string, stderr: () => stderr };
-        jvms.push(jvm);
-        resolve(jvm);
-      }
-    });
-  });
-}
-
-afterAll(() => {
-  for (const j of jvms) if (j.child.exitCode === null) j.child.kill("SIGKILL");
-});
+afterAll(stopJetties);
 
 const closers: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -83,9 +42,9 @@ afterEach(async () => {
 
 const portOf = (url: string): number => Number(new URL(url).port);
 const post = (url: string): Promise<Response> => fetch(url, { method: "POST" });
-const calls = async (jvm: Jvm): Promise<number> => Number(await (await fetch(`${jvm.url}/calls`)).text());
+const calls = async (jvm: Jetty): Promise<number> => Number(await (await fetch(`${jvm.url}/calls`)).text());
 /** How many requests for `path` reached the JVM's server, the ones the middleware answered itself included. */
-const requests = async (jvm: Jvm, path: string): Promise<number> => Number(await (await fetch(`${jvm.url}/requests?path=${path}`)).text());
+const requests = async (jvm: Jetty, path: string): Promise<number> => Number(await (await fetch(`${jvm.url}/requests?path=${path}`)).text());
 const input = (threadId: string, state: Record<string, unknown> = {}): string => JSON.stringify({ threadId, runId: "r1", state, messages: [], tools: [], context: [], forwardedProps: {} });
 
 /** A run's whole answer, read with the plain fetch: how a page without the resume module reads it. */
@@ -98,17 +57,17 @@ async function readAll(url: string, threadId: string, state: Record<string, unkn
 const ALICE = { authorization: "Bearer alice" };
 
 /** What a client that was never cut ends with: the same agent, unpaused, through the same middleware. */
-async function uninterrupted(jvm: Jvm, threadId: string, initialState: Record<string, unknown>) {
+async function uninterrupted(jvm: Jetty, threadId: string, initialState: Record<string, unknown>) {
   const client = new HttpAgent({ url: `${jvm.url}/agent-now`, threadId, initialState });
   expect(await runCollecting(client, "r1")).toEqual([]);
   return { state: client.state, messages: client.messages };
 }
 
 /** A run through a relay with these cuts in front of `targets` (in turn); the gate opens at the first cut. */
-async function cutRun(jvm: Jvm, targets: Jvm[], cuts: Cut[], threadId: string, initialState: Record<string, unknown>, path = "/agent", from: string[] = []) {
+async function cutRun(jvm: Jetty, targets: Jetty[], cuts: Cut[], threadId: string, initialState: Record<string, unknown>, path = "/agent", from: string[] = []) {
   expect((await post(`${jvm.url}/gate/close`)).status).toBe(200);
   let next = 0;
-  const relay = await Relay.start(cuts, () => portOf((targets[next++ % targets.length] as Jvm).url));
+  const relay = await Relay.start(cuts, () => portOf((targets[next++ % targets.length] as Jetty).url));
   closers.push(() => relay.close());
   void relay.cut().then(() => post(`${jvm.url}/gate/open`));
   const client = new ResumableHttpAgent({ url: `${relay.url}${path}`, threadId, initialState, resume: { backoffMs: 1, onRetry: ({ lastEventId }) => void from.push(lastEventId) } });
@@ -117,7 +76,7 @@ async function cutRun(jvm: Jvm, targets: Jvm[], cuts: Cut[], threadId: string, i
 }
 
 /** A run cut once and rejoined lands on the client that was never cut, with its own keys, and the handler ran once. */
-async function landsUncut(jvm: Jvm, threadId: string, initialState: Record<string, unknown>, cut: Cut): Promise<void> {
+async function landsUncut(jvm: Jetty, threadId: string, initialState: Record<string, unknown>, cut: Cut): Promise<void> {
   const expected = await uninterrupted(jvm, threadId, initialState);
   const before = await calls(jvm);
   const { client, said, relay } = await cutRun(jvm, [jvm], [cut], threadId, initialState);
@@ -131,7 +90,7 @@ async function landsUncut(jvm: Jvm, threadId: string, initialState: Record<strin
 }
 
 describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory store)", () => {
-  let a: Jvm;
+  let a: Jetty;
   beforeAll(async () => {
     a = await startJvm();
   }, START_MS + 5_000);
@@ -268,8 +227,8 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
 });
 
 describe("wrap-agui-state on a shared redis-server: two JVMs, the rejoin served by the other one", () => {
-  let b: Jvm;
-  let c: Jvm;
+  let b: Jetty;
+  let c: Jetty;
   beforeAll(async () => {
     if (!redisToolchain.available) return;
     const store = await startRedis();
@@ -310,7 +269,7 @@ describe("wrap-agui-state on a shared redis-server: two JVMs, the rejoin served 
 });
 
 /** Waits until the JVM's log says `line` (a hang guard, never an assertion on time). */
-function logged(jvm: Jvm, line: RegExp, what: string): Promise<void> {
+function logged(jvm: Jetty, line: RegExp, what: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const check = (): void => {
       if (!line.test(jvm.stderr())) return;
@@ -332,7 +291,7 @@ function logged(jvm: Jvm, line: RegExp, what: string): Promise<void> {
  * events with their ids and its prelude, all counted since issue 38) passes that cap and ends
  * unresumable: such a JVM serves only runs cut before the cap, as expectBrokenRejoins's are.
  */
-async function brokenRejoins(jvm: Jvm): Promise<void> {
+async function brokenRejoins(jvm: Jetty): Promise<void> {
   expect((await post(`${jvm.url}/gate/close`)).status).toBe(200);
   const json = { "content-type": "application/json" };
   await expectBrokenRejoins(
@@ -360,7 +319,7 @@ describe("a rejoin cut short (wrap-agui-state in Jetty)", () => {
 });
 
 describe("wrap-agui-state with an async Ring handler (Jetty's :async? true)", () => {
-  let d: Jvm;
+  let d: Jetty;
   beforeAll(async () => {
     d = await startJvm({ RING_AGENT_ASYNC: "1" });
   }, START_MS + 5_000);

@@ -1,13 +1,11 @@
-import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { readFileSync, rmSync } from "node:fs";
 import { HttpAgent } from "@ag-ui/client";
 import { afterAll, afterEach, beforeAll, describe, expect } from "vitest";
 import { runCollecting } from "../../scripts/harness/agui-client.js";
-import { ROOT } from "../../scripts/harness/fixtures.js";
-import { BINARY, childEnv } from "../../scripts/harness/process.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
 import { ResumableHttpAgent } from "../../src/web/resume/index.js";
 import { Relay, type Cut } from "../resume/relay.js";
+import { JARS, startJetty, stopJetties, type Jetty } from "./jetty.js";
 import { exited, killSidecars, settledSidecars, sidecarsServing, socketAddress } from "./shared-sidecar.js";
 
 /**
@@ -19,7 +17,6 @@ import { exited, killSidecars, settledSidecars, sidecarsServing, socketAddress }
  * The real ResumableHttpAgent is cut mid-run through a relay and its rejoin sent to the other process;
  * the shared sidecar is killed under six streams. Three JVMs for the whole file: each takes seconds.
  */
-const JARS = ["data.json", "ring-core", "ring-jetty-adapter"].map((j) => `/usr/share/java/${j}.jar`);
 const { test } = toolchain("Clojure + Ring + Jetty (clojure, libdata-json-clojure, libring-core-clojure, libring-jetty-adapter-clojure)", [
   "bash",
   "-c",
@@ -28,50 +25,13 @@ const { test } = toolchain("Clojure + Ring + Jetty (clojure, libdata-json-clojur
 /** A hang guard for the JVMs' start, never an assertion. */
 const START_MS = 240_000;
 
-interface Jvm {
-  child: ChildProcessWithoutNullStreams;
-  url: string;
-  stderr: () => string;
-}
-const jvms: Jvm[] = [];
-
-/** One JVM of the Ring agent, with the sidecar binary from AGUI_STATE_BIN, as a deployment finds it. */
-function startJvm(env: Record<string, string>): Promise<Jvm> {
-  const classpath = [...JARS, "clients/clojure/src", "clients/clojure/test"].join(":");
-  const child = spawn("clojure", ["-cp", classpath, "-m", "agui-state.ring-resume-agent"], { cwd: ROOT, env: childEnv({ AGUI_STATE_BIN: BINARY, ...env }) });
-  let stderr = "";
-  child.stderr.setEncoding("utf8");
-  child.stderr.on("data", (d: string) => (stderr += d));
-  const jvm = { child, url: "", stderr: () => stderr };
-  jvms.push(jvm);
-  return new Promise<Jvm>((resolve, reject) => {
-    let out = "";
-    const guard = setTimeout(() => reject(new Error(`the Jetty server did not start within ${START_MS} ms; stderr:\n${stderr}`)), START_MS);
-    child.on("error", (e) => {
-      clearTimeout(guard);
-      reject(e);
-    });
-    child.on("exit", (code) => {
-      clearTimeout(guard);
-      reject(new Error(`the Jetty server exited (${code}) before listening; stderr:\n${stderr}`));
-    });
-    child.stdout.setEncoding("utf8");
-    child.stdout.on("data", (d: string) => {
-      out += d;
-      const m = /^listening (http:\/\/127\.0\.0\.1:\d+)\n/.exec(out);
-      if (m) {
-        clearTimeout(guard);
-        jvm.url = m[1] as string;
-        resolve(jvm);
-      }
-    });
-  });
-}
+/** One JVM of the Ring agent. */
+const startJvm = (env: Record<string, string>): Promise<Jetty> => startJetty("agui-state.ring-resume-agent", { startMs: START_MS, env });
 
 const { address, dir } = socketAddress();
-let a: Jvm;
-let b: Jvm;
-let own: Jvm;
+let a: Jetty;
+let b: Jetty;
+let own: Jetty;
 
 beforeAll(async () => {
   // Both in start mode at once: each finds nobody and starts a sidecar; one serves, the other's exits 3.
@@ -83,7 +43,7 @@ beforeAll(async () => {
 }, START_MS + 10_000);
 
 afterAll(() => {
-  for (const j of jvms) if (j.child.exitCode === null) j.child.kill("SIGKILL");
+  stopJetties();
   // Detached, the shared sidecar outlives the JVMs (it would exit a minute after its last connection).
   killSidecars(address);
   rmSync(dir, { recursive: true, force: true });
@@ -96,23 +56,23 @@ afterEach(async () => {
 
 const portOf = (url: string): number => Number(new URL(url).port);
 const post = (url: string): Promise<Response> => fetch(url, { method: "POST" });
-const calls = async (jvm: Jvm): Promise<number> => Number(await (await fetch(`${jvm.url}/calls`)).text());
-const requests = async (jvm: Jvm, path: string): Promise<number> => Number(await (await fetch(`${jvm.url}/requests?path=${path}`)).text());
+const calls = async (jvm: Jetty): Promise<number> => Number(await (await fetch(`${jvm.url}/calls`)).text());
+const requests = async (jvm: Jetty, path: string): Promise<number> => Number(await (await fetch(`${jvm.url}/requests?path=${path}`)).text());
 const INITIAL = { selectedLayer: "era5", ui: { open: true } };
 
 /** What a client that was never cut ends with: the same agent, unpaused, through the same middleware. */
-async function uninterrupted(jvm: Jvm, threadId: string) {
+async function uninterrupted(jvm: Jetty, threadId: string) {
   const client = new HttpAgent({ url: `${jvm.url}/agent-now`, threadId, initialState: structuredClone(INITIAL) });
   expect(await runCollecting(client, "r1")).toEqual([]);
   return { state: client.state, messages: client.messages };
 }
 
 /** A run on `first`, cut once through a relay, whose rejoin goes to `second`; the gate opens at the cut. */
-async function cutAcross(first: Jvm, second: Jvm, cut: Cut, threadId: string) {
+async function cutAcross(first: Jetty, second: Jetty, cut: Cut, threadId: string) {
   expect((await post(`${first.url}/gate/close`)).status).toBe(200);
   const targets = [first, second];
   let next = 0;
-  const relay = await Relay.start([cut], () => portOf((targets[Math.min(next++, 1)] as Jvm).url));
+  const relay = await Relay.start([cut], () => portOf((targets[Math.min(next++, 1)] as Jetty).url));
   closers.push(() => relay.close());
   void relay.cut().then(() => post(`${first.url}/gate/open`));
   const client = new ResumableHttpAgent({ url: `${relay.url}/agent`, threadId, initialState: structuredClone(INITIAL), resume: { backoffMs: 1 } });
@@ -122,7 +82,7 @@ async function cutAcross(first: Jvm, second: Jvm, cut: Cut, threadId: string) {
 }
 
 /** The run cut on `first` and rejoined on `second` ends exactly as the uncut one; the handler ran once, on `first`. */
-async function landsAcross(first: Jvm, second: Jvm, cut: Cut, threadId: string): Promise<void> {
+async function landsAcross(first: Jetty, second: Jetty, cut: Cut, threadId: string): Promise<void> {
   const expected = await uninterrupted(first, threadId);
   const [before1, before2] = [await calls(first), await calls(second)];
   const rejoins = await requests(second, "/agent");

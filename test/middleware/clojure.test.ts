@@ -1,4 +1,3 @@
-import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { mkdtempSync, readFileSync, readdirSync, readlinkSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -6,11 +5,11 @@ import { HttpAgent } from "@ag-ui/client";
 import { afterAll, beforeAll, describe, expect, vi } from "vitest";
 import type { JsonObject } from "../../src/core/index.js";
 import { clientApply, runCollecting } from "../../scripts/harness/agui-client.js";
-import { ROOT } from "../../scripts/harness/fixtures.js";
-import { BINARY, SEA, childEnv, run } from "../../scripts/harness/process.js";
+import { BINARY, SEA, run } from "../../scripts/harness/process.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
 import { OPENING, withoutIds } from "../../scripts/harness/sse-ids.js";
 import { request, runInput } from "../proxy/http-client.js";
+import { JARS, startJetty, stopJetties, type Jetty } from "./jetty.js";
 
 /**
  * Issue 24 §4 and §6: agui-state.ring/wrap-agui-state in a real Jetty server
@@ -23,7 +22,6 @@ import { request, runInput } from "../proxy/http-client.js";
  * through @ag-ui/client's own defaultApplyEvents. The middleware's sidecar is
  * found as a deployment finds it, from AGUI_STATE_BIN.
  */
-const JARS = ["data.json", "ring-core", "ring-jetty-adapter"].map((j) => `/usr/share/java/${j}.jar`);
 const { available, test } = toolchain("Clojure + Ring + Jetty (clojure, libdata-json-clojure, libring-core-clojure, libring-jetty-adapter-clojure)", [
   "bash",
   "-c",
@@ -35,45 +33,21 @@ const FLAGS = ["--own", "/toolState", "--join-keys"];
 /** A hang guard for the JVM's start, never an assertion. */
 const START_MS = 110_000;
 
-let server: ChildProcessWithoutNullStreams | undefined;
+let server: Jetty | undefined;
 let url = "";
-let stderr = "";
 let tmp = "";
+const stderr = (): string => server?.stderr() ?? "";
 
 beforeAll(async () => {
   // Without the toolchain the tests are skipped (toolchain() said so loudly), or fail under CI.
   if (!available) return;
   tmp = mkdtempSync(path.join(tmpdir(), "agui-ring-"));
-  const classpath = [...JARS, "clients/clojure/src", "clients/clojure/test"].join(":");
-  const child = spawn("clojure", ["-cp", classpath, "-m", "agui-state.ring-agent"], { cwd: ROOT, env: childEnv({ AGUI_STATE_BIN: BINARY }) });
-  server = child;
-  child.stderr.setEncoding("utf8");
-  child.stderr.on("data", (d: string) => (stderr += d));
-  url = await new Promise<string>((resolve, reject) => {
-    let out = "";
-    const guard = setTimeout(() => reject(new Error(`the Jetty server did not start within ${START_MS} ms; stderr:\n${stderr}`)), START_MS);
-    child.on("error", (e) => {
-      clearTimeout(guard);
-      reject(e);
-    });
-    child.on("exit", (code) => {
-      clearTimeout(guard);
-      reject(new Error(`the Jetty server exited (${code}) before listening; stderr:\n${stderr}`));
-    });
-    child.stdout.setEncoding("utf8");
-    child.stdout.on("data", (d: string) => {
-      out += d;
-      const m = /^listening (http:\/\/127\.0\.0\.1:\d+)\n/.exec(out);
-      if (m) {
-        clearTimeout(guard);
-        resolve(m[1] as string);
-      }
-    });
-  });
+  server = await startJetty("agui-state.ring-agent", { startMs: START_MS });
+  url = server.url;
 }, START_MS + 5_000);
 
 afterAll(() => {
-  if (server && server.exitCode === null) server.kill("SIGKILL");
+  stopJetties();
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -134,7 +108,7 @@ const sidecarPid = async (): Promise<number> => Number((await request(`${url}/si
 describe("HttpAgent through wrap-agui-state in Jetty, in front of an agent with three field mistakes", () => {
   test("the sidecar runs as soon as the app is made, before any request (issue 31: the first stream does not wait for it)", () => {
     // No request has been made yet: the server only said it listens, after its sidecar component started.
-    const sidecars = descendants(server?.pid ?? 0).filter((p) => exe(p) === realpathSync(BINARY));
+    const sidecars = descendants(server?.child.pid ?? 0).filter((p) => exe(p) === realpathSync(BINARY));
     expect(sidecars).toHaveLength(1);
   });
 
@@ -200,16 +174,16 @@ describe("HttpAgent through wrap-agui-state in Jetty, in front of an agent with 
     const pid = await sidecarPid();
     expect(pid).toBeGreaterThan(0);
     expect(pid).not.toBe(killed);
-    const restarts = [...stderr.matchAll(/agui-state\.ring: the sidecar \(pid (\d+)\) was lost during fixStream on stream s\d+ \(exit status 137\); restarted \(pid (\d+)\), stream s\d+ resumes with its mirror rebuilt from the (\d+) bytes answered for/g)];
+    const restarts = [...stderr().matchAll(/agui-state\.ring: the sidecar \(pid (\d+)\) was lost during fixStream on stream s\d+ \(exit status 137\); restarted \(pid (\d+)\), stream s\d+ resumes with its mirror rebuilt from the (\d+) bytes answered for/g)];
     expect(restarts.map((m) => [Number(m[1]), Number(m[2])])).toEqual([
       [killed, pid],
       [killed, pid],
     ]);
     for (const m of restarts) expect(Number(m[3])).toBeGreaterThan(0);
-    expect(stderr).not.toMatch(/unrepaired/);
+    expect(stderr()).not.toMatch(/unrepaired/);
     // Whatever the middleware changed is logged by outcome: the mended key, the client's keys kept.
-    expect(stderr).toMatch(/agui-state\.ring: stream s\d+: 1 mended\n/);
-    expect(stderr).toMatch(/agui-state\.ring: stream s\d+: 3 kept\n/);
+    expect(stderr()).toMatch(/agui-state\.ring: stream s\d+: 1 mended\n/);
+    expect(stderr()).toMatch(/agui-state\.ring: stream s\d+: 3 kept\n/);
 
     // The next run on the same client: repaired by the new sidecar, from the state the kill left.
     const agent = agents[0] as HttpAgent;
@@ -256,7 +230,7 @@ describe("HttpAgent through wrap-agui-state in Jetty, in front of an agent with 
     expect(events.map((e) => e.type)).toEqual(["RUN_STARTED", "TEXT_MESSAGE_START", ...Array<string>(96).fill("TEXT_MESSAGE_CONTENT"), "TEXT_MESSAGE_END", "RUN_FINISHED"]);
     expect(events.map((e) => e.delta ?? "").join("")).toBe(Array.from({ length: 96 }, (_, i) => `${i} `).join(""));
     // One line names the limit and the sidecar it ended.
-    const lines = [...stderr.matchAll(/agui-state\.ring: the sidecar did not answer (\w+) within (\d+) ms; it was ended \(pid (\d+)\), the rest of stream s\d+ goes out unrepaired, and the next stream starts a new sidecar\n/g)];
+    const lines = [...stderr().matchAll(/agui-state\.ring: the sidecar did not answer (\w+) within (\d+) ms; it was ended \(pid (\d+)\), the rest of stream s\d+ goes out unrepaired, and the next stream starts a new sidecar\n/g)];
     expect(lines.map((m) => [m[1], Number(m[2]), Number(m[3])])).toEqual([["fixStream", 5000, stopped]]);
     expect(exe(stopped)).toBe("");
 

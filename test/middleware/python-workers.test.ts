@@ -1,6 +1,5 @@
 import path from "node:path";
 import { HttpAgent } from "@ag-ui/client";
-import jsonpatch from "fast-json-patch";
 import { afterAll, afterEach, describe, expect, vi } from "vitest";
 import type { JsonObject } from "../../src/core/index.js";
 import { runCollecting } from "../../scripts/harness/agui-client.js";
@@ -9,7 +8,8 @@ import { toolchain } from "../../scripts/harness/toolchain.js";
 import { ResumableHttpAgent } from "../../src/web/resume/index.js";
 import { Relay } from "../resume/relay.js";
 import { sidecarsServing } from "./shared-sidecar.js";
-import { PYTHON, connectionsTo, fix, hits, killEverything, open, place, post, reading, runInput, serve, startWorkers, stopWorkers, until, warnings, type Place, type Workers } from "./workers.js";
+import { PYTHON, connectionsTo, fix, hits, keepOff, killEverything, open, place, post, reading, runInput, serve, startWorkers, stopWorkers, until, warnings, type Place, type Workers } from "./workers.js";
+import { replayState } from "./replay-state.js";
 
 /**
  * Issue 42, Python: one sidecar for the host's workers (protocol/README.md §2, "One sidecar per host").
@@ -135,8 +135,13 @@ describe("uvicorn --workers 4, one shared sidecar, the memory store", () => {
 const STREAMS = 16;
 const HELD_AT = 3; // each run stops after these events until its gate opens: RUN_STARTED, a snapshot, a delta
 
-/** STREAMS runs of the real HttpAgent at once, each held after HELD_AT events; resolves once every client has them, with the runs' end and the worker of each. */
-async function heldRuns(w: Workers, where: Place, tag: string) {
+/**
+ * STREAMS runs of the real HttpAgent, each held after HELD_AT events; resolves once every client has them, with
+ * the runs' end, the worker of each and what frees a worker kept off. With `spread`, the first half is started,
+ * a worker that took some of them kept off (`keepOff`), then the second half: the runs are on two workers at
+ * least.
+ */
+async function heldRuns(w: Workers, where: Place, tag: string, { spread = false } = {}) {
   const gateFile = path.join(where.dir, `gate-${tag}`);
   const pids: number[] = [];
   const recording = async (url: string, init: RequestInit): Promise<Response> => {
@@ -148,20 +153,29 @@ async function heldRuns(w: Workers, where: Place, tag: string) {
   const said: string[] = [];
   const warn = vi.spyOn(console, "warn").mockImplementation((...a: unknown[]) => void said.push(`warn: ${String(a[0])}`));
   const error = vi.spyOn(console, "error").mockImplementation((...a: unknown[]) => void said.push(`error: ${String(a[0])}`));
-  const reached: Promise<void>[] = [];
-  const runs = Promise.all(
-    agents.map((agent, i) => {
+  const ends: Promise<unknown>[] = [];
+  const launch = async (from: number, to: number): Promise<void> => {
+    const reached = agents.slice(from, to).map((agent, k) => {
       let n = 0;
-      let had = (): void => undefined;
-      reached.push(new Promise((resolve) => (had = resolve)));
-      return agent.runAgent({ runId: `${tag}${i}`, forwardedProps: { gate: HELD_AT, gateFile } }, { onEvent: () => void (++n === HELD_AT && had()) });
-    }),
-  ).finally(() => {
+      return new Promise<void>((had) => {
+        ends.push(agent.runAgent({ runId: `${tag}${from + k}`, forwardedProps: { gate: HELD_AT, gateFile } }, { onEvent: () => void (++n === HELD_AT && had()) }));
+      });
+    });
+    await Promise.all(reached);
+  };
+  let free = async (): Promise<void> => undefined;
+  if (spread) {
+    await launch(0, STREAMS / 2);
+    free = await keepOff(w, where, new Set(pids));
+    await launch(STREAMS / 2, STREAMS);
+  } else {
+    await launch(0, STREAMS);
+  }
+  const runs = Promise.all(ends).finally(() => {
     warn.mockRestore();
     error.mockRestore();
   });
-  await Promise.all(reached);
-  return { agents, pids, said, gateFile, runs };
+  return { agents, pids, said, gateFile, runs, free };
 }
 
 /** Each client ends on what fix makes of its whole run, its own keys kept. */
@@ -177,42 +191,20 @@ async function expectRepaired(w: Workers, where: Place, agents: HttpAgent[], tag
 /** An answer with the opening block and every event id line taken out, wherever there are some (protocol/README.md §16). */
 const idsTakenOut = (text: string): string => text.replace(/^id: [A-Za-z0-9_-]+\.0\.[A-Za-z0-9_-]+\n\n/, "").replace(/(^|\n\n)id: [A-Za-z0-9_.-]+\n/g, "$1");
 
-/** The state a client holds after an SSE stream (LF-framed): snapshots replace it, deltas apply strictly. */
-function replayState(state: JsonObject, stream: string): JsonObject {
-  let doc = structuredClone(state);
-  for (const block of stream.split("\n\n")) {
-    const data = block.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
-    if (data === "") continue;
-    const event = JSON.parse(data) as { type: string; snapshot?: JsonObject; delta?: jsonpatch.Operation[] };
-    if (event.type === "STATE_SNAPSHOT" && event.snapshot) doc = event.snapshot;
-    if (event.type === "STATE_DELTA" && event.delta) doc = jsonpatch.applyPatch(doc, event.delta, true, false).newDocument;
-  }
-  return doc;
-}
-
 describe("killing the shared sidecar under load (uvicorn --workers 4)", () => {
   test("in start mode: every one of 16 streams across the workers completes repaired, one sidecar is started again, and later runs are repaired", async () => {
     const where = place();
     const w = await startWorkers(where, { AGUI_STATE_SIDECAR: where.address, AGUI_STATE_SIDECAR_START: "1" });
     await until(() => sidecarsServing(where.address).length === 1, "one sidecar serving");
     const [first] = sidecarsServing(where.address);
-    // The kernel hands each connection to whichever worker accepts first: on a loaded machine one may
-    // take all 16. Such a batch is let through (and must still be repaired), and another one held.
-    let tag = "k";
-    let held = await heldRuns(w, where, tag);
-    for (let batch = 1; new Set(held.pids).size < 2 && batch < 5; batch++) {
-      open(held.gateFile);
-      await held.runs;
-      await expectRepaired(w, where, held.agents, tag);
-      tag = `k${batch}-`;
-      held = await heldRuns(w, where, tag);
-    }
+    const held = await heldRuns(w, where, "k", { spread: true });
     expect(new Set(held.pids).size, "the streams are spread over the workers").toBeGreaterThan(1);
     process.kill(first as number, "SIGKILL");
+    await held.free();
     open(held.gateFile);
     await held.runs;
     expect(held.said, "no warning from any client").toEqual([]);
-    await expectRepaired(w, where, held.agents, tag);
+    await expectRepaired(w, where, held.agents, "k");
     await until(() => sidecarsServing(where.address).length === 1, "the starts that lost the race to exit");
     expect(sidecarsServing(where.address)).not.toContain(first);
     const log = warnings(w);
@@ -230,29 +222,26 @@ describe("killing the shared sidecar under load (uvicorn --workers 4)", () => {
     const where = place();
     const first = await serve(where);
     const w = await startWorkers(where, { AGUI_STATE_SIDECAR: where.address });
-    const hold = async (tag: string) => {
-      const gateFile = path.join(where.dir, `gate-${tag}`);
-      const runs: { head: string; rest: string; answer: ReturnType<typeof reading> }[] = [];
-      for (let i = 0; i < STREAMS; i++) {
-        const events = (await post(`${w.url}/raw`, runInput(`${tag}${i}`, `${tag}${i}`, CLIENT_KEYS))).text.split(/(?<=\n\n)/);
+    const gateFile = path.join(where.dir, "gate-x");
+    const runs: { head: string; rest: string; answer: ReturnType<typeof reading> }[] = [];
+    const launch = async (from: number, to: number): Promise<void> => {
+      for (let i = from; i < to; i++) {
+        const events = (await post(`${w.url}/raw`, runInput(`x${i}`, `x${i}`, CLIENT_KEYS))).text.split(/(?<=\n\n)/);
         const head = await fix(where, events.slice(0, HELD_AT).join(""), CLIENT_KEYS);
-        runs.push({ head, rest: events.slice(HELD_AT).join(""), answer: reading(`${w.url}/agent`, runInput(`${tag}${i}`, `${tag}${i}`, CLIENT_KEYS, { gate: HELD_AT, gateFile })) });
+        runs.push({ head, rest: events.slice(HELD_AT).join(""), answer: reading(`${w.url}/agent`, runInput(`x${i}`, `x${i}`, CLIENT_KEYS, { gate: HELD_AT, gateFile })) });
       }
       // Each client has its first events as fix writes them: the repair of each is under way when the sidecar dies.
       await until(() => runs.every((r) => withoutIds(r.answer.text()) === r.head), "every stream's first events, repaired");
-      return { gateFile, runs, workers: new Set(await Promise.all(runs.map((r) => r.answer.pid))).size };
     };
-    // As above: a batch the kernel gave to one worker is let through, and another one held.
-    let batch = await hold("x");
-    for (let tries = 1; batch.workers < 2 && tries < 5; tries++) {
-      open(batch.gateFile);
-      await Promise.all(batch.runs.map((r) => r.answer.done));
-      batch = await hold(`x${tries}-`);
-    }
-    const { gateFile, runs } = batch;
-    expect(batch.workers, "the streams are spread over the workers").toBeGreaterThan(1);
+    const workers = async (): Promise<Set<number>> => new Set(await Promise.all(runs.map((r) => r.answer.pid)));
+    // As above: half the streams, a worker that took some kept off, then the other half.
+    await launch(0, STREAMS / 2);
+    const free = await keepOff(w, where, await workers());
+    await launch(STREAMS / 2, STREAMS);
+    expect((await workers()).size, "the streams are spread over the workers").toBeGreaterThan(1);
     first.kill();
     await first.waitForExit();
+    await free();
     open(gateFile);
     // Past the kill the events go out as they came, without the ids the sidecar stamps.
     for (const [i, r] of runs.entries()) expect(idsTakenOut(await r.answer.done), `x${i}: every event, in order`).toBe(r.head + r.rest);

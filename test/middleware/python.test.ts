@@ -3,7 +3,6 @@ import http from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { HttpAgent } from "@ag-ui/client";
-import jsonpatch from "fast-json-patch";
 import { expect, vi } from "vitest";
 import type { JsonObject } from "../../src/core/index.js";
 import { ROOT } from "../../scripts/harness/fixtures.js";
@@ -11,6 +10,7 @@ import { BINARY, SEA, WAIT_MS, run, start, type Sidecar } from "../../scripts/ha
 import { toolchain } from "../../scripts/harness/toolchain.js";
 import { withoutIds } from "../../scripts/harness/sse-ids.js";
 import { runCollecting } from "../../scripts/harness/agui-client.js";
+import { replayState } from "./replay-state.js";
 
 /**
  * Issue 24 §2 and §6, Python: a real uvicorn serving FastAPI with
@@ -92,19 +92,6 @@ async function fix(stream: string, state: JsonObject): Promise<string> {
   }
 }
 
-/** The state a client holds after an SSE stream (LF-framed): snapshots replace it, deltas apply strictly. */
-function replay(state: JsonObject, stream: string): JsonObject {
-  let doc = structuredClone(state);
-  for (const block of stream.split("\n\n")) {
-    const data = block.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
-    if (data === "") continue;
-    const event = JSON.parse(data) as { type: string; snapshot?: JsonObject; delta?: jsonpatch.Operation[] };
-    if (event.type === "STATE_SNAPSHOT" && event.snapshot) doc = event.snapshot;
-    if (event.type === "STATE_DELTA" && event.delta) doc = jsonpatch.applyPatch(doc, event.delta, true, false).newDocument;
-  }
-  return doc;
-}
-
 /** The live sidecars the server process started (its children running dist/agui-state), from /proc. */
 function sidecarsOf(ppid: number): number[] {
   const binary = realpathSync(BINARY);
@@ -127,7 +114,7 @@ async function repairedRuns(url: string, runIds: string[]): Promise<HttpAgent> {
     const before = structuredClone(agent.state) as JsonObject;
     expect(await runCollecting(agent, runId), runId).toEqual([]);
     const sent = await post(`${url}/raw`, runInput(before, runId)).done;
-    expect(agent.state, runId).toEqual(replay(before, await fix(sent, before)));
+    expect(agent.state, runId).toEqual(replayState(before, await fix(sent, before)));
     expect(agent.state, runId).toMatchObject(CLIENT_KEYS);
   }
   return agent;
@@ -229,7 +216,7 @@ stack.test("kill -9 of the sidecar mid-stream, three responses on it: it is star
     const runId = runIds[i] as string;
     const sent = await post(`${url}/raw`, runInput(CLIENT_KEYS, runId)).done;
     expect(sent.split("STATE_SNAPSHOT").length - 1, "snapshots after the kill").toBeGreaterThan(1);
-    expect(agent.state, runId).toEqual(replay(CLIENT_KEYS, await fix(sent, CLIENT_KEYS)));
+    expect(agent.state, runId).toEqual(replayState(CLIENT_KEYS, await fix(sent, CLIENT_KEYS)));
     expect(agent.state, runId).toMatchObject(CLIENT_KEYS);
   }
   const after = sidecarsOf(child.pid);
@@ -246,7 +233,7 @@ stack.test("kill -9 of the sidecar mid-stream, three responses on it: it is star
   for (const [i, agent] of agents.entries()) {
     const state = structuredClone(agent.state) as JsonObject;
     expect(await runCollecting(agent, `n${i}`)).toEqual([]);
-    expect(agent.state).toEqual(replay(state, await fix(await post(`${url}/raw`, runInput(state, `n${i}`)).done, state)));
+    expect(agent.state).toEqual(replayState(state, await fix(await post(`${url}/raw`, runInput(state, `n${i}`)).done, state)));
     expect(agent.state).toMatchObject(CLIENT_KEYS);
   }
   expect(sidecarsOf(child.pid)).toEqual(after);

@@ -159,20 +159,24 @@ export const open = (gateFile: string): void => writeFileSync(gateFile, "");
 export const runInput = (threadId: string, runId: string, state: JsonObject, forwardedProps: JsonObject = {}): string =>
   JSON.stringify({ threadId, runId, state, messages: [], tools: [], context: [], forwardedProps });
 
-/** A POST's whole answer, read as text, with the worker that answered it. */
+/**
+ * A POST's whole answer, read as text, with the worker that answered it. Each on a connection of its own
+ * (as `reading`): a kept-alive one could be to a worker `keepOff` blocks.
+ */
 export async function post(url: string, body: string): Promise<{ text: string; pid: number; status: number }> {
-  const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json", accept: "text/event-stream" }, body });
-  return { text: await res.text(), pid: Number(res.headers.get("x-worker-pid")), status: res.status };
+  const answer = reading(url, body);
+  const text = await answer.done;
+  return { text, pid: await answer.pid, status: await answer.status };
 }
 
-/** A POST read as it streams: its text so far, the worker that answers it, and its whole text at the end. */
-export function reading(url: string, body: string): { text: () => string; pid: Promise<number>; done: Promise<string> } {
+/** A POST read as it streams, on a connection of its own: its text so far, the worker that answers it and its status, and its whole text at the end. */
+export function reading(url: string, body: string): { text: () => string; pid: Promise<number>; status: Promise<number>; done: Promise<string> } {
   let text = "";
-  let answered: (pid: number) => void = () => undefined;
-  const pid = new Promise<number>((resolve) => (answered = resolve));
+  let answered: (res: http.IncomingMessage) => void = () => undefined;
+  const head = new Promise<http.IncomingMessage>((resolve) => (answered = resolve));
   const done = new Promise<string>((resolve, reject) => {
     const req = http.request(url, { method: "POST", headers: { "content-type": "application/json", accept: "text/event-stream" }, agent: false }, (res) => {
-      answered(Number(res.headers["x-worker-pid"]));
+      answered(res);
       res.setEncoding("utf8");
       res.on("data", (d: string) => (text += d));
       res.on("end", () => resolve(text));
@@ -181,7 +185,35 @@ export function reading(url: string, body: string): { text: () => string; pid: P
     req.on("error", reject);
     req.end(body);
   });
-  return { text: () => text, pid, done };
+  return { text: () => text, pid: head.then((res) => Number(res.headers["x-worker-pid"])), status: head.then((res) => res.statusCode ?? 0), done };
+}
+
+/**
+ * Keeps a worker that took connections so far from taking the next ones. uvicorn's workers share
+ * one listening socket: each wakes on a connection, and the first to run accepts every one waiting (asyncio
+ * accepts up to its backlog at once), so on a fast idle machine one worker can take them all, batch after
+ * batch. A worker blocked in POST /busy (workers_app.py) accepts nothing: workers are occupied until one of
+ * `taken` is (at most one per worker, since an occupied worker takes no second one), the others are freed,
+ * and what is returned frees that one. Done even when `taken` names several, so that this path always runs.
+ */
+let occupations = 0;
+export async function keepOff(w: Workers, where: Place, taken: ReadonlySet<number>): Promise<() => Promise<void>> {
+  const occupied: { pid: number; free: () => Promise<void> }[] = [];
+  for (let n = 0; n < 4; n++) {
+    const file = path.join(where.dir, `free-${String(++occupations)}`);
+    const busy = reading(`${w.url}/busy`, JSON.stringify({ file }));
+    const pid = await busy.pid;
+    const free = async (): Promise<void> => {
+      open(file);
+      expect(await busy.done).toBe("busy\nfree\n");
+    };
+    if (taken.has(pid)) {
+      for (const other of occupied) await other.free();
+      return free;
+    }
+    occupied.push({ pid, free });
+  }
+  throw new Error(`4 workers occupied, none of them ${[...taken].join(", ")}`);
 }
 
 /** `agui-state fix` with the middleware's flags over a stream as the agent sent it: the sidecar's view. */

@@ -7,6 +7,8 @@ which worker served a run and which its rejoin. The middleware takes its sidecar
 
 Workers share nothing but files, so what the test steers goes through files:
 - forwardedProps {"gate": N, "gateFile": PATH}: the run stops after N events until PATH exists;
+- POST /busy {"file": PATH}: the worker that accepts it answers, then blocks its event loop until PATH exists,
+  so it accepts no connection meanwhile and the next ones go to the other workers;
 - WORKERS_APP_HITS=PATH: each run that reaches the app at /agent appends a line (its runId) to PATH;
 - WORKERS_APP_EXIT_IDLE_MS=MS: in start mode, the sidecar a worker starts exits MS after its last connection
   closes (its --exit-idle), so the test can see it go once uvicorn stops.
@@ -17,6 +19,7 @@ import asyncio
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Dict
 
@@ -57,6 +60,18 @@ async def run(request: Request) -> StreamingResponse:
     return StreamingResponse(events(), media_type="text/event-stream")
 
 
+async def busy(request: Request) -> StreamingResponse:
+    free = (await request.json())["file"]
+
+    async def body() -> AsyncIterator[bytes]:
+        yield b"busy\n"  # the answer's head, with this worker's pid, is out before the loop blocks
+        while not os.path.exists(free):
+            time.sleep(0.01)  # blocking on purpose: the whole worker, not just this request, waits
+        yield b"free\n"
+
+    return StreamingResponse(body(), media_type="text/plain")
+
+
 def stamped(inner: Callable[..., Any]) -> Callable[..., Any]:
     """The app with every HTTP answer, the middleware's own (a rejoin's) included, naming the worker."""
     pid = str(os.getpid()).encode()
@@ -79,5 +94,5 @@ def middleware_options() -> Dict[str, Any]:
     return options
 
 
-routes = [Route("/agent", run, methods=["POST"]), Route("/raw", run, methods=["POST"])]
+routes = [Route("/agent", run, methods=["POST"]), Route("/raw", run, methods=["POST"]), Route("/busy", busy, methods=["POST"])]
 app = stamped(AguiStateMiddleware(Starlette(routes=routes), **middleware_options()))
