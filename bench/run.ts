@@ -25,9 +25,11 @@ import { proxyThroughput } from "./proxy.js";
 import { rejoinLatency, resumeThroughput } from "./resume.js";
 import { retainedBytes } from "./resume-memory.js";
 import { fixThroughput } from "./stream.js";
+import { workersThroughput } from "./asgi-workers.js";
 import { proxyLatency, snapshotBytes } from "./snapshots.js";
 import { alternate, stat, type Stat } from "./lib.js";
 import { idleMemory, pinnedNode, versionOf } from "./runtime.js";
+import { sharedSidecarMemory } from "./shared-sidecar.js";
 import { f, note, range, row, writeTable } from "./report.js";
 
 /**
@@ -309,6 +311,7 @@ if (wanted("B7")) await memory();
 if (wanted("B11")) await churn();
 if (wanted("B8")) await startup();
 if (wanted("B8m")) await idleMemory(row, QUICK); // issue 33
+if (wanted("B23")) await sharedSidecarMemory(row, QUICK); // issue 42: one sidecar per host
 if (wanted("B9")) await proxyThroughput(row, QUICK);
 if (wanted("B10")) await fixThroughput(row, QUICK);
 if (wanted("B14")) await snapshotBytes(row); // issue 23
@@ -326,5 +329,6 @@ if (wanted("B19")) await resumeThroughput(row, QUICK); // issue 34
 if (wanted("B20")) await rejoinLatency(row, QUICK); // issue 34
 if (wanted("B21")) await retainedBytes(row, QUICK); // issue 34
 if (wanted("B25", "B25py", "B25p", "B25go", "B25clj")) await bigStateFigures(row, note, QUICK); // issue 41: a 1 MB state through each middleware and the proxy
+if (wanted("B24")) await workersThroughput(row, note, QUICK); // issue 42: the Python middleware's workers on one sidecar
 
 writeTable(path.join(ROOT, "bench/results.md"), (performance.now() - started) / 1000, QUICK ? "--quick" : ONLY === undefined ? undefined : "--only");

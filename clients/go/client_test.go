@@ -30,6 +30,13 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv("AGUI_STATE_FAKE"); strings.HasPrefix(mode, "first-only:") {
 		firstOnly(strings.TrimPrefix(mode, "first-only:")) // middleware_recover_test.go
 		return
+	} else if strings.HasPrefix(mode, "count-starts:") {
+		countStarts(strings.TrimPrefix(mode, "count-starts:")) // shared_helpers_test.go
+		return
+	} else if strings.HasPrefix(mode, "shared-worker:") {
+		thread, starts, _ := strings.Cut(strings.TrimPrefix(mode, "shared-worker:"), ":")
+		sharedWorker(thread, starts) // shared_helpers_test.go
+		return
 	} else if mode != "" {
 		fakeSidecar(mode)
 		return

@@ -51,7 +51,12 @@ type MiddlewareOptions struct {
 	// them counted by outcome either way.
 	Findings func(r *http.Request, f StreamFinding)
 	// Sidecar says how to spawn the sidecar, when the middleware starts its
-	// own (NewMiddleware, or Middleware with a nil Client).
+	// own (NewMiddleware, or Middleware with a nil Client). Its Address (or
+	// $AGUI_STATE_SIDECAR) names the host's shared sidecar instead, which
+	// every worker connects to, and its Start (or AGUI_STATE_SIDECAR_START=1)
+	// starts that one when nobody answers (protocol/README.md §2): a rejoin
+	// the load balancer sends to another worker then finds the run with the
+	// memory store.
 	Sidecar Options
 	// ReplayLimit is how much of each response's text, in bytes, is kept
 	// while it streams, to rebuild the sidecar's view of it should the
@@ -71,7 +76,9 @@ type MiddlewareOptions struct {
 	// POST to <path>/connect goes to the handler like any other.
 	NoResume bool
 	// Store, DetachGrace and Sidecar are for a sidecar the middleware starts:
-	// given with a Client, they are an error (ErrConflictingOptions).
+	// given with a Client, they are an error (ErrConflictingOptions); so are
+	// Store, DetachGrace and Sidecar.Args with a Sidecar.Address and no start
+	// mode, since the sidecar there keeps the flags it was started with.
 	//
 	// Store is the sidecar's --store, when the middleware starts it: "" for
 	// its default ("memory": this process serves rejoins), or
@@ -104,15 +111,21 @@ func sidecarOptions(opts MiddlewareOptions) Options {
 
 // ErrConflictingOptions: MiddlewareOptions' Store, DetachGrace or Sidecar,
 // which are flags of a sidecar the middleware starts, given with a Client it
-// does not start.
+// does not start. An error that names sidecar flags given with an address and
+// no start mode (Options.Args; Store, DetachGrace, Sidecar.Args) is one too,
+// for errors.Is.
 var ErrConflictingOptions = errors.New("agui-state: CONFLICTING_OPTIONS: Store, DetachGrace and Sidecar start a sidecar, and a Client was given")
 
 // ErrInvalidOption: an option with a value it cannot take (Lifecycle other
-// than "", "repair" or "pass"); Check's error wraps it, naming the option.
+// than "", "repair" or "pass", a Sidecar.Address or $AGUI_STATE_SIDECAR that
+// is not unix:PATH or tcp:HOST:PORT on a loopback host); Check's error and
+// Start's wrap it, naming the option.
 var ErrInvalidOption = errors.New("agui-state: INVALID_OPTION")
 
-// Check is nil, ErrConflictingOptions when o cannot go with c, or an error
-// wrapping ErrInvalidOption for an option's value.
+// Check is nil, ErrConflictingOptions when o cannot go with c, an error
+// wrapping it for Store, DetachGrace or Sidecar.Args with a Sidecar.Address
+// (or $AGUI_STATE_SIDECAR) and no start mode, which no sidecar would take, or
+// an error wrapping ErrInvalidOption for an option's value.
 func (o MiddlewareOptions) Check(c *Client) error {
 	switch o.Lifecycle {
 	case "", "repair", "pass":
@@ -120,8 +133,25 @@ func (o MiddlewareOptions) Check(c *Client) error {
 		return fmt.Errorf("%w: Lifecycle %q: want \"repair\" (or \"\") or \"pass\"", ErrInvalidOption, o.Lifecycle)
 	}
 	s := o.Sidecar
-	if c != nil && (o.Store != "" || o.DetachGrace != 0 || s.Path != "" || s.Args != nil || s.Env != nil || s.Stderr != nil || s.CloseTimeout != 0) {
+	if c != nil && (o.Store != "" || o.DetachGrace != 0 || s.Path != "" || s.Args != nil || s.Env != nil || s.Stderr != nil || s.CloseTimeout != 0 || s.Address != "" || s.Start) {
 		return ErrConflictingOptions
+	}
+	if c == nil { // an address the middleware will connect to, the environment's too
+		a, start, err := s.sharedSidecar()
+		if err != nil {
+			return err
+		}
+		var given []string
+		if o.Store != "" {
+			given = append(given, "Store")
+		}
+		if o.DetachGrace != 0 {
+			given = append(given, "DetachGrace")
+		}
+		if len(s.Args) > 0 {
+			given = append(given, fmt.Sprintf("Sidecar.Args %q", s.Args))
+		}
+		return unstarted(a, start, given)
 	}
 	return nil
 }
@@ -219,8 +249,10 @@ func (r *Repairer) Handler(next http.Handler) http.Handler { return r.m.wrap(nex
 func (r *Repairer) Client() *Client { return r.m.c }
 
 // Close stops the sidecar: nil if it exited cleanly, else its *ExitError.
-// Call it once the server has stopped serving (http.Server.Shutdown):
-// responses still streaming go on unrepaired.
+// A shared sidecar (Sidecar.Address) goes on serving the other workers: Close
+// ends this one's connection to it (one started in start mode exits a minute
+// after its last worker has gone). Call it once the server has stopped
+// serving (http.Server.Shutdown): responses still streaming go on unrepaired.
 func (r *Repairer) Close() error { return r.m.c.Close() }
 
 func newMiddleware(c *Client, opts MiddlewareOptions) *middleware {
@@ -320,10 +352,18 @@ func (m *middleware) restart(ctx context.Context, dead *proc, why error) (*proc,
 		return p, nil
 	}
 	if err := m.c.Restart(ctx); err != nil {
-		m.log.Printf("agui-state: the sidecar exited (%v), and could not be restarted: %v", why, err)
+		if m.c.Address() != "" {
+			m.log.Printf("agui-state: the connection to the sidecar ended (%v), and could not be made again: %v", why, err)
+		} else {
+			m.log.Printf("agui-state: the sidecar exited (%v), and could not be restarted: %v", why, err)
+		}
 		return nil, err
 	}
-	m.log.Printf("agui-state: the sidecar exited (%v); restarted it (pid %d)", why, m.c.Process().Pid)
+	if a := m.c.Address(); a != "" {
+		m.log.Printf("agui-state: the connection to the sidecar ended (%v); connected to %s again", why, a)
+	} else {
+		m.log.Printf("agui-state: the sidecar exited (%v); restarted it (pid %d)", why, m.c.Process().Pid)
+	}
 	return m.c.current(), nil
 }
 

@@ -38,13 +38,23 @@ func bounded(ctx context.Context, p *proc, method string, call func(context.Cont
 		sent(method)
 	}
 	t := time.AfterFunc(repairCallLimit, func() {
-		p.kill(fmt.Errorf("it did not answer %s within %d ms; killed", method, repairCallLimit.Milliseconds()))
+		p.kill(fmt.Errorf("it did not answer %s within %d ms; %s", method, repairCallLimit.Milliseconds(), p.ending()))
 	})
 	err := call(ctx)
 	if !t.Stop() && err != nil {
 		return &hungError{method}
 	}
 	return err
+}
+
+// sharedAddress is the shared sidecar's address, "" for a sidecar of the middleware's own.
+func (m *middleware) sharedAddress() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.c == nil {
+		return ""
+	}
+	return m.c.Address()
 }
 
 // callSent, set by a test, is told the method of each bounded call as it is
@@ -54,5 +64,9 @@ var callSent atomic.Value // func(method string)
 // logHung is the one line that says a sidecar was ended for not answering,
 // and what became of the request (then).
 func (m *middleware) logHung(path string, hung *hungError, then string) {
-	m.log.Printf("agui-state: %s: %v; it was ended, %s; the next stream starts a new sidecar", path, hung, then)
+	next := "the next stream starts a new sidecar"
+	if m.sharedAddress() != "" {
+		next = "the next stream connects to it again"
+	}
+	m.log.Printf("agui-state: %s: %v; it was ended, %s; %s", path, hung, then, next)
 }

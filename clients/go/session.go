@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -30,9 +31,15 @@ import (
 // interrupted only by a deadline on the pipe.
 const pollCancel = 20 * time.Millisecond
 
-// proc is one spawned process and its session.
+// proc is one session: a spawned process on its stdin and stdout, or a
+// connection to the shared sidecar (shared.go), which carries the same lines
+// both ways. The transport is the only difference: a connection that ends is
+// a process that exited (an *ExitError), and the middleware recovers from
+// either the same way (protocol/README.md §2, §14).
 type proc struct {
-	cmd   *exec.Cmd
+	cmd   *exec.Cmd // nil for a connection
+	conn  net.Conn  // nil for a process
+	addr  string    // the connection's address
 	stdin io.WriteCloser
 	wmu   sync.Mutex // serializes writes (one line per request) and the close of stdin
 
@@ -49,6 +56,7 @@ type proc struct {
 	pending map[int64]chan []byte // id -> where its reply line goes (nil: the process has exited)
 	cause   error                 // why the client ended the session, if it did (an unreadable reply, Close's wait run out)
 	ended   bool                  // stdout has ended: no reply will come
+	closing bool                  // a connection's: the client closed its side (stop)
 	err     *ExitError            // set once the process has exited
 	done    chan struct{}         // closed after err is set
 }
@@ -57,6 +65,15 @@ func newProc(cmd *exec.Cmd, stdin io.WriteCloser, stdout io.Reader) *proc {
 	p := &proc{cmd: cmd, stdin: stdin, turn: make(chan struct{}, 1), stdout: stdout,
 		br: bufio.NewReaderSize(stdout, 64<<10), pending: map[int64]chan []byte{}, done: make(chan struct{})}
 	p.deadline, _ = stdout.(interface{ SetReadDeadline(time.Time) error })
+	return p
+}
+
+// newConnProc is a session on a connection to the shared sidecar: its
+// requests are written to it and its replies read from it, with read
+// deadlines as on a pipe.
+func newConnProc(conn net.Conn, addr string) *proc {
+	p := newProc(nil, conn, conn)
+	p.conn, p.addr = conn, addr
 	return p
 }
 
@@ -131,8 +148,8 @@ func (p *proc) lead(ctx context.Context, id int64, ch chan []byte) ([]byte, bool
 		if mine := p.dispatch(line, id); mine != nil {
 			return mine, true, nil
 		}
-		if err != nil { // the end of stdout (or of the pipe): the process is gone or going
-			p.end()
+		if err != nil { // the end of stdout (or of the pipe, or of the connection): the process is gone or going
+			p.end(err)
 			return nil, false, nil
 		}
 	}
@@ -193,22 +210,42 @@ func (p *proc) hasEnded() bool {
 
 // end marks stdout ended, and reaps the process on a goroutine of its own: a
 // process that closed stdout may live on, and no call waits for it longer
-// than its ctx allows.
-func (p *proc) end() {
+// than its ctx allows. A connection has nothing to wait for: it is closed,
+// and read says why it ended.
+func (p *proc) end(read error) {
 	p.mu.Lock()
 	p.ended = true
 	p.mu.Unlock()
+	if p.conn != nil {
+		_ = p.conn.Close()
+		p.mu.Lock()
+		why := p.cause
+		if why == nil && !p.closing {
+			why = read
+			if errors.Is(read, io.EOF) {
+				why = errors.New("the sidecar closed it")
+			}
+		}
+		p.exited(&ExitError{Err: why, Address: p.addr})
+		return
+	}
 	go func() {
 		_ = p.cmd.Wait()
 		p.mu.Lock()
-		p.err = &ExitError{State: p.cmd.ProcessState, Err: p.cause}
-		for id, ch := range p.pending {
-			delete(p.pending, id)
-			ch <- nil
-		}
-		p.mu.Unlock()
-		close(p.done)
+		p.exited(&ExitError{State: p.cmd.ProcessState, Err: p.cause})
 	}()
+}
+
+// exited fails every call pending on the session with err; called with mu
+// held, which it releases.
+func (p *proc) exited(err *ExitError) {
+	p.err = err
+	for id, ch := range p.pending {
+		delete(p.pending, id)
+		ch <- nil
+	}
+	p.mu.Unlock()
+	close(p.done)
 }
 
 // unreadable ends a session whose stdout cannot be trusted: stdout carries
@@ -219,14 +256,32 @@ func (p *proc) unreadable(line []byte, err error) {
 
 // kill ends the process for a reason of the client's (the first one given):
 // every call pending on it, or made on it later, fails with an *ExitError
-// that says why. A process stopped (SIGSTOP) dies of it too.
+// that says why. A process stopped (SIGSTOP) dies of it too. A connection is
+// closed instead: the shared sidecar is not the client's to kill, and it
+// releases what the connection opened (protocol/README.md §2).
 func (p *proc) kill(why error) {
 	p.mu.Lock()
 	if p.cause == nil {
 		p.cause = why
 	}
 	p.mu.Unlock()
+	p.terminate()
+}
+
+func (p *proc) terminate() {
+	if p.conn != nil {
+		_ = p.conn.Close()
+		return
+	}
 	_ = p.cmd.Process.Kill()
+}
+
+// ending is what kill does, for the sentence that says why it did.
+func (p *proc) ending() string {
+	if p.conn != nil {
+		return "disconnected"
+	}
+	return "killed"
 }
 
 // idPrefix is how the sidecar begins every reply to a request of ours (its
@@ -293,10 +348,19 @@ func (p *proc) forget(id int64) {
 
 // stop closes stdin, which makes the sidecar answer what it has read and exit
 // 0; after timeout it is killed. Whatever it still writes is read to the end,
-// for the calls that wait on it.
+// for the calls that wait on it. A connection's side is closed the same way
+// (the sidecar answers what it read and closes its own), and after timeout the
+// connection.
 func (p *proc) stop(timeout time.Duration) error {
 	p.wmu.Lock()
-	_ = p.stdin.Close()
+	if cw, ok := p.conn.(interface{ CloseWrite() error }); ok {
+		p.mu.Lock()
+		p.closing = true
+		p.mu.Unlock()
+		_ = cw.CloseWrite()
+	} else {
+		_ = p.stdin.Close()
+	}
 	p.wmu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -308,13 +372,13 @@ func (p *proc) stop(timeout time.Duration) error {
 		// reads apart from a kill from outside.
 		p.mu.Lock()
 		if p.err == nil && p.cause == nil {
-			p.cause = fmt.Errorf("still running %v after its input closed; killed", timeout)
+			p.cause = fmt.Errorf("still running %v after its input closed; %s", timeout, p.ending())
 		}
 		p.mu.Unlock()
-		_ = p.cmd.Process.Kill()
+		p.terminate()
 		_, _ = p.await(context.Background(), 0, nil)
 	}
-	if p.err.State != nil && p.err.State.Success() && p.err.Err == nil {
+	if p.err.Err == nil && (p.conn != nil || p.err.State != nil && p.err.State.Success()) {
 		return nil
 	}
 	return p.err

@@ -61,12 +61,17 @@ export interface SpawnOptions {
   stderr?: "read" | "unread" | "ignore" | number;
 }
 
-const live = new Set<Child>();
+const live = new Set<{ kill(): void }>();
 
 /** SIGKILLs every child still running; scripts/harness/teardown.ts calls it after each test. */
 export function killAll(): void {
   for (const c of live) c.kill();
   live.clear();
+}
+
+/** A child spawned another way (a sidecar that listens, listen.ts) is killed with the rest. */
+export function killWithTheRest(child: { kill(signal?: NodeJS.Signals): boolean }): void {
+  live.add({ kill: () => void child.kill("SIGKILL") });
 }
 
 /** A running child: stdin to write to, stderr (if read), its exit, and waits that cannot hang. */

@@ -19,6 +19,12 @@ export const EXIT = {
   /** Nothing done: a usage error, or input that cannot be read or is not what the command takes. */
   refused: 2,
   /**
+   * `serve --listen` found a live sidecar serving its socket already: nothing done, and nothing
+   * wrong. Apart from 2 so that a worker that starts the host's sidecar (protocol/README.md §2) tells
+   * "another worker's start won: connect to it" from "the flags were refused: give up".
+   */
+  served: 3,
+  /**
    * The command failed on a bug of its own, not on its input: stderr says
    * "internal error" and gives the stack to report. Kept apart from 1 and 2
    * so that a bug never reads as "the input had problems" or "the input is
@@ -41,8 +47,9 @@ export const EXIT_TABLE = `Exit status, the same for every command:
      the flags), or input that cannot be read or is malformed (not JSON, an
      integer beyond ±(2^53 − 1), a number beyond a double's range, nested
      too deep, too large, a state that is not an object, a malformed
-     pointer), or a proxy that cannot listen;
+     pointer), or a proxy or sidecar (serve --listen) that cannot listen;
      one line on stderr names the file (or stdin) and the JSON Pointer
+  3  serve --listen: a live sidecar serves that socket already; connect to it
   70 an internal error: a bug in agui-state, not a problem with the input;
      stderr says so and gives the stack to report
 `;

@@ -52,8 +52,20 @@ Examples:
 
 Serves JSON-RPC 2.0 on stdin/stdout until stdin ends or SIGTERM/SIGINT, then
 exits 0. stdout carries protocol frames only; logs are JSON lines on stderr.
+With --listen, it serves connections instead: one sidecar for every worker
+of a host (protocol/README.md §2, "One sidecar per host").
 
 Flags (a flag wins over its environment variable):
+  --listen ADDRESS            unix:PATH (created owner-only, 0600) or tcp:127.0.0.1:PORT
+                              (loopback only; any user of the host may connect, so
+                              only where there is no Unix socket). Connections share
+                              threads, streams and runs; one that closes releases the
+                              streams it opened. stdin is not read; stdout gets one
+                              line, "listening on ADDRESS". Exits 2 when it cannot
+                              listen, 3 when a live sidecar serves that socket already
+  --exit-idle MS              with --listen: exit 0 once no connection has been open
+                              for MS milliseconds (what a worker that starts the
+                              host's sidecar asks for)
   --framing auto|ndjson|lsp   default auto: a message that starts with "{" or "[" is a
                               JSON line, anything else Content-Length headers; a line
                               that is neither gets -32700 and reading goes on

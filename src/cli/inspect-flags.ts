@@ -2,6 +2,7 @@ import type { ParseArgsConfig } from "node:util";
 import { DEFAULT_CAPS } from "../inspect/store.js";
 // A type only: the proxy is loaded by the command that runs it.
 import type { InspectOptions } from "../proxy/main.js";
+import { isLoopback } from "../rpc/node/listen-address.js";
 import { UsageError } from "./options.js";
 import { parseSize } from "./sizes.js";
 
@@ -19,11 +20,6 @@ export const TOKEN_ENV = "AGUI_STATE_INSPECT_TOKEN";
 
 /** Below this a token can be guessed by whoever can reach the port. */
 const MIN_TOKEN = 16;
-
-/** Whether the inspector would listen on a loopback address only: 127.0.0.0/8, ::1, or localhost. */
-export function isLoopback(host: string): boolean {
-  return host === "localhost" || host === "::1" || /^(::ffff:)?127(\.\d{1,3}){3}$/i.test(host);
-}
 
 function count(values: Record<string, unknown>, flag: string, fallback: number): number {
   const text = values[flag];

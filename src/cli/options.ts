@@ -4,6 +4,7 @@ import { LOG_LEVELS, type LogLevel } from "../log.js";
 import { DEFAULT_LIMITS } from "../protocol/limits.js";
 import type { Limits } from "../protocol/types.js";
 import type { ResumeFlags } from "../resume/open.js";
+import { parseListenAddress, type ListenAddress } from "../rpc/node/listen-address.js";
 import type { Framing } from "../rpc/node/stdio.js";
 import { EDGE_OPTIONS, maxRequestBody } from "./edge-flags.js";
 import { RESUME_OPTIONS, resumeFlags } from "./resume-flags.js";
@@ -18,6 +19,10 @@ export interface ServeOptions {
   resume?: ResumeFlags;
   /** --max-request-body: the request body a middleware keeps for openStream (protocol/README.md §14). */
   maxRequestBody: number;
+  /** --listen: serve connections there, shared by every worker on the host, instead of stdin/stdout (§2). */
+  listen?: ListenAddress;
+  /** --exit-idle MS, with --listen: stop once no connection has been open that long (a sidecar a worker started). */
+  exitIdleMs?: number;
 }
 
 /** Each limit's flag and environment variable (protocol/README.md §7). A flag wins over its variable. */
@@ -34,6 +39,8 @@ export const LIMIT_FLAGS: readonly { key: keyof Limits; flag: string; env: strin
 
 export const SERVE_FLAGS = {
   framing: { type: "string" },
+  listen: { type: "string" },
+  "exit-idle": { type: "string" },
   "log-level": { type: "string" },
   ...Object.fromEntries(LIMIT_FLAGS.map((l) => [l.flag, { type: "string" }])),
   ...RESUME_OPTIONS,
@@ -102,7 +109,12 @@ export function serveOptions(values: Record<string, string | boolean | undefined
     else if (env[l.env] !== undefined && env[l.env] !== "") limits[l.key] = parseCount(env[l.env] as string, l.env, l.min);
   }
   const resume = resumeFlags(values, env);
-  return { framing, logLevel: level as LogLevel, limits, maxRequestBody: maxRequestBody(values, env), ...(resume ? { resume } : {}) };
+  const listen = values["listen"] === undefined ? undefined : parseListenAddress(String(values["listen"]));
+  if (listen !== undefined && "problem" in listen) throw new UsageError(`--listen: ${listen.problem}`);
+  const exitIdle = values["exit-idle"];
+  if (exitIdle !== undefined && listen === undefined) throw new UsageError("--exit-idle needs --listen: on stdin/stdout the sidecar ends with its input");
+  const exitIdleMs = typeof exitIdle === "string" ? parseCount(exitIdle, "--exit-idle", 1) : undefined;
+  return { framing, logLevel: level as LogLevel, limits, maxRequestBody: maxRequestBody(values, env), ...(resume ? { resume } : {}), ...(listen ? { listen } : {}), ...(exitIdleMs !== undefined ? { exitIdleMs } : {}) };
 }
 
 export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv): ServeOptions {

@@ -1,5 +1,6 @@
 import type { ParseArgsConfig } from "node:util";
-import { forbidden, parsePointer, type Path } from "../core/index.js";
+import type { Path } from "../core/index.js";
+import { ownedMembers } from "../edge/own.js";
 // A type only: the stream pipeline is loaded by the command that runs it.
 import type { Policy } from "../stream/client.js";
 import { UsageError } from "./options.js";
@@ -15,15 +16,9 @@ export const REPAIR_OPTIONS = {
 /** `--own POINTER`, repeatable: the members the server owns (§13), read alike by check, fix and proxy. */
 export function ownedPaths(values: Record<string, unknown>): Path[] {
   const pointers = values["own"];
-  const own: Path[] = [];
-  for (const p of Array.isArray(pointers) ? pointers.map(String) : []) {
-    const parsed = parsePointer(p);
-    if (!parsed.ok || parsed.value.length === 0) throw new UsageError(`--own: expected a JSON Pointer to a member (such as /toolState), got ${JSON.stringify(p)}`);
-    // protocol/README.md §3: no op may name it, so no delta could say what the server writes there.
-    if (forbidden(parsed.value)) throw new UsageError(`--own: ${JSON.stringify(p)} goes through a key no op may name (__proto__, constructor/prototype): a delta cannot write it, so the server cannot own it; a snapshot's value there is reported (wiped, kept) and the client's stands`);
-    own.push(parsed.value);
-  }
-  return own;
+  const own = ownedMembers(Array.isArray(pointers) ? pointers.map(String) : []);
+  if (!own.ok) throw new UsageError(`--own: ${own.error.message}`);
+  return own.value;
 }
 
 /** The policy the flags ask for; a UsageError names the flag that is wrong. `env`: AGUI_STATE_LIFECYCLE stands in for --lifecycle. */

@@ -9,7 +9,7 @@ export const DISCOVER_JSON = String.raw`{
   "openrpc": "1.3.2",
   "info": {
     "title": "agui-state",
-    "version": "1.4.0",
+    "version": "1.5.0",
     "description": "A JSON-RPC 2.0 sidecar over stdio that keeps a per-thread mirror of AG-UI shared state and returns STATE_SNAPSHOT / STATE_DELTA events that always apply on the client. This document is the machine-readable form of protocol/README.md (protocol version 1); where the two differ, one of them is wrong and gets fixed. Conventions: params are by name (a params array is -32602, data.reason POSITIONAL_PARAMS; omitted params count as {}); every method's params object is closed; results are closed objects; every error carries \u0060data\u0060 with a string \u0060code\u0060: the error's name, except for PATCH_FAILED (-32002), whose data.code is the failing op's skip code (see x-error-data); pointers in results are escaped RFC 6901 strings; ops are emitted with members in the order op, from, path, value. Extensions: x-limits (default limits), x-skip-codes (the closed set of skip codes), x-error-data (the data schema of each error in components.errors, by name), method param x-element-schema (the intended shape of each element of an array param that the server decodes element by element), example pairing x-error (an error response's code and data, instead of result) and x-file (the example file it was made from). The examples are written once, as the files of protocol/examples/; this file carries none, and the document that rpc.discover returns has each file as an example pairing of its method."
   },
   "methods": [
@@ -5572,7 +5572,7 @@ export const DISCOVER_JSON = String.raw`{
             "minimum": 0
           },
           "requests": {
-            "description": "Requests (messages with an id) received since start, this one included.",
+            "description": "Requests (messages with an id) received since start, this one included; under serve --listen, those of the asking connection since it opened (protocol/README.md §2).",
             "type": "integer",
             "minimum": 0
           },

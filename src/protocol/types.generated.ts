@@ -913,7 +913,7 @@ export interface StatsResult {
    */
   stateBytes: number;
   /**
-   * Requests (messages with an id) received since start, this one included.
+   * Requests (messages with an id) received since start, this one included; under serve --listen, those of the asking connection since it opened (protocol/README.md §2).
    */
   requests: number;
   /**

@@ -24,6 +24,8 @@ interface Read {
   gone: "closed" | "evicted" | "idle" | undefined;
   /** The readRejoin waiting for this read, woken by a page, a second readRejoin, or shutdown. */
   wake: (() => void) | undefined;
+  /** The connection that opened it, on a shared sidecar (protocol/README.md §2): its end closes the read. */
+  readonly owner: object | undefined;
 }
 
 /** Resolves when `reading` settles or after a few microtasks, whichever is first: what a store in this process has at hand is there by then. */
@@ -73,7 +75,7 @@ export class Rejoins {
    * Params that cannot be served are answered at once, in order with the calls around them, as every
    * other method's are (the fuzzer's invariant); only a lookup in the log answers later.
    */
-  rejoinStream(p: P.RejoinStreamParams): CallResult<P.RejoinStreamResult> | Promise<CallResult<P.RejoinStreamResult>> {
+  rejoinStream(p: P.RejoinStreamParams, owner?: object): CallResult<P.RejoinStreamResult> | Promise<CallResult<P.RejoinStreamResult>> {
     const asked = requestOf(p);
     if ("missing" in asked) return err(invalidParams(asked.missing, "MISSING", `${asked.missing.slice(1)}: required without request`));
     if (p.request !== undefined && (p.threadId ?? p.path ?? p.authorization ?? p.cookie ?? p.lastEventId) !== undefined) return err(invalidParams("/request", "CONFLICTING_PARAMS", "request: give the request alone, or the earlier members (threadId, path, ...) without it"));
@@ -81,14 +83,14 @@ export class Rejoins {
     if (kind === "forward") return err(invalidParams("/request", "INVALID_VALUE", "request: neither a rejoin (a POST with Last-Event-ID) nor a reload (a POST to <agent path>/connect); it is the app's (classifyRequest)"));
     const opts = this.resume;
     if (!opts) return err(resumeUnknown(refusal(kind)));
-    return this.openRead(opts, kind, head, threadId);
+    return this.openRead(opts, kind, head, threadId, owner);
   }
 
-  private async openRead(opts: ResumeOptions, kind: "rejoin" | "reload", head: RequestHead, threadId: unknown): Promise<CallResult<P.RejoinStreamResult>> {
+  private async openRead(opts: ResumeOptions, kind: "rejoin" | "reload", head: RequestHead, threadId: unknown, owner: object | undefined): Promise<CallResult<P.RejoinStreamResult>> {
     const found = await resolve(opts, kind, head, threadId);
     if (found.refused) return err(resumeUnknown(found.refused));
     const cursor = await opts.log.open(found.info.run, found.after);
-    const read: Read = { cursor, replay: new Replay(found.prelude), reading: undefined, ready: undefined, gone: undefined, wake: undefined };
+    const read: Read = { cursor, replay: new Replay(found.prelude), reading: undefined, ready: undefined, gone: undefined, wake: undefined, owner };
     const readId = this.reads.add(read, this.now());
     return ok({ readId, status: found.info.status, headers: found.info.headers });
   }
@@ -123,15 +125,20 @@ export class Rejoins {
     return ok({ closed: true });
   }
 
-  /** Every waiting readRejoin answers now, with what there is: the transport is shutting down. */
-  wakeAll(): void {
+  /** Every waiting readRejoin (of `owner`'s, when given) answers now, with what there is: the transport is shutting down. */
+  wakeAll(owner?: object): void {
     // Each wake takes itself out of its read: collect first.
     const wakes: (() => void)[] = [];
     this.reads.bytes((read) => {
-      if (read.wake) wakes.push(read.wake);
+      if (read.wake && (owner === undefined || read.owner === owner)) wakes.push(read.wake);
       return 0;
     });
     for (const w of wakes) w();
+  }
+
+  /** The reads a connection opened stop following their runs: the connection is gone (§2). */
+  release(owner: object): void {
+    for (const read of this.reads.closeWhere((r) => r.owner === owner)) this.let(read, "closed");
   }
 
   /** Every read stops following its run: the process is ending. */

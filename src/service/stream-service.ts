@@ -1,4 +1,5 @@
-import { err, forbidden, isObject, measure, ok, parsePointer, stateOverLimit, type JsonObject, type Path } from "../core/index.js";
+import { err, isObject, measure, ok, stateOverLimit, type JsonObject, type Path } from "../core/index.js";
+import { ownedMembers } from "../edge/own.js";
 import { DEFAULT_MAX_REQUEST_BODY } from "../edge/request.js";
 import type { Log } from "../log.js";
 import { invalidParams, limitExceeded, unknownStream, type CallResult } from "../protocol/errors.js";
@@ -101,6 +102,8 @@ interface Stream {
   cancel: boolean;
   /** fixStream's `head` was given (or there is none to give). */
   headSaid: boolean;
+  /** The connection that opened it, on a shared sidecar (protocol/README.md §2): its end closes the stream. */
+  readonly owner: object | undefined;
 }
 
 /**
@@ -156,34 +159,29 @@ export class StreamService {
    * openStream, in either form: the request form (a middleware's raw request and response head, §14)
    * is read by the stream edge into the earlier form's terms, and answered with the head to write.
    */
-  openStream(p: P.OpenStreamParams & { request?: undefined; response?: undefined }): CallResult<Opened>;
-  openStream(p: P.OpenStreamParams): CallResult<P.OpenStreamResult>;
-  openStream(p: P.OpenStreamParams): CallResult<P.OpenStreamResult> {
-    if (p.request === undefined && p.response === undefined) return this.open(p);
+  openStream(p: P.OpenStreamParams & { request?: undefined; response?: undefined }, owner?: object): CallResult<Opened>;
+  openStream(p: P.OpenStreamParams, owner?: object): CallResult<P.OpenStreamResult>;
+  openStream(p: P.OpenStreamParams, owner?: object): CallResult<P.OpenStreamResult> {
+    if (p.request === undefined && p.response === undefined) return this.open(p, undefined, owner);
     const edge = openFromRequest(p, this.resume !== undefined);
     if (!edge.ok) return edge;
     if ("pass" in edge.value) return ok({ pass: edge.value.pass });
-    const opened = this.open(edge.value.params, edge.value.run);
+    const opened = this.open(edge.value.params, edge.value.run, owner);
     if (!opened.ok) return opened;
     return ok({ ...opened.value, ...edgeResult(edge.value, p.response as P.HttpResponseHead, opened.value.run !== undefined) });
   }
 
-  private open(p: P.OpenStreamParams, run?: { threadId: string; runId: string }): CallResult<Opened> {
+  private open(p: P.OpenStreamParams, run: { threadId: string; runId: string } | undefined, owner: object | undefined): CallResult<Opened> {
     if (typeof p.resume === "boolean") return err(invalidParams("/resume", "INVALID_VALUE", "resume: true or false only in the request form (with request and response); otherwise the run to file (protocol/README.md §16)"));
     const resumeRun = p.resume;
     // protocol/README.md §11 and §14: the baseline is an object, held to a thread's state limits.
     if (p.state !== undefined && !isObject(p.state)) return err(invalidParams("/state", "ROOT_NOT_OBJECT", "state must be a JSON object, RunAgentInput.state (protocol/README.md §11); leave it out when the request has none"));
     const over = stateOverLimit(p.state ?? {}, this.limits);
     if (over) return err(limitExceeded(over.limit, over.max, over.actual));
-    const own: Path[] = [];
-    for (const [i, pointer] of (p.own ?? []).entries()) {
-      const parsed = parsePointer(pointer);
-      // As `fix --own` (cli/repair-flags.ts): a pointer to a member, never the root.
-      if (!parsed.ok || parsed.value.length === 0) return err(invalidParams(`/own/${i}`, "INVALID_POINTER", `own: expected a JSON Pointer to a member (such as /toolState), got ${JSON.stringify(pointer)}`));
-      // §3: no op may name it, so no delta could say what the server writes there (a snapshot's value there is reported, wiped and kept).
-      if (forbidden(parsed.value)) return err(invalidParams(`/own/${i}`, "FORBIDDEN_KEY", `own: ${JSON.stringify(pointer)} goes through a key no op may name (__proto__, constructor/prototype), so a delta cannot write it`));
-      own.push(parsed.value);
-    }
+    // As `fix --own` reads it (edge/own.ts).
+    const owned = ownedMembers(p.own ?? []);
+    if (!owned.ok) return err(invalidParams(`/own/${owned.error.index}`, owned.error.reason, `own: ${owned.error.message}`));
+    const own = owned.value;
     // §16: a run's events get SSE ids; NDJSON has no field to carry one.
     if (resumeRun !== undefined && ((resumeRun.requestHeaders !== undefined && (resumeRun.authorization ?? resumeRun.cookie) !== undefined) || (resumeRun.responseHeaders !== undefined && resumeRun.headers !== undefined))) {
       return err(invalidParams("/resume", "CONFLICTING_PARAMS", "resume: give requestHeaders and responseHeaders, or the earlier authorization, cookie and headers, not both"));
@@ -213,6 +211,7 @@ export class StreamService {
       detached: false,
       cancel: false,
       headSaid: false,
+      owner,
     };
     // A reload's prelude starts from the request's state: {} when it has none.
     const filed = resumeRun !== undefined && this.resume ? this.record(this.resume, resumeRun, (p.state ?? {}) as JsonObject, () => void (stream.cancel = true)) : undefined;
@@ -344,9 +343,19 @@ export class StreamService {
     await this.resume?.log.close();
   }
 
-  /** The rejoin methods' waiting reads answer now: the transport is shutting down (§2). */
-  wake(): void {
-    this.rejoins.wakeAll();
+  /** The rejoin methods' waiting reads (`owner`'s, when given) answer now: the transport is shutting down (§2). */
+  wake(owner?: object): void {
+    this.rejoins.wakeAll(owner);
+  }
+
+  /**
+   * A connection to a shared sidecar went away (§2): the streams and reads it opened are closed, as a
+   * dead stdio client's go with its sidecar. A resumable run among them ends cancelled, so its
+   * rejoins end too: no more of it can come.
+   */
+  release(owner: object): void {
+    for (const stream of this.store.closeWhere((s) => s.owner === owner)) stream.recorder?.finish("cancelled");
+    this.rejoins.release(owner);
   }
 
   /**

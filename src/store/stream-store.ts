@@ -83,6 +83,22 @@ export class StreamStore<T> {
   }
 
   /**
+   * Closes every open stream `match` picks, remembered as closed, and returns them: what a
+   * connection to a shared sidecar held when it went away (protocol/README.md §2). They are not
+   * counted as evicted, and `dropped` is not told: the caller ends what they hold.
+   */
+  closeWhere(match: (value: T) => boolean): T[] {
+    const out: T[] = [];
+    for (const [id, entry] of this.open) {
+      if (!match(entry.value)) continue;
+      this.open.delete(id);
+      this.bury(id, "closed");
+      out.push(entry.value);
+    }
+    return out;
+  }
+
+  /**
    * Closes least recently used streams, the `keep` most recent always kept,
    * until the sizes `size` gives them add up to `bytes`: what a heap ceiling
    * does once no thread is left to evict (protocol/README.md §7). They go as

@@ -34,7 +34,8 @@ const LAYERS: Record<string, RegExp> = {
   "src/rpc/common": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/\.\.\/(${CORE}|(json\/[\w-]+|log|protocol\/[\w.-]+|service\/[\w-]+)\.js)|vscode-jsonrpc|ajv)$`),
   // The heap ceiling and the heap's tuning: V8's statistics, flags and gc(), the log; they see the service only through an interface.
   "src/runtime": /^(node:(v8|vm)|\.\.\/log\.js|\.\/[\w-]+\.js)$/,
-  "src/rpc/node": /^(\.\/[\w-]+\.js|\.\.\/common\/[\w-]+\.js|\.\.\/\.\.\/(log|service\/[\w-]+)\.js|node:(buffer|stream))$/,
+  // node:net and node:fs for serve --listen (protocol/README.md §2): its socket, and the socket file it claims.
+  "src/rpc/node": /^(\.\/[\w-]+\.js|\.\.\/common\/[\w-]+\.js|\.\.\/\.\.\/(log|service\/[\w-]+)\.js|node:(buffer|stream|net|fs))$/,
   // The events' schemas and a JSON Patch applier to hold a client model to; no I/O.
   // The protocol's types only (a finding is the protocol's StreamFinding, held equal at compile time).
   "src/stream": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/${CORE}|\.\.\/protocol\/types\.js|@ag-ui\/core(\/schemas)?|fast-json-patch)$`),

@@ -225,7 +225,7 @@ describe("v8Heap", () => {
 });
 
 describe("HeapTuning (issue 41)", () => {
-  it("lets the young generation grow once, at the first message of LARGE_MESSAGE characters or more", () => {
+  it("gives the young and the old generation V8's own growth back once, at the first message of LARGE_MESSAGE characters or more", () => {
     const set: string[] = [];
     const tuning = new HeapTuning((flags) => set.push(flags));
     tuning.message(LARGE_MESSAGE - 1);
@@ -233,7 +233,7 @@ describe("HeapTuning (issue 41)", () => {
     expect(set).toEqual([]);
     tuning.message(LARGE_MESSAGE);
     tuning.message(LARGE_MESSAGE * 4);
-    expect(set).toEqual(["--semi-space-growth-factor=2"]);
+    expect(set).toEqual(["--semi-space-growth-factor=2", "--heap-growing-percent=0"]);
   });
 
   it("holds a large heap's old generation closer to its live data, and lets it go again well below (issue 42)", () => {
@@ -250,6 +250,23 @@ describe("HeapTuning (issue 41)", () => {
     tuning.heapUsed(1);
     tuning.heapUsed(LARGE_HEAP - 1);
     expect(set).toEqual([`--heap-growing-percent=${LARGE_HEAP_GROWING_PERCENT}`, `--heap-growing-percent=${GROWING_PERCENT}`]);
+  });
+
+  it("after a large message, a large heap still takes the large heap's step, and V8's own growth comes back under SMALL_AGAIN", () => {
+    const set: string[] = [];
+    const tuning = new HeapTuning((flags) => set.push(flags));
+    tuning.message(LARGE_MESSAGE);
+    tuning.heapUsed(LARGE_HEAP);
+    tuning.heapUsed(SMALL_AGAIN - 1);
+    expect(set).toEqual(["--semi-space-growth-factor=2", "--heap-growing-percent=0", `--heap-growing-percent=${LARGE_HEAP_GROWING_PERCENT}`, "--heap-growing-percent=0"]);
+    // The first large message while the heap is large lets the young generation grow, and leaves the old one's step alone.
+    const later: string[] = [];
+    const other = new HeapTuning((flags) => later.push(flags));
+    other.heapUsed(LARGE_HEAP);
+    other.message(LARGE_MESSAGE);
+    expect(later).toEqual([`--heap-growing-percent=${LARGE_HEAP_GROWING_PERCENT}`, "--semi-space-growth-factor=2"]);
+    other.heapUsed(1);
+    expect(later.at(-1)).toBe("--heap-growing-percent=0");
   });
 
   it("hears the heap through the ceiling's own reading: one V8 statistics read per chunk, as before", () => {

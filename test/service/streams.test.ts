@@ -157,6 +157,21 @@ describe("refusals and the reasons of UNKNOWN_STREAM", () => {
     expect(svc.stats()).toMatchObject({ streams: 0, streamsEvicted: 1 });
   });
 
+  it("release(owner), a shared sidecar's connection gone (protocol/README.md §2): its streams are closed, not counted as evicted; others' and unowned ones stay", () => {
+    const { svc } = service();
+    const [a, b] = [{}, {}];
+    const ofA = [value(svc.openStream({}, a)).streamId, value(svc.openStream({}, a)).streamId];
+    const ofB = value(svc.openStream({}, b)).streamId;
+    const unowned = value(svc.openStream({})).streamId;
+    svc.release(a);
+    for (const streamId of ofA) expect(svc.fixStream({ streamId, text: "" })).toMatchObject({ ok: false, error: { data: { streamId, reason: "closed" } } });
+    expect(value(svc.fixStream({ streamId: ofB, text: "" })).text).toBe("");
+    expect(value(svc.fixStream({ streamId: unowned, text: "" })).text).toBe("");
+    expect(svc.stats()).toMatchObject({ streams: 2, streamsEvicted: 0 });
+    svc.release(a);
+    expect(svc.stats()).toMatchObject({ streams: 2 });
+  });
+
   it("streams abandoned without closeStream do not pile up: at most maxStreams stay, and idle ones go", () => {
     const { svc, clock } = service({ maxStreams: 50, streamIdleMs: 1000 });
     for (let i = 0; i < 500; i++) {

@@ -1,10 +1,11 @@
-"""Clients for the agui-state sidecar (JSON-RPC 2.0 over stdio): `AguiState` blocks and is safe to share
-across threads; `AsyncAguiState` is awaited and never blocks the event loop. Standard library only."""
+"""Clients for the agui-state sidecar (JSON-RPC 2.0 over stdio, or over a connection to the host's shared
+sidecar): `AguiState` blocks and is safe to share across threads; `AsyncAguiState` is awaited and never blocks
+the event loop. Standard library only."""
 from ._async import AsyncAguiState
 from ._common import find_binary
 from ._errors import (
     AguiStateError, InvalidParamsError, LimitExceededError, PatchFailedError, SidecarExitedError,
-    ResumeUnknownError, UnknownActivityError, UnknownReadError, UnknownStreamError, UnknownThreadError,
+    ResumeUnknownError, SidecarUnreachableError, UnknownActivityError, UnknownReadError, UnknownStreamError, UnknownThreadError,
     VersionConflictError,
 )
 from ._sync import AguiState
@@ -17,4 +18,4 @@ except ImportError:  # pragma: no cover
 __all__ = ["AguiState", "AsyncAguiState", "AguiStateError", "UnknownThreadError", "PatchFailedError",
            "LimitExceededError", "VersionConflictError", "UnknownActivityError", "UnknownStreamError",
            "InvalidParamsError", "ResumeUnknownError", "UnknownReadError",
-           "SidecarExitedError", "find_binary", "__version__"]
+           "SidecarExitedError", "SidecarUnreachableError", "find_binary", "__version__"]

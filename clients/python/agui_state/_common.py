@@ -50,11 +50,34 @@ def find_binary(path: Optional[StrPath] = None) -> str:
 class Spawn:
     """How a client starts its sidecar and what it keeps beside it, the same for AguiState and
     AsyncAguiState: the command line, the child's environment, the default reply timeout, the captured
-    stderr lines and the request ids."""
+    stderr lines and the request ids.
+
+    With `sidecar` (else AGUI_STATE_SIDECAR) naming an address, `unix:PATH` or `tcp:127.0.0.1:PORT`, the client
+    connects to the host's shared sidecar there instead (`reach`; protocol/README.md §2, "One sidecar per host").
+    With `sidecar_start` (else AGUI_STATE_SIDECAR_START=1) too, a client that finds nobody there starts it:
+    `agui-state serve --listen ADDRESS --exit-idle 60000 ARGS...`, detached. `args` go only to a sidecar this
+    client starts: given with an address and no start mode, they are a ValueError (CONFLICTING_OPTIONS). A bad address is a ValueError here."""
 
     def __init__(self, path: Optional[StrPath], args: Sequence[str], env: Optional[Mapping[str, str]], *,
-                 capture_logs: bool, log_lines: int, timeout: Optional[float]) -> None:
-        self.argv = [find_binary(path), *args]
+                 capture_logs: bool, log_lines: int, timeout: Optional[float], sidecar: Optional[str] = None,
+                 sidecar_start: Optional[bool] = None) -> None:
+        from ._address import resolve, unstarted
+        from ._starting import Reach, start_argv
+        who = type(self).__name__
+        shared = resolve(sidecar, sidecar_start, who)
+        self.address: Optional[str] = None if shared is None else shared.address.text
+        """The shared sidecar's address, or None: this client spawns a sidecar of its own."""
+        self.reach: Optional[Reach] = None
+        if shared is None:
+            self.argv = [find_binary(path), *args]
+        elif shared.start:
+            self.argv = start_argv(find_binary(path), shared.address, args)
+        elif args:
+            raise unstarted(who, [f"args {list(args)!r}"], shared.address)
+        else:
+            self.argv = []
+        if shared is not None:
+            self.reach = Reach(shared, self.argv, env)
         self.env, self.timeout = env, timeout
         self._logs: Optional[Deque[str]] = collections.deque(maxlen=log_lines) if capture_logs else None
         self._ids = itertools.count(1)

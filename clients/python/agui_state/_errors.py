@@ -75,17 +75,29 @@ class InvalidParamsError(AguiStateError):
 
 
 class SidecarExitedError(AguiStateError):
-    """The sidecar process is gone. `.returncode` is its exit status (negative: killed by a signal)."""
+    """The sidecar process is gone. `.returncode` is its exit status (negative: killed by a signal); None when it
+    is not known: the sidecar closed its stdout, or the connection to a shared sidecar (`address`) broke."""
 
-    def __init__(self, returncode: Optional[int], closed: bool = False) -> None:
+    def __init__(self, returncode: Optional[int], closed: bool = False, address: Optional[str] = None) -> None:
         text = f"agui-state exited with status {returncode}"
-        if returncode is None:
+        if address is not None:
+            text = f"the connection to the agui-state sidecar at {address} closed"
+        elif returncode is None:
             text = "agui-state closed its stdout"
         elif returncode < 0:
             sig = -returncode
             text += f" (signal {signal.Signals(sig).name if sig in signal.valid_signals() else sig})"
         super().__init__(None, text + (" after close()" if closed else ""), {"returncode": returncode})
         self.returncode = returncode
+
+
+class SidecarUnreachableError(AguiStateError):
+    """No shared sidecar answers at `.address` (protocol/README.md §2, "One sidecar per host"): nobody listens
+    there, or in start mode the sidecar started there did not come to answer. `.reason` says which."""
+
+    def __init__(self, address: str, reason: str) -> None:
+        super().__init__(None, f"no agui-state sidecar at {address}: {reason}", {"address": address})
+        self.address, self.reason = address, reason
 
 
 _BY_CODE: Dict[int, Type[AguiStateError]] = {

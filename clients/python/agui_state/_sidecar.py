@@ -1,12 +1,15 @@
 """The sidecar agui_state.asgi shares: one process for every middleware of the Python process (or the one
 the caller gives), started at the app's startup (lifespan) or on the first stream, and started again when
-it dies."""
+it dies. With an address (the middleware's `sidecar`, or AGUI_STATE_SIDECAR), one connection of the Python
+process to the host's shared sidecar instead, made at the same moments, and made again when it breaks
+(protocol/README.md §2, "One sidecar per host"): the same path, only the transport differs."""
 from __future__ import annotations
 
 import asyncio
 import logging
 from typing import TYPE_CHECKING, Dict, Optional, Sequence, Tuple
 
+from ._address import Shared
 from ._async import AsyncAguiState
 
 if TYPE_CHECKING:  # _tasks takes REPAIR_CALL_LIMIT from here
@@ -29,9 +32,10 @@ class SharedSidecar:
     the app's startup, else on the first stream; started again by the first caller that finds it dead
     (died()), once for every stream that waits for it."""
 
-    def __init__(self, given: Optional[AsyncAguiState], args: Sequence[str] = ()) -> None:
+    def __init__(self, given: Optional[AsyncAguiState], args: Sequence[str] = (), host: Optional[Shared] = None) -> None:
         self.client, self.given = given, given is not None
         self.args = tuple(args)  # the command line of the process started here (--store, --detach-grace)
+        self.host = host  # the host's shared sidecar, connected to (and in start mode started) rather than spawned
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.ready = self.dead = False
         self.starting: Optional["asyncio.Task[None]"] = None
@@ -60,13 +64,17 @@ class SharedSidecar:
 
     async def _start(self) -> None:
         if self.client is None:
-            self.client = AsyncAguiState(args=self.args, timeout=REPAIR_CALL_LIMIT)
+            self.client = AsyncAguiState(args=self.args, timeout=REPAIR_CALL_LIMIT) if self.host is None else \
+                AsyncAguiState(args=self.args, timeout=REPAIR_CALL_LIMIT, sidecar=self.host.address.text,
+                               sidecar_start=self.host.start)
         restarting = self.dead
-        if self.dead or not started(self.client):
+        if self.dead or not self.client.started:
             await self.client.restart()  # on an instance never started, restart() starts it
         self.dead, self.ready = False, True
         self.generation += 1
-        if restarting:
+        if restarting and self.client.address is not None:
+            log.warning("agui-state sidecar at %s: connected again%s", self.client.address, _pid(self.client))
+        elif restarting:
             log.warning("agui-state sidecar restarted (pid %d)", self.client.pid)
 
     async def start(self) -> None:
@@ -86,7 +94,11 @@ class SharedSidecar:
         process lost, however many streams find it gone."""
         if generation == self.generation and self.ready:
             self.ready, self.dead = False, True
-            log.warning("agui-state sidecar died (%s); starting a new one", why)
+            address = self.client.address if self.client is not None else None
+            if address is None:
+                log.warning("agui-state sidecar died (%s); starting a new one", why)
+            else:  # the connection broke: to this process, the shared sidecar died
+                log.warning("agui-state sidecar at %s is gone (%s); connecting again", address, why)
 
     def hung(self, generation: int, path: str, method: str, then: str) -> None:
         """A `method` call to the process of `generation` went unanswered for the client's timeout: that
@@ -97,8 +109,13 @@ class SharedSidecar:
             return  # another call found it hung first, or it is gone already
         self.ready, self.dead = False, True
         limit = int((client.timeout or 0) * 1000)
-        log.warning("%s: the agui-state sidecar did not answer %s within %d ms; it is ended (pid %d), %s, and the "
-                    "next stream starts a new one", path, method, limit, client.pid, then)
+        if client.address is not None:  # not this process's to end: its other workers may be served yet
+            log.warning("%s: the agui-state sidecar at %s did not answer %s within %d ms; this process's connection "
+                        "to it is closed, %s, and the next stream connects again", path, client.address, method,
+                        limit, then)
+        else:
+            log.warning("%s: the agui-state sidecar did not answer %s within %d ms; it is ended (pid %d), %s, and "
+                        "the next stream starts a new one", path, method, limit, client.pid, then)
         client.kill()
 
     def close_later(self, tasks: Tasks, generation: int, path: str, stream_id: str, broken: bool = False) -> None:
@@ -120,7 +137,8 @@ class SharedSidecar:
         tasks.start(close(), finish=True)
 
     async def close(self) -> None:
-        """At the server's shutdown: close the process this module started (never the caller's)."""
+        """At the server's shutdown: close the process this module started (never the caller's); a shared
+        sidecar's connection, leaving the sidecar to the host's other workers."""
         if self.loop is not asyncio.get_running_loop():
             return  # nothing was started on this loop (get() starts anew on a new one)
         if self.starting is not None:
@@ -130,22 +148,23 @@ class SharedSidecar:
             await client.close()
 
 
-def started(client: AsyncAguiState) -> bool:
+def _pid(client: AsyncAguiState) -> str:
     try:
-        client.pid  # raises RuntimeError on an instance that was never started
-        return True
+        return f" (pid {client.pid})"
     except RuntimeError:
-        return False
+        return ""  # loopback TCP: nothing says it
 
 
 PROCESS = SharedSidecar(None)
-_BY_ARGS: Dict[Tuple[str, ...], SharedSidecar] = {(): PROCESS}
+_Key = Tuple[Tuple[str, ...], Optional[Shared]]
+_BY_ARGS: Dict[_Key, SharedSidecar] = {((), None): PROCESS}
 
 
-def shared(args: Sequence[str]) -> SharedSidecar:
+def shared(args: Sequence[str], host: Optional[Shared] = None) -> SharedSidecar:
     """The process of the whole Python process started with `args`: middleware that ask for the same
-    store and grace share one, as those that ask for nothing share PROCESS."""
-    key = tuple(args)
+    store and grace share one, as those that ask for nothing share PROCESS. With `host`, the Python process's
+    one connection to the host's shared sidecar there (in start mode, started with `args`)."""
+    key = (tuple(args), host)
     if key not in _BY_ARGS:
-        _BY_ARGS[key] = SharedSidecar(None, key)
+        _BY_ARGS[key] = SharedSidecar(None, key[0], host)
     return _BY_ARGS[key]

@@ -13,18 +13,21 @@ SidecarExitedError, not after its timeout.
 Requests and replies are NDJSON lines (protocol/README.md §2). The asyncio client frames them instead, so
 that a long text goes as raw UTF-8 (_framing.py): that is for the middleware, which feeds whole response
 bodies through fixStream; a synchronous caller's texts are its own, and a line costs it no more than before.
+
+With `sidecar` (or AGUI_STATE_SIDECAR) the same session runs over a connection to the host's shared sidecar
+(_ends.py, protocol/README.md §2, "One sidecar per host"): the socket is both stdin and stdout.
 """
 from __future__ import annotations
 
-import os
 import select
 import subprocess
 import threading
 import time
 from concurrent import futures
-from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Set
+from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Set, Union
 
 from ._common import Methods, Result, StrPath, Spawn
+from ._ends import Connection, Pipes
 from ._wire import encode, replies
 from ._errors import SidecarExitedError, error_from_reply
 
@@ -35,14 +38,12 @@ _POLL = hasattr(select, "poll")  # not on Windows
 
 
 class _Session:
-    """One sidecar process: its pipes, the replies read for callers that have not taken them yet, and
-    who is reading stdout now."""
+    """One sidecar: its pipes (or its connection, _ends.py), the replies read for callers that have not taken
+    them yet, and who is reading stdout now."""
 
-    def __init__(self, argv: Sequence[str], env: Optional[Mapping[str, str]], logs: Optional[Deque[str]]) -> None:
-        stderr = subprocess.PIPE if logs is not None else None
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env)
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.stdin, self.stdout = self.proc.stdin.fileno(), self.proc.stdout.fileno()
+    def __init__(self, ends: Union[Pipes, Connection], logs: Optional[Deque[str]]) -> None:
+        self.ends = ends
+        self.stdin, self.stdout = ends.wfd, ends.rfd  # the same socket for a connection
         self.mu = threading.Lock()
         self.cv = threading.Condition(self.mu)  # a reply was kept, the reader left, or stdout ended
         self.write_lock = threading.Lock()      # one request on stdin at a time
@@ -56,26 +57,25 @@ class _Session:
         if _POLL:
             self.poller = select.poll()  # stdout's, owned by the reader
             self.poller.register(self.stdout, _READ)
-            os.set_blocking(self.stdin, False)  # writes wait in poll(): a writer may have to read (_write)
         else:
             # No poll() on a pipe here (Windows): one thread is the reader for good, and every caller waits
             # on the condition, its timeout included. Slower, but the same behaviour.
             self.reading = True
             threading.Thread(target=self._read_all, name="agui-state-reader", daemon=True).start()
         self.drain: Optional[threading.Thread] = None
-        if logs is not None:  # drain stderr so that the sidecar can never block on it; not on the reply path
+        if logs is not None and isinstance(ends, Pipes):  # drain stderr so that the sidecar can never block on it; not on the reply path
             self.drain = threading.Thread(target=self._drain, args=(logs,), name="agui-state-stderr", daemon=True)
             self.drain.start()
 
     def _drain(self, logs: Deque[str]) -> None:
-        assert self.proc.stderr is not None
-        with self.proc.stderr:
-            for line in self.proc.stderr:
+        assert isinstance(self.ends, Pipes) and self.ends.proc.stderr is not None
+        with self.ends.proc.stderr:
+            for line in self.ends.proc.stderr:
                 logs.append(line.decode("utf-8", "replace").rstrip("\n"))
 
     def exit_error(self) -> SidecarExitedError:
-        rc = self.returncode if self.exited else self.proc.poll()
-        return SidecarExitedError(rc, self.closing)
+        rc = self.returncode if self.exited else self.ends.status()
+        return self.ends.error(rc, self.closing)
 
     # Reading: only the thread that set self.reading (under mu) calls these.
 
@@ -89,7 +89,7 @@ class _Session:
         if deadline is not None and not self.poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
             return None
         try:
-            chunk = os.read(self.stdout, _CHUNK)
+            chunk = self.ends.read(_CHUNK)
         except OSError:
             chunk = b""
         if not chunk:
@@ -116,7 +116,7 @@ class _Session:
     def _ended(self) -> None:
         self._keep(replies(bytes(self.partial)))  # a last line without its newline
         try:
-            rc: Optional[int] = self.proc.wait(_EXIT_WAIT)
+            rc: Optional[int] = self.ends.wait(_EXIT_WAIT)
         except subprocess.TimeoutExpired:
             rc = None  # it closed stdout and lives on: the error says so
         with self.mu:
@@ -200,7 +200,7 @@ class _Session:
         the sidecar may be blocked writing replies that nobody reads (late replies to timed-out calls, when
         no caller waits): then this thread reads them too, or the two processes would wait on each other."""
         try:
-            n = os.write(self.stdin, data)
+            n = self.ends.write(memoryview(data))
         except BlockingIOError:
             n = 0
         if n == len(data):
@@ -208,7 +208,7 @@ class _Session:
         view = memoryview(data)[n:]
         while view:
             try:
-                view = view[os.write(self.stdin, view):]
+                view = view[self.ends.write(view):]
                 continue
             except BlockingIOError:
                 pass
@@ -218,11 +218,12 @@ class _Session:
                     read = not self.reading and not self.exited
                     self.reading = self.reading or read
             poller = select.poll()
-            poller.register(self.stdin, select.POLLOUT)
-            if read:
+            # One registration per fd: a connection reads and writes the same socket.
+            poller.register(self.stdin, select.POLLOUT | (_READ if read and self.stdin == self.stdout else 0))
+            if read and self.stdin != self.stdout:
                 poller.register(self.stdout, _READ)
             try:
-                if read and any(fd == self.stdout for fd, _ in poller.poll()):
+                if read and any(fd == self.stdout and ev & _READ for fd, ev in poller.poll()):
                     self._keep(self._read_some(None) or [])
                 elif not read:
                     poller.poll(10)  # the reader drains stdout; check again soon whether it still does
@@ -268,25 +269,24 @@ class _Session:
 
     def _write_failed(self) -> SidecarExitedError:
         try:
-            self.proc.wait(_EXIT_WAIT)
+            self.ends.wait(_EXIT_WAIT)
         except subprocess.TimeoutExpired:
             pass
-        return SidecarExitedError(self.proc.poll(), self.closing)
+        return self.ends.error(self.ends.status(), self.closing)
 
     def close(self, timeout: Optional[float]) -> None:
         self.closing = True
         with self.write_lock:
             self.stdin_closed = True
             try:
-                assert self.proc.stdin is not None
-                self.proc.stdin.close()
+                self.ends.end_input()
             except OSError:
                 pass
         try:
-            self.proc.wait(timeout)
+            self.ends.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+            self.ends.kill()
+            self.ends.wait(None)
         deadline = None if timeout is None else time.monotonic() + timeout
         # What the sidecar wrote on stderr before it exited is in logs() once close() returns, as
         # AsyncAguiState's close waits for its stderr: the drain reads the pipe to its end (bounded by the
@@ -298,6 +298,8 @@ class _Session:
         with self.mu:
             while self.reading and not self.exited:
                 if not self._sleep(None if deadline is None else max(0.0, deadline - time.monotonic())):
+                    if isinstance(self.ends, Connection):
+                        self.ends.release(False)  # the reader wakes to the connection's end
                     return  # a reader is stuck on a pipe that a grandchild holds open: leave stdout to it
             if self.exited:
                 mine = False
@@ -314,8 +316,7 @@ class _Session:
                 with self.mu:
                     self.reading = False
                     self._wake()
-        if self.exited and self.proc.stdout is not None:
-            self.proc.stdout.close()
+        self.ends.release(self.exited)
 
 
 class AguiState(Spawn, Methods[Result]):
@@ -328,16 +329,26 @@ class AguiState(Spawn, Methods[Result]):
     capture_logs: False lets the sidecar's stderr (pino JSON lines) go to ours;
         True drains it on a daemon thread into `logs()` (the last `log_lines`).
     timeout: default seconds to wait for each reply (None: wait as long as it takes).
+    sidecar: the address of the host's shared sidecar, `unix:PATH` or `tcp:127.0.0.1:PORT` (else
+        $AGUI_STATE_SIDECAR): connect to it rather than spawn one (protocol/README.md §2).
+    sidecar_start: start the shared sidecar when nobody answers there (else $AGUI_STATE_SIDECAR_START=1):
+        `agui-state serve --listen ADDRESS --exit-idle 60000 ARGS...`, detached.
 
     Any number of threads may call one AguiState at once; each reads its own reply (see the module).
     """
 
     def __init__(self, path: Optional[StrPath] = None, args: Sequence[str] = (),
                  env: Optional[Mapping[str, str]] = None, *, capture_logs: bool = False, log_lines: int = 1000,
-                 timeout: Optional[float] = None) -> None:
-        super().__init__(path, args, env, capture_logs=capture_logs, log_lines=log_lines, timeout=timeout)
+                 timeout: Optional[float] = None, sidecar: Optional[str] = None,
+                 sidecar_start: Optional[bool] = None) -> None:
+        super().__init__(path, args, env, capture_logs=capture_logs, log_lines=log_lines, timeout=timeout,
+                         sidecar=sidecar, sidecar_start=sidecar_start)
         self._lock = threading.Lock()
-        self._session = _Session(self.argv, self.env, self._logs)
+        self._session = self._open()
+
+    def _open(self) -> _Session:
+        ends = Connection(self.reach) if self.reach is not None else Pipes(self.argv, self.env, self._logs, _POLL)
+        return _Session(ends, self._logs)
 
     def __enter__(self) -> "AguiState":
         return self
@@ -347,17 +358,21 @@ class AguiState(Spawn, Methods[Result]):
 
     @property
     def pid(self) -> int:
-        return self._session.proc.pid
+        """The sidecar's process id. For a shared sidecar, as its Unix socket says (Linux); RuntimeError where
+        nothing says it (loopback TCP)."""
+        return self._session.ends.pid
 
     def close(self, timeout: Optional[float] = 5.0) -> None:
-        """Close stdin, wait for the sidecar to answer what it has read and exit; kill it after `timeout`."""
+        """Close stdin, wait for the sidecar to answer what it has read and exit; kill it after `timeout`.
+        A shared sidecar is left serving: only this connection ends, once what it sent is answered."""
         self._session.close(timeout)
 
     def restart(self, timeout: Optional[float] = 5.0) -> None:
-        """Start a fresh sidecar (it knows no threads: call open_run with each thread's state)."""
+        """Start a fresh sidecar (it knows no threads: call open_run with each thread's state). For a shared
+        sidecar: connect again (in start mode, starting it when nobody answers); what it holds, it still holds."""
         with self._lock:
             self._session.close(timeout)
-            self._session = _Session(self.argv, self.env, self._logs)
+            self._session = self._open()
 
     def call(self, method: str, params: Optional[Mapping[str, Any]] = None, *,
              timeout: Optional[float] = None) -> Result:

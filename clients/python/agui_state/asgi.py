@@ -13,7 +13,9 @@ Resume (protocol/README.md §16, on by default): every SSE event gets an `id:`, 
 A client that drops mid-run leaves the app running for the grace period; a request the sidecar classifies as a
 rejoin or a reload is answered from the log without calling the app (_rejoin.py). The sidecar decides every
 rule of resume; the middleware passes it the raw request and response heads and writes what comes back. With
-store="redis://..." every worker's sidecar serves every worker's runs.
+store="redis://..." every worker's sidecar serves every worker's runs; with one sidecar for the host
+(`sidecar="unix:PATH"` or AGUI_STATE_SIDECAR, protocol/README.md §2), every worker's runs are in it, and a
+rejoin reaches the run whichever worker it lands on, with the memory store.
 
 The middleware decides nothing about a request itself (protocol/README.md §14): the sidecar says whether it is
 handled (`paths`), what it is (classifyRequest), how much of its body to keep, whether its response is an event
@@ -21,8 +23,9 @@ stream, its baseline, and the response's headers (openStream). Its states are _l
 """
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Iterable, List, MutableMapping, Optional
+from typing import Any, Awaitable, Callable, Iterable, List, MutableMapping, Optional, Union
 
+from ._address import resolve, unstarted
 from ._async import AsyncAguiState
 from ._exchange import Exchange
 from ._lifespan import Lifespan
@@ -44,7 +47,13 @@ class AguiStateMiddleware:
 
     `sidecar`: an AsyncAguiState to use (started here if it is not); by default one process serves every
     middleware of the Python process, started at the app's lifespan startup (or, without one, on the
-    first stream) and closed at its shutdown. `paths`: only requests whose path is one of these, or lies
+    first stream) and closed at its shutdown. Or the address of the host's shared sidecar, `"unix:PATH"` or
+    `"tcp:127.0.0.1:PORT"` (else AGUI_STATE_SIDECAR; protocol/README.md §2, "One sidecar per host"): the
+    Python process connects to it at those moments instead, and connects again when the connection breaks,
+    the streams resumed as on a new sidecar. With `sidecar_start` (else AGUI_STATE_SIDECAR_START=1), a worker
+    that finds nobody there starts it (`agui-state serve --listen ADDRESS --exit-idle 60000`, detached, with
+    `store` and `detach_grace` as its flags; without it they are a ValueError: they are the shared sidecar's
+    to set). A bad address is a ValueError here. `paths`: only requests whose path is one of these, or lies
     below one, are handled (the sidecar's rule, protocol/README.md §16); by default all are. Every other
     response passes untouched. Put it inside any compression middleware (added before it), so that it sees
     plain text.
@@ -55,7 +64,7 @@ class AguiStateMiddleware:
     from the log and never reaches the app. False: none of this. `store` ("memory", "none" or
     "redis://HOST:PORT[/DB]") and `detach_grace` (seconds; 0 cancels the app as soon as its client
     leaves) are the sidecar's --store and --detach-grace, for the sidecar the middleware starts: given
-    with `sidecar` they are a ValueError (CONFLICTING_OPTIONS); None leaves the sidecar's default (memory, 30 s).
+    with an address and no start mode, or with an AsyncAguiState, they are a ValueError (CONFLICTING_OPTIONS); None leaves the sidecar's default (memory, 30 s).
 
     `lifecycle` ("repair" or "pass"; None leaves the sidecar's default, pass; protocol/README.md §13) is `fix
     --lifecycle`: with "repair", a run's lifecycle faults are mended so that the client does not fail it, and
@@ -65,9 +74,10 @@ class AguiStateMiddleware:
     """
 
     def __init__(self, app: ASGIApp, *, own: Iterable[str] = (), snapshots: Optional[str] = None,
-                 join_keys: bool = False, sidecar: Optional[AsyncAguiState] = None,
+                 join_keys: bool = False, sidecar: Union[AsyncAguiState, str, None] = None,
                  paths: Optional[Iterable[str]] = None, resume: bool = True, store: Optional[str] = None,
-                 detach_grace: Optional[float] = None, lifecycle: Optional[str] = None) -> None:
+                 detach_grace: Optional[float] = None, lifecycle: Optional[str] = None,
+                 sidecar_start: Optional[bool] = None) -> None:
         self.app = app
         owned = [] if isinstance(own, (str, bytes)) else list(own)
         if isinstance(own, (str, bytes)) or not all(isinstance(p, str) and p.startswith("/") for p in owned):
@@ -93,10 +103,23 @@ class AguiStateMiddleware:
             if isinstance(detach_grace, bool) or not isinstance(detach_grace, (int, float)) or not 0 <= detach_grace < 1e9:
                 raise ValueError(f"AguiStateMiddleware: detach_grace must be a number of seconds >= 0, not {detach_grace!r}")
             args += ["--detach-grace", f"{detach_grace:.3f}"]
-        if args and sidecar is not None:
-            raise ValueError("AguiStateMiddleware: CONFLICTING_OPTIONS: store and detach_grace are flags of the "
-                             "sidecar the middleware starts; start the given sidecar with them instead")
-        self.sidecar = shared(args) if sidecar is None else SharedSidecar(sidecar)
+        if isinstance(sidecar, AsyncAguiState):  # the caller's: the environment's address does not apply
+            if args:
+                raise ValueError("AguiStateMiddleware: CONFLICTING_OPTIONS: store and detach_grace are flags of the "
+                                 "sidecar the middleware starts; start the given sidecar with them instead")
+            if sidecar_start:
+                raise ValueError("AguiStateMiddleware: CONFLICTING_OPTIONS: sidecar_start starts the shared sidecar "
+                                 "at an address; the given sidecar is an AsyncAguiState (start it with sidecar_start)")
+            self.sidecar = SharedSidecar(sidecar)
+            return
+        if sidecar is not None and not isinstance(sidecar, str):
+            raise TypeError(f"AguiStateMiddleware: sidecar must be an AsyncAguiState or an address such as "
+                            f"'unix:/run/agui-state/sidecar.sock', not {sidecar!r}")
+        host = resolve(sidecar, sidecar_start, "AguiStateMiddleware")
+        if args and host is not None and not host.start:  # the sidecar there keeps the flags it was started with
+            given = [name for name, value in (("store", store), ("detach_grace", detach_grace)) if value is not None]
+            raise unstarted("AguiStateMiddleware", given, host.address)
+        self.sidecar = shared(args, host)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":

@@ -319,16 +319,16 @@ async def test_a_large_request_body_is_encoded_off_the_event_loop(s: AsyncAguiSt
     # frame is encoded in a worker thread, so that the loop serving every other request is not held meanwhile
     # (as UTF-8, the frame's attachment, in slices between which the loop's thread can take the GIL).
     import threading
-    from agui_state import _async
+    from agui_state import _calls
 
     encoded_on: List[str] = []
-    real = _async.frame
+    real = _calls.frame
 
     def spy(*args: Any) -> bytes:
         encoded_on.append(threading.current_thread().name)
         return real(*args)
 
-    monkeypatch.setattr(_async, "frame", spy)
+    monkeypatch.setattr(_calls, "frame", spy)
     head = {"status": 200, "headers": [["Content-Type", "text/event-stream"]]}
     for size in (1000, 2 << 20):
         body = '{"state":{"pad":"' + "x" * size + '"}}'

@@ -13,7 +13,7 @@ import pytest
 
 from helpers import BIN, child_env
 
-from agui_state import AguiState, AsyncAguiState, _async, _framing
+from agui_state import AguiState, AsyncAguiState, _async, _calls, _framing
 from agui_state._framing import ATTACH_MIN
 
 SEED = 2026_12_07
@@ -48,14 +48,14 @@ def stream_text(rng: random.Random) -> str:
 def frames_sent(monkeypatch: pytest.MonkeyPatch) -> List[bytes]:
     """The frames the asyncio client writes from here on (the real ones: the spy only keeps a copy)."""
     sent: List[bytes] = []
-    real = _async.frame
+    real = _calls.frame
 
     def spy(*args: Any) -> bytes:
         out = real(*args)
         sent.append(out)
         return out
 
-    monkeypatch.setattr(_async, "frame", spy)
+    monkeypatch.setattr(_calls, "frame", spy)
     return sent
 
 
@@ -69,7 +69,7 @@ def texts_received(monkeypatch: pytest.MonkeyPatch) -> List[str]:
             texts.extend(text.decode() for _, text in bodies if text is not None)
             return bodies
 
-    monkeypatch.setattr(_async, "FrameReader", Recording)
+    monkeypatch.setattr(_calls, "FrameReader", Recording)
     return texts
 
 

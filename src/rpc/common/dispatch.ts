@@ -121,8 +121,9 @@ export class Dispatcher {
     streams: StreamService,
     private readonly limits: DispatchLimits,
     private readonly log: Log,
+    owner?: object,
   ) {
-    this.context = { service, streams, requests: () => this.count };
+    this.context = { service, streams, requests: () => this.count, owner };
     this.maxNesting = limits.maxDepth + ENVELOPE_DEPTH;
     // The level is set once, at start: asking pino per request costs a lookup on the hot path.
     this.debug = log.isLevelEnabled("debug");

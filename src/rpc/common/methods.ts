@@ -15,6 +15,8 @@ export interface CallContext {
   readonly streams: StreamService;
   /** Requests with an id received so far, this one included (protocol/README.md §6, stats). */
   requests(): number;
+  /** The connection, on a shared sidecar (§2): the streams and reads it opens are closed when it ends. */
+  readonly owner: object | undefined;
 }
 
 /** A method with its params type erased: what the dispatcher looks up by name. */
@@ -63,12 +65,12 @@ export const METHODS: ReadonlyMap<string, Method> = new Map(
     defineMethod("closeThread", isParams.closeThread, (c, p) => c.service.closeThread(p)),
     defineMethod("escapePointer", isParams.escapePointer, (c, p) => c.service.escapePointer(p)),
     defineMethod("parsePointer", isParams.parsePointer, (c, p) => c.service.parsePointer(p)),
-    defineMethod("openStream", isParams.openStream, (c, p) => c.streams.openStream(p)),
+    defineMethod("openStream", isParams.openStream, (c, p) => c.streams.openStream(p, c.owner)),
     defineMethod("fixStream", isParams.fixStream, (c, p) => c.streams.fixStream(p)),
     defineMethod("closeStream", isParams.closeStream, (c, p) => c.streams.closeStream(p)),
     defineMethod("detachStream", isParams.detachStream, (c, p) => c.streams.detachStream(p)),
     defineMethod("classifyRequest", isParams.classifyRequest, (c, p) => c.streams.classifyRequest(p)),
-    defineMethod("rejoinStream", isParams.rejoinStream, (c, p) => c.streams.rejoins.rejoinStream(p)),
+    defineMethod("rejoinStream", isParams.rejoinStream, (c, p) => c.streams.rejoins.rejoinStream(p, c.owner)),
     defineMethod("readRejoin", isParams.readRejoin, (c, p) => c.streams.rejoins.readRejoin(p)),
     defineMethod("closeRejoin", isParams.closeRejoin, (c, p) => c.streams.rejoins.closeRejoin(p)),
     defineMethod("stats", isParams.stats, (c) => c.service.stats(c.requests(), c.streams.stats())),

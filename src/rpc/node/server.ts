@@ -21,6 +21,12 @@ export interface ServerOptions {
   afterChunk?: () => void;
   /** Called with the characters of each message (its attachment with it) as it comes: the heap's tuning. */
   onMessage?: (chars: number) => void;
+  /**
+   * The connection, on a shared sidecar (protocol/README.md §2): the streams and reads it opens are
+   * its own, and at its end only its own waiting reads are woken. Left out (stdio), the process is
+   * the connection.
+   */
+  owner?: object;
 }
 
 /** Why serving ended: input ended, stop() was called, or the output was closed. */
@@ -46,7 +52,7 @@ export interface Server {
  */
 export function startServer(opts: ServerOptions): Server {
   const { maxMessageBytes, maxDepth } = opts.service.limits;
-  const dispatcher = new Dispatcher(opts.service, opts.streams, { maxMessageBytes, maxDepth }, opts.log);
+  const dispatcher = new Dispatcher(opts.service, opts.streams, { maxMessageBytes, maxDepth }, opts.log, opts.owner);
   const reader = new FramedReader(opts.input, opts.framing, maxMessageBytes);
   let finish: (why: Ending) => void = () => undefined;
   const done = new Promise<Ending>((resolve) => (finish = resolve));
@@ -58,7 +64,7 @@ export function startServer(opts: ServerOptions): Server {
     if (why !== "output-closed" && later > 0) {
       ending ??= why;
       subscription.dispose();
-      opts.streams.wake();
+      opts.streams.wake(opts.owner);
       return;
     }
     subscription.dispose();
@@ -73,7 +79,7 @@ export function startServer(opts: ServerOptions): Server {
 
   const writer = new FramedWriter(opts.output, {
     error: (e) => {
-      if (e.code !== "EPIPE") opts.log.error({ err: e }, "output error");
+      if (e.code !== "EPIPE" && e.code !== "ECONNRESET") opts.log.error({ err: e }, "output error");
       settle("output-closed");
     },
     close: () => settle("output-closed"),
@@ -158,7 +164,8 @@ export function startServer(opts: ServerOptions): Server {
   const subscription = reader.listen({
     frame: (f) => deliver(f),
     end: ended,
-    error: (e) => opts.log.error({ err: e }, "input error"),
+    // A peer that resets its connection (a worker killed) is a connection's ordinary end, not an error of ours.
+    error: (e: NodeJS.ErrnoException) => (e.code === "ECONNRESET" ? opts.log.debug({ err: e }, "connection reset") : opts.log.error({ err: e }, "input error")),
   });
 
   return {

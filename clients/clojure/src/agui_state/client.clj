@@ -1,6 +1,7 @@
 (ns agui-state.client
   "Client for the agui-state sidecar: JSON-RPC 2.0 over the child's stdin/stdout,
-  one JSON message per line.
+  or over a connection to the host's shared sidecar (agui-state.socket), one
+  JSON message per line.
 
   Keys. Params are Clojure maps; their top-level keys may be kebab-case keywords
   (:thread-id -> \"threadId\", :tool-state -> \"toolState\", :if-version ->
@@ -24,12 +25,11 @@
   Thread safety: one client may be shared by any number of threads. Writes are
   serialized by a lock; a reader thread hands each response to the caller waiting
   on its id, so replies may arrive in any order."
-  (:require [clojure.data.json :as json]
+  (:require [agui-state.connection :as connection]
+            [agui-state.socket :as socket]
+            [clojure.data.json :as json]
             [clojure.string :as str])
-  (:import (java.io BufferedReader BufferedWriter Closeable InputStreamReader
-                    IOException OutputStreamWriter)
-           (java.nio.charset StandardCharsets)
-           (java.util.concurrent TimeUnit)
+  (:import (java.io BufferedWriter Closeable IOException)
            (java.util.concurrent.atomic AtomicLong)))
 
 (set! *warn-on-reflection* true)
@@ -92,71 +92,20 @@
            {:type :agui-state/error, :code code, :message message, :data data,
             :kind (get kinds code :rpc-error), :method method}))
 
-(defn- exited-error [method status]
-  (ex-info (str "agui-state sidecar exited with exit status " status
+(defn- exited-error
+  "The sidecar is gone: its process exited (`ended` {:exit-status}), or the
+  connection to the shared sidecar closed ({:address}), which is the same to
+  the caller: what lived there (threads it opened, streams) is to be opened
+  again. Either way :kind :sidecar-exited."
+  [method {:keys [exit-status address]}]
+  (ex-info (str (if address
+                  (str "agui-state: the connection to the sidecar at " address " closed")
+                  (str "agui-state sidecar exited with exit status " exit-status))
                 (when method (str " (during " method ")"))
                 "; call (restart client), then openRun each thread with its state")
-           {:type :agui-state/error, :kind :sidecar-exited, :exit-status status,
-            :method method}))
-
-;;; One process: the connection
-
-(defn- resolve-path [{:keys [path]}]
-  (or path (System/getenv "AGUI_STATE_BIN") "agui-state"))
-
-(defn- reader-loop [conn]
-  (let [{:keys [^Process process ^BufferedReader reader status]} conn]
-    (try
-      (loop []
-        (when-let [line (.readLine reader)]
-          (when-not (str/blank? line)
-            (let [msg (try (json/read-str line)
-                           (catch Exception e
-                             (binding [*out* *err*]
-                               (println "agui-state client: unreadable line:" (.getMessage e)))
-                             nil))
-                  id (when (map? msg) (get msg "id"))]
-              (when-let [p (and id (get (:pending @status) id))]
-                (swap! status update :pending dissoc id)
-                (deliver p msg))))
-          (recur)))
-      (catch IOException _ nil))
-    ;; stdout ended: the process is gone or going. Record its exit status and
-    ;; fail every pending call, atomically with respect to new registrations.
-    (when-not (.waitFor process 5 TimeUnit/SECONDS)
-      (.destroyForcibly process)
-      (.waitFor process))
-    (let [exit (.exitValue process)
-          [old _] (swap-vals! status assoc :exit exit :pending {})]
-      (doseq [p (vals (:pending old))] (deliver p {::exited exit})))))
-
-(defn- connect [opts]
-  (let [cmd (into [(resolve-path opts)] (map str (:args opts)))
-        pb (doto (ProcessBuilder. ^java.util.List cmd)
-             (.redirectError java.lang.ProcessBuilder$Redirect/INHERIT))
-        _ (doseq [[k v] (:env opts)] (.put (.environment pb) (json-key k) (str v)))
-        process (.start pb)
-        conn {:process process
-              :writer (BufferedWriter. (OutputStreamWriter. (.getOutputStream process)
-                                                            StandardCharsets/UTF_8))
-              :reader (BufferedReader. (InputStreamReader. (.getInputStream process)
-                                                           StandardCharsets/UTF_8))
-              :status (atom {:pending {} :exit nil})}
-        t (doto (Thread. ^Runnable #(reader-loop conn) "agui-state-reader")
-            (.setDaemon true)
-            (.start))]
-    (assoc conn :thread t)))
-
-(defn- disconnect [conn timeout-ms]
-  (let [{:keys [^Process process ^BufferedWriter writer ^Thread thread]} conn]
-    (locking writer (try (.close writer) (catch IOException _ nil)))
-    (when-not (.waitFor process timeout-ms TimeUnit/MILLISECONDS)
-      (.destroy process)
-      (when-not (.waitFor process 2 TimeUnit/SECONDS)
-        (.destroyForcibly process)
-        (.waitFor process)))
-    (.join thread 10000)
-    (.exitValue process)))
+           (cond-> {:type :agui-state/error, :kind :sidecar-exited, :exit-status exit-status,
+                    :method method}
+             address (assoc :address address))))
 
 ;;; The client
 
@@ -164,39 +113,90 @@
 
 (defrecord Client [conn opts ^AtomicLong ids]
   Closeable
-  (close [_] (disconnect @conn (close-timeout-ms opts))))
+  (close [_] (connection/close @conn (close-timeout-ms opts))))
+
+(defn check-sidecar
+  "Throws, as start would, when the options (or AGUI_STATE_SIDECAR) name a bad
+  address for the shared sidecar, or :sidecar-start true names none, or when
+  they give a started sidecar's flags (:args; a middleware's :store and
+  :detach-grace) with an address and no start mode (socket/check-flags); for a
+  middleware that starts its client later. Returns opts."
+  [opts] (socket/check-flags (socket/settings opts) opts) opts)
 
 (defn start
-  "Spawns the sidecar and returns a client (java.io.Closeable: use with-open).
-  Options: :path (else env AGUI_STATE_BIN, else agui-state on PATH), :args (extra
-  command-line args), :env (extra environment), :timeout-ms (per call; default
-  none), :close-timeout-ms (how long close waits before destroying; 5000)."
+  "Starts the sidecar, or connects to the shared one, and returns a client
+  (java.io.Closeable: use with-open). Options: :path (else env AGUI_STATE_BIN,
+  else agui-state on PATH), :args (extra command-line args), :env (extra
+  environment), :timeout-ms (per call; default none), :close-timeout-ms (how
+  long close waits before destroying; 5000).
+  The host's shared sidecar (protocol/README.md §2): :sidecar \"unix:PATH\" or
+  \"tcp:127.0.0.1:PORT\" (else env AGUI_STATE_SIDECAR) connects to it instead
+  of starting a process; :sidecar-start true (else AGUI_STATE_SIDECAR_START=1)
+  starts it there, detached, when nobody answers (`serve --listen ADDRESS
+  --exit-idle 60000`, and :args). A bad address throws :kind
+  :invalid-argument, and so do :args with an address and no start mode (:code
+  \"CONFLICTING_OPTIONS\": no sidecar is started for them); nobody answering,
+  a start the sidecar refuses (exit 2), or one that took the connection and did
+  not answer (hung; :hung true), :kind :sidecar-unreachable. Closing the
+  client closes its connection, which releases its streams; the sidecar goes on."
   ([] (start {}))
-  ([opts] (->Client (atom (connect opts)) opts (AtomicLong.))))
+  ([opts]
+   (check-sidecar opts)                 ; a bad address is said here, before anything starts
+   (->Client (atom (connection/open opts)) opts (AtomicLong.))))
 
 (defn process
-  "The java.lang.Process currently behind the client."
+  "The java.lang.Process currently behind the client; nil when it is connected
+  to a shared sidecar."
   ^Process [client] (:process @(:conn client)))
 
+(defn connection
+  "The connection behind the client now (to a process, or to the shared
+  sidecar), a value to compare with identical?: a new one after each restart."
+  [client] @(:conn client))
+
+(defn shared?
+  "Whether the client is connected to a shared sidecar rather than a process of its own."
+  [client] (some? (:channel (connection client))))
+
+(defn describe
+  "The sidecar behind the client, for a log line: \"pid 1234\", or the shared
+  sidecar's address."
+  [client] (connection/describe (connection client)))
+
+(defn alive?
+  "Whether the sidecar behind the client may still answer: its process runs, or
+  its connection is open."
+  [client] (connection/alive? (connection client)))
+
+(defn abort!
+  "Ends the connection behind the client at once, for a sidecar that hangs: its
+  process killed (SIGKILL, which a stopped process obeys too), or the socket
+  closed (the shared sidecar is not one client's to end). Every call pending on
+  it, and every later one, fails :sidecar-exited."
+  [client] (connection/abort! (connection client)))
+
 (defn pinned
-  "A view of client bound to the process behind it now: its calls go to that
-  process only, and once it is gone they throw :kind :sidecar-exited, even after
-  a restart of client has started another. Streams and threads live in one
-  process, and their ids start again in a new one (protocol/README.md §14): a
-  stream's calls made through the view can never reach a stream of the same id
-  in the next process. The view shares client's request ids; do not restart or
-  close it (restart or close client)."
+  "A view of client bound to the process (or connection) behind it now: its
+  calls go to that one only, and once it is gone they throw :kind
+  :sidecar-exited, even after a restart of client has started another. Streams
+  and threads live in one process, and their ids start again in a new one; a
+  connection to the shared sidecar releases its streams when it closes
+  (protocol/README.md §2, §14): a stream's calls made through the view never
+  reach another stream of the same id. The view shares client's request ids;
+  do not restart or close it (restart or close client)."
   [client]
   (->Client (atom @(:conn client)) (:opts client) (:ids client)))
 
 (defn restart
   "Ends the current process (if it still runs: as close does, waiting up to
-  :close-timeout-ms for it to exit once its stdin ends) and starts a fresh one.
-  Threads live in the process: openRun each thread again with its state afterwards."
+  :close-timeout-ms for it to exit once its stdin ends) and starts a fresh one;
+  connected to a shared sidecar, closes the connection and connects again
+  (starting the sidecar in start mode when nobody answers). Threads live in
+  the process: openRun each thread again with its state afterwards."
   [client]
   (locking (:conn client)               ; two restarts at once start one process each, in turn
-    (disconnect @(:conn client) (close-timeout-ms (:opts client)))
-    (reset! (:conn client) (connect (:opts client))))
+    (connection/close @(:conn client) (close-timeout-ms (:opts client)))
+    (reset! (:conn client) (connection/open (:opts client))))
   client)
 
 (defn call
@@ -224,7 +224,7 @@
              (throw (ex-info (str "agui-state " method ": no response in " timeout-ms " ms")
                              {:type :agui-state/error, :kind :timeout, :method method
                               :timeout-ms timeout-ms})))
-         (contains? msg ::exited) (throw (exited-error method (::exited msg)))
+         (contains? msg :agui-state/exited) (throw (exited-error method (:agui-state/exited msg)))
          (contains? msg "error") (throw (rpc-error method (get msg "error")))
          :else (result-keys (get msg "result")))))))
 
@@ -232,7 +232,7 @@
 
 ;;; Arguments
 
-(defn- describe [v]
+(defn- kind-of [v]
   (cond (string? v) "a string" (map? v) "a map" :else (.getName (class v))))
 
 (defn- check-colls
@@ -251,7 +251,7 @@
                      (or (map? v) (not (instance? java.util.Collection v))))]
     (throw (ex-info (str "agui-state " fn-name ": " (pr-str k) " must be "
                          (when pointer "a pointer string or ") "a collection of " items
-                         ", not " (describe v))
+                         ", not " (kind-of v))
                     {:type :agui-state/error, :kind :invalid-argument, :function fn-name,
                      :param k, :value-class (class v)})))
   params)

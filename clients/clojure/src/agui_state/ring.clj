@@ -25,7 +25,8 @@
             [agui-state.ring.machine :as machine]
             [agui-state.ring.pool :as pool]
             [agui-state.ring.rejoin :as rejoin]
-            [agui-state.ring.sidecar :as sidecar]))
+            [agui-state.ring.sidecar :as sidecar]
+            [clojure.string :as str]))
 
 (set! *warn-on-reflection* true)
 
@@ -44,6 +45,15 @@
     :args          more flags, as strings (\"--max-request-body\" \"16M\")
     :path          the binary; default AGUI_STATE_BIN, else agui-state on PATH
     :env           more environment for it
+    :sidecar       \"unix:PATH\" or \"tcp:127.0.0.1:PORT\" (else the environment's
+                   AGUI_STATE_SIDECAR): a connection to the host's one sidecar,
+                   which every worker shares (protocol/README.md §2), instead of
+                   a process: a rejoin that another worker receives finds the
+                   run with the memory store. If it dies, each stream goes on
+                   through a new connection, as through a restarted sidecar
+    :sidecar-start true (else AGUI_STATE_SIDECAR_START=1): when nobody answers
+                   there, start it (`serve --listen ADDRESS --exit-idle 60000`
+                   with the flags above), detached, so that it outlives the JVM
   Throws what starting it throws (a missing binary). With Integrant:
     (defmethod ig/init-key ::sidecar [_ opts] (agui-state.ring/sidecar opts))
     (defmethod ig/halt-key! ::sidecar [_ s] (agui-state.ring/stop s))"
@@ -52,28 +62,34 @@
 
 (defn stop
   "Ends a sidecar made by `sidecar`; responses still streaming through it go
-  out unrepaired from there (fail open). Stopping it again is nothing."
+  out unrepaired from there (fail open). Stopping it again is nothing. On the
+  host's shared sidecar (:sidecar), only the connection ends: the streams it
+  opened are released, and the sidecar serves the other workers on."
   [s]
   (sidecar/stop s))
 
 (defn- stderr-line [^String message] (.println System/err message))
 
 (defn- client-of
-  "() -> the client the middleware calls. :sidecar's, :client, or, given
-  neither, one started at the first request with :store and :detach-grace
-  (sidecar/lazily): this middleware's own, ended with the JVM. Given a sidecar,
-  :store and :detach-grace are its flags, not the middleware's: with both, the
-  options conflict."
-  [{:keys [client store detach-grace] :as opts}]
-  (let [given (or (:client (:sidecar opts)) client)]
-    (when (and given (or (some? store) (some? detach-grace)))
-      (throw (ex-info (str "agui-state.ring: :store and :detach-grace are the sidecar's flags: give them"
-                           " to (agui-state.ring/sidecar {...}), not beside :sidecar or :client")
-                      {:code "CONFLICTING_OPTIONS"
-                       :options (vec (filter #(some? (get opts %)) [:store :detach-grace]))})))
+  "() -> the client the middleware calls. :sidecar's (a component), :client,
+  or, given neither, one started at the first request with :store,
+  :detach-grace, and :sidecar (an address) and :sidecar-start
+  (sidecar/lazily): this middleware's own, ended with the JVM. Given a
+  component or a client, those are its options, not the middleware's: with
+  both, the options conflict."
+  [{:keys [client] :as opts}]
+  (let [address (when (string? (:sidecar opts)) (:sidecar opts))
+        given (or (when-not address (:client (:sidecar opts))) client)
+        theirs (filter #(some? (get opts %)) [:store :detach-grace :sidecar-start])
+        theirs (if (and address client) (cons :sidecar theirs) theirs)]
+    (when (and given (seq theirs))
+      (throw (ex-info (str "agui-state.ring: " (str/join ", " (map pr-str theirs))
+                           " are the sidecar's options: give them to (agui-state.ring/sidecar {...}),"
+                           " not beside a :sidecar component or a :client")
+                      {:code "CONFLICTING_OPTIONS" :options (vec theirs)})))
     (if given
       (constantly given)
-      (sidecar/lazily (select-keys opts [:store :detach-grace])))))
+      (sidecar/lazily (select-keys opts [:store :detach-grace :sidecar :sidecar-start])))))
 
 (def ^:private lifecycles
   "The values of :lifecycle, as `fix --lifecycle` names them (protocol/README.md §13)."
@@ -99,8 +115,13 @@
                 middleware starts one sidecar of its own at the first request,
                 with :store and :detach-grace (agui-state.ring/sidecar's), which
                 ends with the JVM: for a REPL or a script; a system holds a
-                :sidecar. :store or :detach-grace beside :sidecar or :client
-                throws ex-info with :code \"CONFLICTING_OPTIONS\"
+                :sidecar. Or :sidecar \"unix:PATH\" (and :sidecar-start), the
+                host's shared sidecar, connected to at the first request, as
+                agui-state.ring/sidecar takes them; a bad address throws here.
+                :store, :detach-grace or :sidecar-start beside a :sidecar
+                component or :client throws ex-info with :code
+                \"CONFLICTING_OPTIONS\", and so do :store and :detach-grace
+                beside a :sidecar address without start mode
     :own        pointers to the members the server owns, such as [\"/toolState\"]:
                 each STATE_SNAPSHOT then goes as a STATE_DELTA on those members
                 only, and the client's other keys survive (`fix --own`)

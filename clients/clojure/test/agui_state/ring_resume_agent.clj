@@ -16,7 +16,10 @@
                        RING_AGENT_STORE when set, else the sidecar's default, memory;
                        RING_AGENT_LOG_BYTES: its --log-bytes;
                        RING_AGENT_ASYNC=1: an async handler, in Jetty's async mode;
-                       RING_AGENT_DETACH_GRACE: its --detach-grace)
+                       RING_AGENT_DETACH_GRACE: its --detach-grace;
+                       RING_AGENT_SIDECAR, RING_AGENT_SIDECAR_START=1: the
+                       component's :sidecar and :sidecar-start, the host's
+                       shared sidecar)
     POST /agent-late   the same, but it waits before its first event (its head sent):
                        the opening id block (§16) goes out alone
     POST /agent-now    the same agent without the pause: the uninterrupted run
@@ -170,7 +173,13 @@
                                            (System/getenv "RING_AGENT_STORE")
                                            (assoc :store (System/getenv "RING_AGENT_STORE"))
                                            (System/getenv "RING_AGENT_LOG_BYTES")
-                                           (assoc :args ["--log-bytes" (System/getenv "RING_AGENT_LOG_BYTES")])))})))
+                                           (assoc :args ["--log-bytes" (System/getenv "RING_AGENT_LOG_BYTES")])
+                                           ;; The host's shared sidecar by the options rather than
+                                           ;; AGUI_STATE_SIDECAR, which a test may set instead.
+                                           (System/getenv "RING_AGENT_SIDECAR")
+                                           (assoc :sidecar (System/getenv "RING_AGENT_SIDECAR"))
+                                           (System/getenv "RING_AGENT_SIDECAR_START")
+                                           (assoc :sidecar-start (= "1" (System/getenv "RING_AGENT_SIDECAR_START")))))})))
 
 (defn -main [& _]
   (let [^Server server (jetty/run-jetty (app) {:host "127.0.0.1" :port 0 :join? false :async? async?})

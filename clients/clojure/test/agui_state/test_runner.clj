@@ -13,7 +13,8 @@
   '[agui-state.scenarios-test agui-state.process-test agui-state.api-test agui-state.activity-test
     agui-state.project-test agui-state.numbers-test agui-state.ring-test
     agui-state.resume-test agui-state.resume-edge-test agui-state.lifecycle-test
-    agui-state.stream-edge-test agui-state.upload-test agui-state.broken-body-test])
+    agui-state.stream-edge-test agui-state.upload-test agui-state.broken-body-test
+    agui-state.shared-test agui-state.shared-start-test agui-state.shared-probe-test])
 
 (defn -main [& [binary]]
   ;; A system property rather than an atom: test-support reads it whether the

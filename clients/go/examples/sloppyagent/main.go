@@ -13,7 +13,8 @@
 // UTF-8 characters) and flushed. With ?pause=NAME the handler stops after the
 // run's fourth event (with &at=0, before its first, its head sent) until POST /resume?name=NAME, and GET /paused?name=NAME
 // answers once it has stopped: a test can then kill the sidecar in the middle
-// of one stream, or of several. GET /sidecar answers the sidecar's pid.
+// of one stream, or of several. GET /sidecar answers the sidecar's pid (its
+// address when it is the host's shared one, AGUI_STATE_SIDECAR).
 //
 // The sidecar is started, ready for streams, before the URL is printed
 // (aguistate.NewMiddleware), not at the first request.
@@ -95,7 +96,11 @@ func main() {
 		}
 	})
 	mux.HandleFunc("/sidecar", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, repair.Client().Process().Pid)
+		if p := repair.Client().Process(); p != nil {
+			fmt.Fprint(w, p.Pid)
+		} else {
+			fmt.Fprint(w, repair.Client().Address()) // the host's shared sidecar (AGUI_STATE_SIDECAR)
+		}
 	})
 	mux.HandleFunc("/paused", func(w http.ResponseWriter, r *http.Request) {
 		select {

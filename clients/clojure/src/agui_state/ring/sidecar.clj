@@ -3,8 +3,7 @@
   and stops it (start, stop), opening a stream on it, and a stream's way back
   when the sidecar dies in the middle of it (protocol/README.md §14)."
   (:require [agui-state.client :as client])
-  (:import (clojure.lang ExceptionInfo)
-           (java.util.concurrent TimeUnit)))
+  (:import (clojure.lang ExceptionInfo)))
 
 (set! *warn-on-reflection* true)
 
@@ -47,12 +46,20 @@
   close it): its process, from :path, else AGUI_STATE_BIN, else agui-state on
   PATH, with the flags of sidecar-args and :env, its calls limited to
   repair-call-ms (:timeout-ms), and its stream pipeline loaded, so that the
-  first response waits for neither. Throws what starting it throws."
+  first response waits for neither. With :sidecar \"unix:PATH\" (else
+  AGUI_STATE_SIDECAR), a connection to the host's shared sidecar instead,
+  started there with those flags in start mode (:sidecar-start, else
+  AGUI_STATE_SIDECAR_START=1; agui-state.client/start). Throws what starting
+  it throws; :store, :detach-grace or :args with an address and no start mode
+  throw before anything starts (client/check-sidecar), named as given here."
   [opts]
+  (client/check-sidecar opts)
   (let [c (client/start (cond-> {:timeout-ms (:timeout-ms opts repair-call-ms)
                                  :args (sidecar-args opts)}
                           (:path opts) (assoc :path (:path opts))
-                          (:env opts) (assoc :env (:env opts))))]
+                          (:env opts) (assoc :env (:env opts))
+                          (string? (:sidecar opts)) (assoc :sidecar (:sidecar opts))
+                          (some? (:sidecar-start opts)) (assoc :sidecar-start (:sidecar-start opts))))]
     (try (let [id (:stream-id (client/open-stream c {:framing "sse"}))]
            (client/fix-stream c {:stream-id id :text warm-up})
            (client/close-stream c id))
@@ -71,8 +78,11 @@
   `opts` (start), for a middleware given none: nothing starts before a request
   needs it, a start that fails is tried again by the next request, and the
   process ends with the JVM (its stdin closes). It belongs to the middleware
-  that holds the function: no other shares it."
+  that holds the function: no other shares it. Connected to the host's shared
+  sidecar (:sidecar, AGUI_STATE_SIDECAR), the connection is the middleware's,
+  the sidecar the host's. A bad address throws here, not at the first request."
   [opts]
+  (client/check-sidecar opts)
   (let [held (atom nil)]
     (fn []
       (or @held
@@ -94,32 +104,27 @@
   [e]
   (= :timeout (:kind (ex-data e))))
 
-(defn end!
-  "Ends the process p at once (SIGKILL, which a stopped process obeys too), and
-  waits a little for it to go: a hung sidecar is not asked to exit."
-  [^Process p]
-  (.destroyForcibly p)
-  (.waitFor p 5 TimeUnit/SECONDS))
-
 (defn on
   "(f view), and when that call finds the sidecar hung (hung?), its process
-  ended (end!) before the exception goes on: every stream on it then sees it
-  gone, and the next stream starts a new one."
+  ended, or its connection to the shared sidecar closed (client/abort!), before
+  the exception goes on: every stream on it then sees it gone, and the next
+  stream starts a new one, or connects again."
   [view f]
   (try (f view)
        (catch ExceptionInfo e
-         (when (hung? e) (end! (client/process view)))
+         (when (hung? e) (client/abort! view))
          (throw e))))
 
 (defn- restart-if-current!
-  "Restarts c, unless another stream already did: `seen` is the process that
-  failed, and only while it is still c's process is it replaced, so that
-  streams that all saw it die start one new sidecar, not one each in turn. It
-  is ended first: a hung one would not exit when asked."
-  [c ^Process seen]
+  "Restarts c, unless another stream already did: `seen` (a view) is bound to
+  the process or connection that failed, and only while it is still c's is it
+  replaced, so that streams that all saw it die start one new sidecar (or
+  connection), not one each in turn. It is ended first: a hung one would not
+  exit when asked."
+  [c seen]
   (locking c
-    (when (identical? seen (client/process c))
-      (end! seen)
+    (when (identical? (client/connection seen) (client/connection c))
+      (client/abort! seen)
       (client/restart c))))
 
 (defn- open-on
@@ -138,8 +143,8 @@
   "c, its sidecar restarted first if it is gone (unless another caller already
   did). Throws what starting it throws."
   [c]
-  (let [p (client/process c)]
-    (when-not (.isAlive p) (restart-if-current! c p)))
+  (let [v (client/pinned c)]
+    (when-not (client/alive? v) (restart-if-current! c v)))
   c)
 
 (defn call!
@@ -153,7 +158,7 @@
         r (try [v (on v f)] (catch ExceptionInfo e (if (lost? e) e (throw e))))]
     (if (vector? r)
       r
-      (do (restart-if-current! c (client/process v))
+      (do (restart-if-current! c v)
           (let [v (client/pinned c)] [v (on v f)])))))
 
 (defn open!
@@ -167,7 +172,7 @@
   (let [r (open-on c params)]
     (if-not (:lost r)
       r
-      (do (restart-if-current! c (client/process (:view r)))
+      (do (restart-if-current! c (:view r))
           (let [r (open-on c params)]
             (if (:lost r) (throw (:lost r)) r))))))
 
@@ -201,7 +206,7 @@
   decides whether to try again). Throws what else fails (a sidecar that cannot
   start, a refusal)."
   [c view params ^CharSequence replay]
-  (restart-if-current! c (client/process view))
+  (restart-if-current! c view)
   (let [r (open-on c params)]
     (cond
       (:lost r) r

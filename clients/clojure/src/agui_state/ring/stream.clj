@@ -25,8 +25,10 @@
 (defn- loss
   "How a lost sidecar was lost, in a few words."
   [e]
-  (let [{:keys [kind exit-status]} (ex-data e)]
-    (if (= kind :sidecar-exited) (str "exit status " exit-status) (.getMessage ^Exception e))))
+  (let [{:keys [kind exit-status address]} (ex-data e)]
+    (cond (not= kind :sidecar-exited) (.getMessage ^Exception e)
+          address "the connection closed"
+          :else (str "exit status " exit-status))))
 
 (defn- outcome-line
   "The findings of one reply by outcome (§13's four words), or nil when it has none."
@@ -201,7 +203,7 @@
                        (do (vswap! st assoc :why (str "not restarted again: it was restarted " (:restarted @st)
                                                       " times in this response"))
                            false)
-                       (let [old-pid (.pid (client/process (:view @st)))
+                       (let [old (client/describe (:view @st))
                              old-id (sid)
                              {:keys [over size]} (:replay @st)
                              text (.toString replay "UTF-8")
@@ -220,9 +222,10 @@
                            (:lost r) (do (vswap! st assoc :view (:view r)) (recur (:lost r)))
                            :else
                            (do (vswap! st assoc :view (:view r) :sid (:stream-id r) :resumable (some? (:run r)))
-                               (warn (str "agui-state.ring: the sidecar (pid " old-pid ") was lost during "
-                                          what " on stream " old-id " (" (loss e) "); restarted (pid "
-                                          (.pid (client/process (:view @st))) "), stream " (sid) " resumes "
+                               (warn (str "agui-state.ring: the sidecar (" old ") was lost during "
+                                          what " on stream " old-id " (" (loss e) "); "
+                                          (if (client/shared? (:view @st)) "connected again" "restarted")
+                                          " (" (client/describe (:view @st)) "), stream " (sid) " resumes "
                                           (if over
                                             (str "from the request's state and the response's first event"
                                                  " (more than the replay limit, " (:replay-limit @st)
@@ -232,10 +235,13 @@
         ;; Failing open: the kept tail, then the text not answered, then the rest as written.
         fail-open! (fn [what ^Exception e ^String text]
                      (warn (if (sidecar/hung? e)
-                             (str "agui-state.ring: the sidecar did not answer " what " within "
-                                  (:timeout-ms (ex-data e)) " ms; it was ended (pid "
-                                  (.pid (client/process (:view @st))) "), the rest of stream " (sid)
-                                  " goes out unrepaired, and the next stream starts a new sidecar")
+                             (let [v (:view @st)]
+                               (str "agui-state.ring: the sidecar did not answer " what " within "
+                                    (:timeout-ms (ex-data e)) " ms; "
+                                    (if (client/shared? v) "the connection to it was closed (" "it was ended (")
+                                    (client/describe v) "), the rest of stream " (sid) " goes out unrepaired, and"
+                                    (if (client/shared? v) " the next stream connects again"
+                                        " the next stream starts a new sidecar")))
                              (str "agui-state.ring: " what " failed on stream " (sid) ": "
                                   (.getMessage e) (some->> (:why @st) (str "; "))
                                   "; the rest of this response goes out unrepaired")))
