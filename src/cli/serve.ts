@@ -4,7 +4,8 @@ import { openRunLog } from "../resume/open.js";
 import type { ListenAddress } from "../rpc/node/listen-address.js";
 import { startServer } from "../rpc/node/server.js";
 import { listenForSessions, type SocketServerOptions } from "../rpc/node/socket-server.js";
-import { effectiveCeiling, HeapCeiling, tuneHeap, v8Heap } from "../runtime/heap-ceiling.js";
+import { effectiveCeiling, HeapCeiling, v8Heap } from "../runtime/heap-ceiling.js";
+import { tuneHeap } from "../runtime/heap-tuning.js";
 import { StateService } from "../service/state-service.js";
 import { StreamService } from "../service/stream-service.js";
 import type { ServeOptions } from "./options.js";
@@ -33,7 +34,7 @@ export async function serveCommand(options: ServeOptions): Promise<void> {
   const limits = { ...options.limits, maxHeapBytes: ceiling };
   const service = new StateService({ limits, version: pkg.version, ownsInput: true, sharesResults: true });
   const streams = new StreamService({ limits, maxRequestBody: options.maxRequestBody, pipeline: lazyPipeline(), log, ...(resume ? { resume } : {}) });
-  const probe = v8Heap();
+  const probe = tuning.watch(v8Heap());
   const heap = new HeapCeiling(ceiling, probe, service, log, probe.used(), streams, resume?.log);
   if (clamped) log.warn({ asked, maxHeapBytes: ceiling }, "--max-heap is above 80% of V8's own heap limit; using that instead");
   const shared = { framing: options.framing, service, streams, log, afterChunk: () => heap.check(), onMessage: (chars: number) => tuning.message(chars) };

@@ -76,9 +76,12 @@ function clientsDouble(holder: Record<string, unknown> | unknown[], at: string |
  * (Brackets inside strings count too, which can only send more text to the
  * walk, never less.) Two native searches per bracket, stopping at the limit:
  * far cheaper for a typical request than the walk it saves (docs/benchmarks.md,
- * "Figures behind choices in the source").
+ * "Figures behind choices in the source"). Text shorter than twice the limit
+ * is not searched at all: JSON that nests that deep closes every bracket it
+ * opens, and text that is not JSON is refused before any walk.
  */
 export function mayNestPast(text: string, maxNesting: number): boolean {
+  if (text.length < 2 * maxNesting) return false;
   let n = 0;
   for (let i = text.indexOf("{"); i !== -1 && n < maxNesting; i = text.indexOf("{", i + 1)) n++;
   for (let i = text.indexOf("["); i !== -1 && n < maxNesting; i = text.indexOf("[", i + 1)) n++;

@@ -153,56 +153,6 @@ export function v8Heap(): HeapProbe {
   };
 }
 
-/**
- * V8's heap sizing, set at start, for a heap that follows its live data:
- * - the old generation grows 30% past what a full collection left before the
- *   next one (V8's default picks 1.1× to 4× from the collector's speed; under
- *   churn it picked the high end);
- * - the young generation keeps its first 1 MiB semi-space instead of growing
- *   to 16 MiB (each of its three spaces counts toward RSS).
- * Both are read by the collector as it runs, so setting them after start
- * works, and neither touches the single binary's code cache. Measured under
- * the soak's churn, they roughly halve peak RSS over the live state for a
- * modest rise in CPU time spent collecting; a smaller growth step saved a
- * little more memory at a much higher CPU cost. The figures are in
- * docs/memory.md, "The choice of settings".
- */
-export function tuneHeap(): HeapTuning {
-  setFlagsFromString("--heap-growing-percent=30");
-  setFlagsFromString("--semi-space-growth-factor=1");
-  return new HeapTuning();
-}
-
-/** Characters from which a message is a whole state or a stream's worth of it (a snapshot of a large state). */
-export const LARGE_MESSAGE = 256 * 1024;
-
-/**
- * V8's own heap sizing, given back once a message of LARGE_MESSAGE characters or more comes (issue
- * 41). A 1 MiB semi-space and a +30% old generation suit the churn of many small threads, but a
- * process that parses a megabyte state per message (a framework that snapshots its whole state after
- * every node, through a middleware) then spends more CPU collecting than repairing: each state's
- * objects outgrow the nursery and are promoted, and each megabyte string goes straight to the old
- * generation's large-object space, so at +30% the old generation is collected about twice a run
- * (39 full collections in 22 runs of six 1.13 MB snapshots, against the proxy's 3 on V8's
- * defaults). From the first such message on, the semi-space grows by V8's default factor, up to the binary's
- * --max-semi-space-size, and the old generation by the factor V8 picks from the collector's speed
- * (`--heap-growing-percent=0` is V8's "not set"): what the proxy runs with. A process that never
- * sees one keeps the settings above. docs/memory.md has the figures.
- */
-export class HeapTuning {
-  private grown = false;
-
-  constructor(private readonly setFlags: (flags: string) => void = setFlagsFromString) {}
-
-  /** A message of `chars` characters came. */
-  message(chars: number): void {
-    if (this.grown || chars < LARGE_MESSAGE) return;
-    this.grown = true;
-    this.setFlags("--semi-space-growth-factor=2");
-    this.setFlags("--heap-growing-percent=0");
-  }
-}
-
 /** The ceiling to use: the one asked for, kept under V8's own limit with room to collect. */
 export function effectiveCeiling(asked: number, v8Limit = getHeapStatistics().heap_size_limit): { ceiling: number; clamped: boolean } {
   const most = Math.floor(v8Limit * 0.8);

@@ -40,20 +40,20 @@ const deltaEvents = (messageId: string, a: Activity, patch: WireOp[], retyped: b
  * anything changed.
  */
 function put(ctx: ActivityContext, thread: Thread, messageId: string, type: string, content: JsonObject): CallResult<{ activity: Activity; changed: boolean }> {
-  const existing = thread.activities.get(messageId);
+  const existing = thread.activities?.get(messageId);
   const room = roomFor(ctx.limits, thread, existing?.doc);
   const over = stateOverLimit(content, room);
   if (over) return err(threadLimit(over, ctx.limits.maxStateBytes - room.maxStateBytes));
   const changed = existing === undefined || existing.type !== type || !jsonEqual(existing.doc.root, content);
   if (!changed && existing) return ok({ activity: existing, changed });
   const activity: Activity = { type, doc: new JsonDocument(ctx.adopt ? content : (cloneJson(content) as JsonObject)) };
-  thread.activities.set(messageId, activity);
+  (thread.activities ??= new Map()).set(messageId, activity);
   return ok({ activity, changed });
 }
 
 export function activitySnapshot(ctx: ActivityContext, thread: Thread, p: P.ActivitySnapshotParams): CallResult<P.ActivitySnapshotResult> {
   if (!isObject(p.content)) return err(notObject("/content"));
-  const existing = thread.activities.get(p.messageId);
+  const existing = thread.activities?.get(p.messageId);
   // replace: false leaves an existing activity exactly as it is, as the client
   // does. The event then carries what the mirror holds, so that a client which
   // lost the activity recreates the same one, and one which has it keeps it.
@@ -69,7 +69,7 @@ export function activitySnapshot(ctx: ActivityContext, thread: Thread, p: P.Acti
 }
 
 export function applyActivityOps(ctx: ActivityContext, thread: Thread, p: P.ApplyActivityOpsParams): CallResult<P.ApplyActivityOpsResult> {
-  const a = thread.activities.get(p.messageId);
+  const a = thread.activities?.get(p.messageId);
   if (!a) return err(unknownActivity(thread.id, p.messageId));
   const out = applyDecoded(a.doc, p.ops, p.atomic ?? false, roomFor(ctx.limits, thread, a.doc));
   if (!out.ok) return out;
@@ -83,7 +83,7 @@ export function applyActivityOps(ctx: ActivityContext, thread: Thread, p: P.Appl
 
 export function diffActivity(ctx: ActivityContext, thread: Thread, p: P.DiffActivityParams): CallResult<P.DiffActivityResult> {
   if (!isObject(p.content)) return err(notObject("/content"));
-  const a = thread.activities.get(p.messageId);
+  const a = thread.activities?.get(p.messageId);
   if (!a) {
     // The snapshot-before-delta guard, on the emitter's side: the client has no baseline to patch.
     if (p.activityType === undefined) return err(invalidParams("/activityType", "MISSING", `activity ${JSON.stringify(p.messageId)} does not exist yet: activityType is required to create it`));
@@ -104,7 +104,7 @@ export function diffActivity(ctx: ActivityContext, thread: Thread, p: P.DiffActi
 }
 
 export function getActivity(ctx: ActivityContext, thread: Thread, p: P.GetActivityParams): CallResult<P.GetActivityResult> {
-  const a = thread.activities.get(p.messageId);
+  const a = thread.activities?.get(p.messageId);
   if (!a) return err(unknownActivity(thread.id, p.messageId));
   return ok({ version: thread.version, activityType: a.type, content: ctx.out(a.doc.root) as JsonObject });
 }

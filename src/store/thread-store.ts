@@ -13,8 +13,12 @@ export interface Activity {
 export interface Thread {
   readonly id: string;
   doc: JsonDocument;
-  /** The thread's activities by messageId; they share its version and its --max-state-bytes. */
-  readonly activities: Map<string, Activity>;
+  /**
+   * The thread's activities by messageId; they share its version and its --max-state-bytes.
+   * Made with the first one: most threads have none, and an empty Map costs about 360 bytes of heap,
+   * 3.6 MiB over B11's 10,000 threads (docs/memory.md).
+   */
+  activities: Map<string, Activity> | undefined;
   /** Starts at 0; +1 on every call that changed the state. */
   version: number;
   /** The root member that holds the tool state, once the thread is in namespace mode. */
@@ -31,6 +35,8 @@ export class ThreadStore {
   private readonly threads = new Map<string, Thread>();
   private readonly tombstones = new Map<string, "closed" | "evicted">();
   private evictions = 0;
+  /** The thread last in `threads` (the most recently used), while it is there. */
+  private newest: Thread | undefined;
 
   constructor(
     private readonly maxThreads: number,
@@ -69,8 +75,9 @@ export class ThreadStore {
       this.evictions++;
     }
     this.tombstones.delete(id);
-    const thread: Thread = { id, doc: new JsonDocument({}), activities: new Map(), version: 0 };
+    const thread: Thread = { id, doc: new JsonDocument({}), activities: undefined, version: 0 };
     this.threads.set(id, thread);
+    this.newest = thread;
     return thread;
   }
 
@@ -110,17 +117,21 @@ export class ThreadStore {
   /** Activities held, over all threads. */
   activities(): number {
     let total = 0;
-    for (const t of this.threads.values()) total += t.activities.size;
+    for (const t of this.threads.values()) total += t.activities?.size ?? 0;
     return total;
   }
 
   private touch(thread: Thread): void {
+    // Already the most recently used (a run's calls come one after another on one thread): nothing moves.
+    if (this.newest === thread) return;
     // Map keeps insertion order: re-inserting moves the thread to the young end.
     this.threads.delete(thread.id);
     this.threads.set(thread.id, thread);
+    this.newest = thread;
   }
 
   private bury(id: string, reason: "closed" | "evicted"): void {
+    if (this.newest?.id === id) this.newest = undefined;
     this.tombstones.delete(id);
     this.tombstones.set(id, reason);
     if (this.tombstones.size > this.maxTombstones) this.tombstones.delete(this.tombstones.keys().next().value as string);
@@ -130,6 +141,6 @@ export class ThreadStore {
 /** A thread's bytes as --max-state-bytes counts them: its state and its activities' contents. */
 export function threadBytes(thread: Thread): number {
   let bytes = thread.doc.bytes;
-  for (const a of thread.activities.values()) bytes += a.doc.bytes;
+  if (thread.activities) for (const a of thread.activities.values()) bytes += a.doc.bytes;
   return bytes;
 }

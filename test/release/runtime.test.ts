@@ -1,6 +1,6 @@
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -65,5 +65,17 @@ describe("the runtime the binaries embed", () => {
     expect(r.stdout).toBe("");
     expect(r.stderr).toContain(`scripts/node-runtime.json records ${integrity}`);
     expect(existsSync(path.join(cache, `${npm}-${pin.version}`)), "nothing unpacked from it").toBe(false);
+  });
+
+  it("--cached, as the bench asks, fetches nothing: without the build's tarball it fails and names the cache", () => {
+    const host = `${process.platform === "win32" ? "win" : process.platform}-${process.arch}` as keyof typeof pin.packages;
+    const { npm } = pin.packages[host];
+    const cache = mkdtempSync(path.join(work, "empty-cache-"));
+    // No npm on PATH either: a fetch would fail otherwise, and differently.
+    const r = spawnSync(process.execPath, [path.join(ROOT, "scripts/pinned-node.mjs"), "--cached"], { env: { ...withoutNpm(), AGUI_STATE_NODE_CACHE: cache, PATH: work }, encoding: "utf8" });
+    expect(r.status).toBe(1);
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toContain(`the Node the binary embeds (${npm}@${pin.version}) is not in ${cache}, and this run fetches nothing`);
+    expect(readdirSync(cache), "nothing fetched or unpacked").toEqual([]);
   });
 });

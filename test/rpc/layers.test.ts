@@ -32,8 +32,8 @@ const LAYERS: Record<string, RegExp> = {
   // The announcement's name and value come from the browser module, which has no Node and says it to its fetch.
   "src/resume": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/(log|json\/stringify|stream\/events|web\/resume\/announce)\.js|node:crypto|node:stream|ioredis)$`),
   "src/rpc/common": new RegExp(String.raw`^(\.\/[\w-]+\.js|\.\.\/\.\.\/(${CORE}|(json\/[\w-]+|log|protocol\/[\w.-]+|service\/[\w-]+)\.js)|vscode-jsonrpc|ajv)$`),
-  // The heap ceiling: V8's statistics and its gc(), the log; it sees the service only through an interface.
-  "src/runtime": /^(node:(v8|vm)|\.\.\/log\.js)$/,
+  // The heap ceiling and the heap's tuning: V8's statistics, flags and gc(), the log; they see the service only through an interface.
+  "src/runtime": /^(node:(v8|vm)|\.\.\/log\.js|\.\/[\w-]+\.js)$/,
   // node:net and node:fs for serve --listen (protocol/README.md §2): its socket, and the socket file it claims.
   "src/rpc/node": /^(\.\/[\w-]+\.js|\.\.\/common\/[\w-]+\.js|\.\.\/\.\.\/(log|service\/[\w-]+)\.js|node:(buffer|stream|net|fs))$/,
   // The events' schemas and a JSON Patch applier to hold a client model to; no I/O.

@@ -1,6 +1,7 @@
 import pino from "pino";
 import { describe, expect, it } from "vitest";
-import { COOL_DOWN, effectiveCeiling, HeapCeiling, HeapTuning, HIGH, LARGE_MESSAGE, TARGET, v8Heap, type HeapProbe } from "../../src/runtime/heap-ceiling.js";
+import { COOL_DOWN, effectiveCeiling, HeapCeiling, HIGH, TARGET, v8Heap, type HeapProbe } from "../../src/runtime/heap-ceiling.js";
+import { GROWING_PERCENT, HeapTuning, LARGE_HEAP, LARGE_HEAP_GROWING_PERCENT, LARGE_MESSAGE, SMALL_AGAIN } from "../../src/runtime/heap-tuning.js";
 import { MemoryLog } from "../../src/resume/memory-log.js";
 import { StateService } from "../../src/service/state-service.js";
 import { StreamService } from "../../src/service/stream-service.js";
@@ -233,5 +234,48 @@ describe("HeapTuning (issue 41)", () => {
     tuning.message(LARGE_MESSAGE);
     tuning.message(LARGE_MESSAGE * 4);
     expect(set).toEqual(["--semi-space-growth-factor=2", "--heap-growing-percent=0"]);
+  });
+
+  it("holds a large heap's old generation closer to its live data, and lets it go again well below (issue 42)", () => {
+    const set: string[] = [];
+    const tuning = new HeapTuning((flags) => set.push(flags));
+    tuning.heapUsed(LARGE_HEAP - 1);
+    expect(set).toEqual([]);
+    tuning.heapUsed(LARGE_HEAP);
+    tuning.heapUsed(LARGE_HEAP * 2);
+    // Between the two marks it stays as it is, whichever way the heap moves.
+    tuning.heapUsed(SMALL_AGAIN);
+    expect(set).toEqual([`--heap-growing-percent=${LARGE_HEAP_GROWING_PERCENT}`]);
+    tuning.heapUsed(SMALL_AGAIN - 1);
+    tuning.heapUsed(1);
+    tuning.heapUsed(LARGE_HEAP - 1);
+    expect(set).toEqual([`--heap-growing-percent=${LARGE_HEAP_GROWING_PERCENT}`, `--heap-growing-percent=${GROWING_PERCENT}`]);
+  });
+
+  it("after a large message, a large heap still takes the large heap's step, and V8's own growth comes back under SMALL_AGAIN", () => {
+    const set: string[] = [];
+    const tuning = new HeapTuning((flags) => set.push(flags));
+    tuning.message(LARGE_MESSAGE);
+    tuning.heapUsed(LARGE_HEAP);
+    tuning.heapUsed(SMALL_AGAIN - 1);
+    expect(set).toEqual(["--semi-space-growth-factor=2", "--heap-growing-percent=0", `--heap-growing-percent=${LARGE_HEAP_GROWING_PERCENT}`, "--heap-growing-percent=0"]);
+    // The first large message while the heap is large lets the young generation grow, and leaves the old one's step alone.
+    const later: string[] = [];
+    const other = new HeapTuning((flags) => later.push(flags));
+    other.heapUsed(LARGE_HEAP);
+    other.message(LARGE_MESSAGE);
+    expect(later).toEqual([`--heap-growing-percent=${LARGE_HEAP_GROWING_PERCENT}`, "--semi-space-growth-factor=2"]);
+    other.heapUsed(1);
+    expect(later.at(-1)).toBe("--heap-growing-percent=0");
+  });
+
+  it("hears the heap through the ceiling's own reading: one V8 statistics read per chunk, as before", () => {
+    const set: string[] = [];
+    let reads = 0;
+    const tuning = new HeapTuning((flags) => set.push(flags));
+    const probe = tuning.watch({ used: () => (reads++, LARGE_HEAP), collect: () => false });
+    expect(probe.used()).toBe(LARGE_HEAP);
+    expect(reads).toBe(1);
+    expect(set).toEqual([`--heap-growing-percent=${LARGE_HEAP_GROWING_PERCENT}`]);
   });
 });

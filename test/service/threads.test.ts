@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { isObject, type Json } from "../../src/core/index.js";
 import type { CallError } from "../../src/protocol/errors.js";
@@ -23,6 +24,47 @@ describe("threads", () => {
     expect(ok(svc.getState({ threadId: "a" })).version).toBe(0);
     expect(store.evicted).toBe(1);
     expect(ok(svc.stats(0)).evicted).toBe(1);
+  });
+
+  it("keeps least-recently-used order exactly, however calls on one thread run back to back (the store skips moving the newest)", () => {
+    // A reference LRU (an array, oldest first) against the store, over random opens, uses, closes and sheds.
+    const step = fc.oneof(
+      fc.record({ kind: fc.constant("open" as const), id: fc.integer({ min: 0, max: 5 }) }),
+      fc.record({ kind: fc.constant("get" as const), id: fc.integer({ min: 0, max: 5 }) }),
+      fc.record({ kind: fc.constant("close" as const), id: fc.integer({ min: 0, max: 5 }) }),
+      fc.record({ kind: fc.constant("shed" as const), id: fc.integer({ min: 1, max: 3 }) }),
+    );
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 60 }), (steps) => {
+        const store = new ThreadStore(3);
+        let order: string[] = [];
+        const use = (id: string): void => {
+          order = [...order.filter((x) => x !== id), id];
+        };
+        for (const s of steps) {
+          const id = `t${s.id}`;
+          if (s.kind === "open") {
+            if (!order.includes(id) && order.length >= 3) order.shift();
+            store.open(id);
+            use(id);
+          } else if (s.kind === "get") {
+            expect(store.get(id).ok).toBe(order.includes(id));
+            if (order.includes(id)) use(id);
+          } else if (s.kind === "close") {
+            expect(store.close(id)).toBe(order.includes(id));
+            order = order.filter((x) => x !== id);
+          } else {
+            // Every thread is 2 bytes ({}), so shedding 2 × n bytes evicts the n oldest, keeping the newest.
+            const evicted = store.shed(2 * s.id);
+            const expected = order.slice(0, Math.min(s.id, Math.max(0, order.length - 1)));
+            expect(evicted).toEqual(expected);
+            order = order.slice(expected.length);
+          }
+          expect(store.size).toBe(order.length);
+        }
+      }),
+      { numRuns: 500 },
+    );
   });
 
   it("tells closed, evicted and never-opened threads apart", () => {

@@ -20,11 +20,17 @@ export const STRAY_HEAD_BYTES = 256;
  * attachment, and `replyText` (LSP's `Agui-Reply-Text: attachment`) asks for the reply's text as one.
  */
 export function decodeBody(body: Buffer, attached?: number, replyText = false): Frame {
-  const asked = replyText ? { replyText: true as const } : {};
-  if (attached === undefined) return isUtf8(body) ? { kind: "text", text: body.toString("utf8"), ...asked } : { kind: "bad-utf8" };
+  if (attached === undefined) {
+    if (!isUtf8(body)) return { kind: "bad-utf8" };
+    // Written out rather than spread: a spread makes a new object shape per message (B1's per-call cost).
+    const text = body.toString("utf8");
+    return replyText ? { kind: "text", text, replyText: true } : { kind: "text", text };
+  }
   const at = body.length - attached;
   if (!isUtf8(body.subarray(0, at)) || !isUtf8(body.subarray(at))) return { kind: "bad-utf8" };
-  return { kind: "text", text: body.toString("utf8", 0, at), attachment: body.toString("utf8", at), ...asked };
+  const text = body.toString("utf8", 0, at);
+  const attachment = body.toString("utf8", at);
+  return replyText ? { kind: "text", text, attachment, replyText: true } : { kind: "text", text, attachment };
 }
 
 export const isJsonStart = (c: number | undefined): boolean => c === 0x7b || c === 0x5b;
