@@ -50,8 +50,8 @@ export function tuneHeap(): HeapTuning {
  *   reaches LARGE_HEAP, whichever of the two it grew by before, and goes back to that under
  *   SMALL_AGAIN (issue 42). 30% (or V8's own factor, 1.1× to 4×) of a small heap is a few MiB, and
  *   spares the collections a heap of a few large states would otherwise pay for again and again
- *   (B25); the same of a heap holding thousands of threads is tens of MiB per sidecar (B11, the
- *   soak's churn).
+ *   (a framework's megabyte snapshots); the same of a heap holding thousands of threads is tens of
+ *   MiB per sidecar (a long churn of threads).
  */
 export class HeapTuning {
   private grown = false;

@@ -16,7 +16,7 @@ export interface Thread {
   /**
    * The thread's activities by messageId; they share its version and its --max-state-bytes.
    * Made with the first one: most threads have none, and an empty Map costs about 360 bytes of heap,
-   * 3.6 MiB over B11's 10,000 threads (docs/memory.md).
+   * megabytes over the ten thousand threads of a long churn (docs/memory.md).
    */
   activities: Map<string, Activity> | undefined;
   /** Starts at 0; +1 on every call that changed the state. */

@@ -22,7 +22,7 @@ export const STRAY_HEAD_BYTES = 256;
 export function decodeBody(body: Buffer, attached?: number, replyText = false): Frame {
   if (attached === undefined) {
     if (!isUtf8(body)) return { kind: "bad-utf8" };
-    // Written out rather than spread: a spread makes a new object shape per message (B1's per-call cost).
+    // Written out rather than spread: a spread makes a new object shape per message, a fixed cost on every call.
     const text = body.toString("utf8");
     return replyText ? { kind: "text", text, replyText: true } : { kind: "text", text };
   }

@@ -42,7 +42,7 @@ export class NdjsonDecoder implements FrameDecoder {
       if (this.auto && this.length === 0 && !this.discarding && !isJsonStart(chunk[start]) && !isSpace(chunk[start])) return chunk.subarray(start);
       const nl = chunk.indexOf(10, start);
       // The usual line, whole in this chunk with nothing held before it, is read where it lies:
-      // no pieces to hold and join (the per-call cost of B1, docs/benchmarks.md).
+      // no pieces to hold and join, a fixed cost on every call (docs/benchmarks.md, "What changed").
       if (nl !== -1 && this.length === 0 && !this.discarding && nl - start <= this.max + 1) {
         this.line(chunk.subarray(start, nl), emit);
         start = nl + 1;
@@ -145,7 +145,7 @@ export class AutoDecoder implements FrameDecoder {
 
   /**
    * A stray line or a bad header block is answered in the framing of the messages so far (NDJSON
-   * before any). Made once, not per chunk: a closure per read was part of B1's per-call cost.
+   * before any). Made once, not per chunk: a closure per read was part of the fixed cost per call.
    */
   private readonly mark = (f: Frame): void => {
     if (f.kind !== "stray-line" && f.kind !== "bad-header") this.framing = this.current.framing;
