@@ -1,14 +1,9 @@
-import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { HttpAgent } from "@ag-ui/client";
-import { afterAll, afterEach, beforeAll, describe, expect } from "vitest";
+import { afterEach, describe, expect } from "vitest";
 import { expectBrokenRejoins, pausingServer } from "../resume/broken-rejoin.js";
 import { expectOnlyRequester } from "../resume/refusals.js";
 import { runCollecting } from "../../scripts/harness/agui-client.js";
-import { ROOT } from "../../scripts/harness/fixtures.js";
-import { goBuild } from "../../scripts/harness/go.js";
+import { sloppyAgent } from "./go-agent.js";
 import { BINARY, start, type Sidecar } from "../../scripts/harness/process.js";
 import { redis, startRedis } from "../../scripts/harness/redis.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
@@ -29,18 +24,9 @@ import { readToFailure } from "../resume/failing-body.js";
  */
 const { test } = toolchain("Go (golang-go)", ["go", "version"]);
 
-const CLIENT = path.join(ROOT, "clients/go");
 const CLIENT_KEYS = { selectedLayer: "era5", ui: { panel: "layers", zoom: 3 } };
 
-let tmp = "";
-let exe = "";
-beforeAll(() => {
-  tmp = mkdtempSync(path.join(os.tmpdir(), "agui-mw-go-resume-"));
-  if (spawnSync("go", ["version"], { stdio: "ignore" }).status === 0) exe = goBuild(CLIENT, "./examples/sloppyagent", tmp);
-}, 620_000);
-afterAll(() => {
-  if (tmp) rmSync(tmp, { recursive: true, force: true });
-});
+const agent = sloppyAgent("agui-mw-go-resume-");
 const closers: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const c of closers.splice(0).reverse()) await c();
@@ -54,7 +40,7 @@ interface Server {
 
 /** Starts the agent server (the kill registry ends it after the test) and reads its URL; `env` goes to its sidecar too. */
 async function startServer(args: string[] = [], env: Record<string, string> = {}): Promise<Server> {
-  const child = start({ name: "sloppyagent", file: exe, args: [] }, args, { AGUI_STATE_BIN: BINARY, ...env });
+  const child = start({ name: "sloppyagent", file: agent.exe(), args: [] }, args, { AGUI_STATE_BIN: BINARY, ...env });
   await child.until(() => child.stdout.includes("\n"), "the server's URL");
   const url = child.stdout.toString("utf8").trim();
   return { child, url, port: Number(new URL(url).port) };

@@ -1,12 +1,10 @@
-import { spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { HttpAgent } from "@ag-ui/client";
-import { afterAll, afterEach, beforeAll, describe, expect, vi } from "vitest";
+import { afterEach, describe, expect, vi } from "vitest";
 import { runCollecting } from "../../scripts/harness/agui-client.js";
-import { ROOT } from "../../scripts/harness/fixtures.js";
-import { goBuild } from "../../scripts/harness/go.js";
+import { sloppyAgent } from "./go-agent.js";
 import { BINARY, start, type Sidecar } from "../../scripts/harness/process.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
 import { ResumableHttpAgent, resumableFetch } from "../../src/web/resume/index.js";
@@ -28,18 +26,9 @@ import { Relay } from "../resume/relay.js";
  */
 const { test } = toolchain("Go (golang-go)", ["go", "version"]);
 
-const CLIENT = path.join(ROOT, "clients/go");
 const CLIENT_KEYS = { selectedLayer: "era5", ui: { panel: "layers", zoom: 3 } };
 
-let tmp = "";
-let exe = "";
-beforeAll(() => {
-  tmp = mkdtempSync(path.join(os.tmpdir(), "agui-go-shared-"));
-  if (spawnSync("go", ["version"], { stdio: "ignore" }).status === 0) exe = goBuild(CLIENT, "./examples/sloppyagent", tmp);
-}, 620_000);
-afterAll(() => {
-  if (tmp) rmSync(tmp, { recursive: true, force: true });
-});
+const agent = sloppyAgent("agui-go-shared-");
 const closers: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   for (const c of closers.splice(0).reverse()) await c();
@@ -98,7 +87,7 @@ async function serveShared(sock: string): Promise<Sidecar> {
 
 /** Starts an agent server (the registry kills it after the test) and reads its URL. */
 async function startServer(env: Record<string, string> = {}): Promise<Server> {
-  const child = start({ name: "sloppyagent", file: exe, args: [] }, [], { AGUI_STATE_BIN: BINARY, ...env });
+  const child = start({ name: "sloppyagent", file: agent.exe(), args: [] }, [], { AGUI_STATE_BIN: BINARY, ...env });
   await child.until(() => child.stdout.includes("\n"), "the server's URL", 30_000);
   const url = child.stdout.toString("utf8").trim();
   return { child, url, port: Number(new URL(url).port) };

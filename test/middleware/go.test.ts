@@ -1,13 +1,11 @@
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { readdirSync, readFileSync, readlinkSync, realpathSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { HttpAgent } from "@ag-ui/client";
-import { afterAll, beforeAll, expect } from "vitest";
+import { expect } from "vitest";
 import type { JsonObject } from "../../src/core/index.js";
 import { clientApply, runCollecting } from "../../scripts/harness/agui-client.js";
-import { ROOT } from "../../scripts/harness/fixtures.js";
-import { goBuild } from "../../scripts/harness/go.js";
+import { sloppyAgent } from "./go-agent.js";
 import { BINARY, childEnv, start, type Sidecar } from "../../scripts/harness/process.js";
 import { withoutIds } from "../../scripts/harness/sse-ids.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
@@ -24,19 +22,10 @@ import { toolchain } from "../../scripts/harness/toolchain.js";
  */
 const { test } = toolchain("Go (golang-go)", ["go", "version"]);
 
-const CLIENT = path.join(ROOT, "clients/go");
 const CLIENT_KEYS: JsonObject = { selectedLayer: "era5", ui: { panel: "layers", zoom: 3 } };
 const FLAGS = ["--own", "/toolState", "--join-keys"];
 
-let tmp = "";
-let exe = "";
-beforeAll(() => {
-  tmp = mkdtempSync(path.join(os.tmpdir(), "agui-mw-go-"));
-  if (spawnSync("go", ["version"], { stdio: "ignore" }).status === 0) exe = goBuild(CLIENT, "./examples/sloppyagent", tmp);
-}, 620_000);
-afterAll(() => {
-  if (tmp) rmSync(tmp, { recursive: true, force: true });
-});
+const agent = sloppyAgent("agui-mw-go-");
 
 interface Server {
   child: Sidecar;
@@ -45,7 +34,7 @@ interface Server {
 
 /** Starts the agent server (the kill registry ends it after the test) and reads its URL. */
 async function startServer(): Promise<Server> {
-  const child = start({ name: "sloppyagent", file: exe, args: [] }, [], { AGUI_STATE_BIN: BINARY });
+  const child = start({ name: "sloppyagent", file: agent.exe(), args: [] }, [], { AGUI_STATE_BIN: BINARY });
   await child.until(() => child.stdout.includes("\n"), "the server's URL");
   return { child, url: child.stdout.toString("utf8").trim() };
 }
@@ -60,7 +49,7 @@ async function post(url: string, body: string): Promise<string> {
 
 /** What `agui-state fix FLAGS --state <state>` writes for `stream`. */
 function fixed(state: JsonObject, stream: string): string {
-  const file = path.join(tmp, "state.json");
+  const file = path.join(agent.dir(), "state.json");
   writeFileSync(file, JSON.stringify(state));
   const r = spawnSync(BINARY, ["fix", ...FLAGS, "--state", file], { input: stream, env: childEnv(), timeout: 30_000 });
   expect([0, 1], r.stderr.toString()).toContain(r.status);
