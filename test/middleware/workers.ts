@@ -188,6 +188,9 @@ export function reading(url: string, body: string): { text: () => string; pid: P
   return { text: () => text, pid: head.then((res) => Number(res.headers["x-worker-pid"])), status: head.then((res) => res.statusCode ?? 0), done };
 }
 
+/** How many POST /busy keepOff has sent: each frees its worker when a file of its own appears. */
+let occupations = 0;
+
 /**
  * Keeps a worker that took connections so far from taking the next ones. uvicorn's workers share
  * one listening socket: each wakes on a connection, and the first to run accepts every one waiting (asyncio
@@ -196,7 +199,6 @@ export function reading(url: string, body: string): { text: () => string; pid: P
  * `taken` is (at most one per worker, since an occupied worker takes no second one), the others are freed,
  * and what is returned frees that one. Done even when `taken` names several, so that this path always runs.
  */
-let occupations = 0;
 export async function keepOff(w: Workers, where: Place, taken: ReadonlySet<number>): Promise<() => Promise<void>> {
   const occupied: { pid: number; free: () => Promise<void> }[] = [];
   for (let n = 0; n < 4; n++) {
