@@ -4,6 +4,7 @@ import { expect } from "vitest";
 import { ROOT } from "../../scripts/harness/fixtures.js";
 import { childEnv } from "../../scripts/harness/process.js";
 import { runProgram, toolchain } from "../../scripts/harness/toolchain.js";
+import { JARS } from "../middleware/jetty.js";
 
 /**
  * clients/clojure/test/ holds clojure.test namespaces that drive the real binary
@@ -21,7 +22,6 @@ import { runProgram, toolchain } from "../../scripts/harness/toolchain.js";
  * test/middleware/clojure.test.ts serves), with an explicit classpath: no
  * dependency resolution, no network.
  */
-const JARS = ["data.json", "ring-core", "ring-jetty-adapter"].map((j) => `/usr/share/java/${j}.jar`);
 const { test } = toolchain("Clojure (clojure + libdata-json-clojure, libring-core-clojure, libring-jetty-adapter-clojure)", [
   "bash",
   "-c",

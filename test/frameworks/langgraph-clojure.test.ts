@@ -1,6 +1,7 @@
 import { toolchain } from "../../scripts/harness/toolchain.js";
 import { middlewareSuite } from "./middleware.js";
 import { fixtureDir } from "./replay.js";
+import { JARS } from "../middleware/jetty.js";
 
 /**
  * Real LangGraph answers (test/fixtures/frameworks/langgraph/) replayed by Ring
@@ -10,7 +11,6 @@ import { fixtureDir } from "./replay.js";
  * HttpAgent. Each warning of the middleware (a stream it could not repair: it
  * fails open) is a `WARN` line on stderr; a clean replay has none.
  */
-const JARS = ["data.json", "ring-core", "ring-jetty-adapter"].map((j) => `/usr/share/java/${j}.jar`);
 middlewareSuite(
   "langgraph",
   {
