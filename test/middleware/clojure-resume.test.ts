@@ -11,7 +11,7 @@ import { OPENING, readFirstEvents } from "../../scripts/harness/sse-ids.js";
 import { cutName, Relay, type Cut } from "../resume/relay.js";
 import { expectRejoinedFromOpening } from "../resume/from-opening.js";
 import { readToFailure } from "../resume/failing-body.js";
-import { JARS, startJetty, stopJetties, type Jetty } from "./jetty.js";
+import { handlerCalls, JARS, type Jetty, requestsFor, startJetty, stopJetties } from "./jetty.js";
 
 /**
  * Issue 34 §8 through the Clojure middleware: agui-state.ring/wrap-agui-state in a real Jetty
@@ -42,9 +42,6 @@ afterEach(async () => {
 
 const portOf = (url: string): number => Number(new URL(url).port);
 const post = (url: string): Promise<Response> => fetch(url, { method: "POST" });
-const calls = async (jvm: Jetty): Promise<number> => Number(await (await fetch(`${jvm.url}/calls`)).text());
-/** How many requests for `path` reached the JVM's server, the ones the middleware answered itself included. */
-const requests = async (jvm: Jetty, path: string): Promise<number> => Number(await (await fetch(`${jvm.url}/requests?path=${path}`)).text());
 const input = (threadId: string, state: Record<string, unknown> = {}): string => JSON.stringify({ threadId, runId: "r1", state, messages: [], tools: [], context: [], forwardedProps: {} });
 
 /** A run's whole answer, read with the plain fetch: how a page without the resume module reads it. */
@@ -78,12 +75,12 @@ async function cutRun(jvm: Jetty, targets: Jetty[], cuts: Cut[], threadId: strin
 /** A run cut once and rejoined lands on the client that was never cut, with its own keys, and the handler ran once. */
 async function landsUncut(jvm: Jetty, threadId: string, initialState: Record<string, unknown>, cut: Cut): Promise<void> {
   const expected = await uninterrupted(jvm, threadId, initialState);
-  const before = await calls(jvm);
+  const before = await handlerCalls(jvm);
   const { client, said, relay } = await cutRun(jvm, [jvm], [cut], threadId, initialState);
   expect(said).toEqual([]);
   expect(relay.cutsMade).toBe(1);
   expect(relay.connections).toBe(2);
-  expect((await calls(jvm)) - before).toBe(1);
+  expect((await handlerCalls(jvm)) - before).toBe(1);
   expect(client.state).toEqual(expected.state);
   expect(client.messages).toEqual(expected.messages);
   expect(client.state).toMatchObject(initialState);
@@ -114,29 +111,29 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
   test("the opening id block goes out before the handler's first event: cut right after it while the handler holds its first event back, the client rejoins from that id", async () => {
     const initialState = { selectedLayer: "era5", ui: { open: true } };
     const expected = await uninterrupted(a, "late", initialState);
-    const before = await calls(a);
+    const before = await handlerCalls(a);
     // /agent-late writes nothing until the cut opens the gate: were the block held for the first
     // event, the relay would never cut and the run never end.
     const from: string[] = [];
     const { client, said, relay } = await cutRun(a, [a], [{ boundary: 0, extra: 0 }], "late", initialState, "/agent-late", from);
     expect(said).toEqual([]);
-    expectRejoinedFromOpening(relay, from, (await calls(a)) - before, client, expected);
+    expectRejoinedFromOpening(relay, from, (await handlerCalls(a)) - before, client, expected);
   });
 
   test("cut twice in one run, the second time in the rejoined stream: still the same end, one handler call", async () => {
     const initialState = { selectedLayer: "era5" };
     const expected = await uninterrupted(a, "twice", initialState);
-    const before = await calls(a);
+    const before = await handlerCalls(a);
     const { client, said, relay } = await cutRun(a, [a], [{ boundary: 2, extra: 3 }, { boundary: 3, extra: 0 }], "twice", initialState);
     expect(said).toEqual([]);
     expect(relay.cutsMade).toBe(2);
-    expect((await calls(a)) - before).toBe(1);
+    expect((await handlerCalls(a)) - before).toBe(1);
     expect(client.state).toEqual(expected.state);
     expect(client.messages).toEqual(expected.messages);
   });
 
   test("a run whose app raised fails on the client at once: two requests reach the server, the run and one rejoin answered 410 (issue 38 §5)", async () => {
-    const before = await requests(a, "/agent-raise");
+    const before = await requestsFor(a, "/agent-raise");
     const statuses: number[] = [];
     const counting = async (url: string, init: RequestInit): Promise<Response> => {
       const res = await fetch(url, init);
@@ -153,7 +150,7 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
     const { failed, types } = await readToFailure(res);
     expect(failed).toBeInstanceOf(Error);
     expect(statuses).toEqual([200, 410]);
-    expect((await requests(a, "/agent-raise")) - before).toBe(2);
+    expect((await requestsFor(a, "/agent-raise")) - before).toBe(2);
     // What the app wrote before it threw reached the client, repaired: its third event, an add under
     // /toolState/raster-ops, which does not exist, is left out (this mount has no :join-keys).
     expect(types).toEqual(["RUN_STARTED", "STATE_DELTA"]);
@@ -172,7 +169,7 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
     const initialState = { selectedLayer: "era5" };
     const expected = await uninterrupted(a, "reload", initialState);
     expect((await post(`${a.url}/gate/close`)).status).toBe(200);
-    const before = await calls(a);
+    const before = await handlerCalls(a);
     const relay = await Relay.start([{ boundary: 3, extra: 0 }], () => portOf(a.url));
     closers.push(() => relay.close());
     void relay.cut().then(() => post(`${a.url}/gate/open`));
@@ -181,7 +178,7 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
     // The reloaded page knows only its thread, and its credential.
     const reloaded = new ResumableHttpAgent({ url: `${a.url}/agent`, threadId: "reload", initialState: {}, headers: ALICE });
     await reloaded.connectAgent();
-    expect((await calls(a)) - before).toBe(1);
+    expect((await handlerCalls(a)) - before).toBe(1);
     expect(reloaded.state).toEqual(expected.state);
     expect(reloaded.messages).toEqual(expected.messages);
     // A thread with no run, and the same thread asked by another credential or none (issue 38 §1): 204,
@@ -191,12 +188,12 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
       expect(none.status).toBe(204);
       expect(await none.text()).toBe("");
     }
-    expect((await calls(a)) - before).toBe(1);
+    expect((await handlerCalls(a)) - before).toBe(1);
   });
 
   test("other credentials, another thread, a forged or unknown id: 410, the same answer, and the handler is not called", async () => {
     expect((await post(`${a.url}/gate/close`)).status).toBe(200);
-    const before = await calls(a);
+    const before = await handlerCalls(a);
     const body = input("t9");
     const creds = { authorization: "Bearer alice", cookie: "s=1" };
     const res = await fetch(`${a.url}/agent`, { method: "POST", headers: { "content-type": "application/json", ...creds }, body });
@@ -211,7 +208,7 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
     const last = ids[1] as string;
     const ask = rejoiner(`${a.url}/agent`, body);
     await expectRefusals(ask, last, body, creds);
-    expect((await calls(a)) - before).toBe(1);
+    expect((await handlerCalls(a)) - before).toBe(1);
 
     // The right credentials get exactly the events after the id, then the rest of the run.
     expect((await post(`${a.url}/gate/open`)).status).toBe(200);
@@ -222,7 +219,7 @@ describe("wrap-agui-state resumes a dropped stream (Jetty, the sidecar's memory 
     const types = [...rest.matchAll(/"type":"([A-Z_]+)"/g)].map((m) => m[1]);
     expect(types).toEqual(runEvents("t9", "r1").slice(3).map((e) => (e as { type: string }).type));
     expect(rest).not.toContain(`id: ${last}\n`);
-    expect((await calls(a)) - before).toBe(1);
+    expect((await handlerCalls(a)) - before).toBe(1);
   });
 });
 
@@ -243,12 +240,12 @@ describe("wrap-agui-state on a shared redis-server: two JVMs, the rejoin served 
   redisToolchain.test("a cut inside an event, its rejoin relayed to the other JVM, and a reload on the other JVM: each lands on the uninterrupted client, the handler ran once, on the first", async () => {
     const initialState = { selectedLayer: "era5" };
     const expected = await uninterrupted(b, "redis1", initialState);
-    const [beforeB, beforeC] = [await calls(b), await calls(c)];
+    const [beforeB, beforeC] = [await handlerCalls(b), await handlerCalls(c)];
     const { client, said, relay } = await cutRun(b, [b, c], [{ boundary: 2, extra: 5 }], "redis1", initialState);
     expect(said).toEqual([]);
     expect(relay.connections).toBe(2);
-    expect((await calls(b)) - beforeB).toBe(1);
-    expect((await calls(c)) - beforeC).toBe(0);
+    expect((await handlerCalls(b)) - beforeB).toBe(1);
+    expect((await handlerCalls(c)) - beforeC).toBe(0);
     expect(client.state).toEqual(expected.state);
     expect(client.messages).toEqual(expected.messages);
 
@@ -263,8 +260,8 @@ describe("wrap-agui-state on a shared redis-server: two JVMs, the rejoin served 
     await reloaded.connectAgent();
     expect(reloaded.state).toEqual(expected2.state);
     expect(reloaded.messages).toEqual(expected2.messages);
-    expect((await calls(b)) - beforeB).toBe(2);
-    expect((await calls(c)) - beforeC).toBe(0);
+    expect((await handlerCalls(b)) - beforeB).toBe(2);
+    expect((await handlerCalls(c)) - beforeC).toBe(0);
   });
 });
 

@@ -5,7 +5,7 @@ import { runCollecting } from "../../scripts/harness/agui-client.js";
 import { toolchain } from "../../scripts/harness/toolchain.js";
 import { ResumableHttpAgent } from "../../src/web/resume/index.js";
 import { Relay, type Cut } from "../resume/relay.js";
-import { JARS, startJetty, stopJetties, type Jetty } from "./jetty.js";
+import { handlerCalls, JARS, type Jetty, requestsFor, startJetty, stopJetties } from "./jetty.js";
 import { exited, killSidecars, settledSidecars, sidecarsServing, socketAddress } from "./shared-sidecar.js";
 
 /**
@@ -56,8 +56,6 @@ afterEach(async () => {
 
 const portOf = (url: string): number => Number(new URL(url).port);
 const post = (url: string): Promise<Response> => fetch(url, { method: "POST" });
-const calls = async (jvm: Jetty): Promise<number> => Number(await (await fetch(`${jvm.url}/calls`)).text());
-const requests = async (jvm: Jetty, path: string): Promise<number> => Number(await (await fetch(`${jvm.url}/requests?path=${path}`)).text());
 const INITIAL = { selectedLayer: "era5", ui: { open: true } };
 
 /** What a client that was never cut ends with: the same agent, unpaused, through the same middleware. */
@@ -84,16 +82,16 @@ async function cutAcross(first: Jetty, second: Jetty, cut: Cut, threadId: string
 /** The run cut on `first` and rejoined on `second` ends exactly as the uncut one; the handler ran once, on `first`. */
 async function landsAcross(first: Jetty, second: Jetty, cut: Cut, threadId: string): Promise<void> {
   const expected = await uninterrupted(first, threadId);
-  const [before1, before2] = [await calls(first), await calls(second)];
-  const rejoins = await requests(second, "/agent");
+  const [before1, before2] = [await handlerCalls(first), await handlerCalls(second)];
+  const rejoins = await requestsFor(second, "/agent");
   const { client, said, relay, failed } = await cutAcross(first, second, cut, threadId);
   expect(failed).toBeUndefined();
   expect(said).toEqual([]);
   expect(relay.cutsMade).toBe(1);
   expect(relay.connections).toBe(2);
-  expect((await requests(second, "/agent")) - rejoins).toBe(1);
-  expect((await calls(first)) - before1).toBe(1);
-  expect((await calls(second)) - before2).toBe(0);
+  expect((await requestsFor(second, "/agent")) - rejoins).toBe(1);
+  expect((await handlerCalls(first)) - before1).toBe(1);
+  expect((await handlerCalls(second)) - before2).toBe(0);
   expect(client.state).toEqual(expected.state);
   expect(client.messages).toEqual(expected.messages);
 }
@@ -124,10 +122,10 @@ describe("two Jetty processes on one shared sidecar, the memory store: a rejoin 
 
   test("the negative control: a process with a sidecar of its own, its run's rejoin sent to another, fails the client's run", async () => {
     const expected = await uninterrupted(own, "solo");
-    const rejoins = await requests(a, "/agent");
+    const rejoins = await requestsFor(a, "/agent");
     const { client, said, failed } = await cutAcross(own, a, { boundary: 2, extra: 5 }, "solo");
     // The rejoin reached the other process, which knows no such run (410): the client errs.
-    expect((await requests(a, "/agent")) - rejoins).toBe(1);
+    expect((await requestsFor(a, "/agent")) - rejoins).toBe(1);
     expect(failed !== undefined || said.length > 0).toBe(true);
     expect(client.messages).not.toEqual(expected.messages);
   });

@@ -63,3 +63,9 @@ export function startJetty(namespace: string, opts: { startMs: number; args?: st
 export function stopJetties(): void {
   for (const child of started.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
 }
+
+/** How many times agui-state.ring-resume-agent's handler ran: a rejoin served from the run log never reaches it. */
+export const handlerCalls = async (jvm: Jetty): Promise<number> => Number(await (await fetch(`${jvm.url}/calls`)).text());
+
+/** How many requests for `path` reached agui-state.ring-resume-agent's server, the ones the middleware answered itself included. */
+export const requestsFor = async (jvm: Jetty, path: string): Promise<number> => Number(await (await fetch(`${jvm.url}/requests?path=${path}`)).text());
