@@ -1,6 +1,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, type it } from "vitest";
 import { ROOT } from "../../scripts/harness/fixtures.js";
+import { untilPrinted } from "../../scripts/harness/printed.js";
 import { BINARY, childEnv } from "../../scripts/harness/process.js";
 import { againstDirect, bytesLine, snapshotsOften, stateBytes } from "./checks.js";
 import { directly, loadFixtures, runThread, type Thread } from "./replay.js";
@@ -39,22 +40,7 @@ async function startServer(spec: ServerSpec): Promise<Running> {
   const running: Running = { child, urls: {}, stderr: "" };
   child.stderr.setEncoding("utf8");
   child.stderr.on("data", (d: string) => (running.stderr += d));
-  await new Promise<void>((resolve, reject) => {
-    let out = "";
-    const guard = setTimeout(() => reject(new Error(`${spec.name}: the server did not listen within ${START_MS} ms; stderr:\n${running.stderr}`)), START_MS);
-    child.on("error", (e) => (clearTimeout(guard), reject(e)));
-    child.on("exit", (code) => (clearTimeout(guard), reject(new Error(`${spec.name}: the server exited (${String(code)}) before listening; stderr:\n${running.stderr}`))));
-    child.stdout.setEncoding("utf8");
-    child.stdout.on("data", (d: string) => {
-      out += d;
-      const urls = spec.urls(out);
-      if (urls) {
-        clearTimeout(guard);
-        running.urls = urls;
-        resolve();
-      }
-    });
-  });
+  running.urls = await untilPrinted(child, spec.urls, { what: `${spec.name}: the server`, ms: START_MS, stderr: () => running.stderr });
   return running;
 }
 

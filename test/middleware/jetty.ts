@@ -1,5 +1,6 @@
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { ROOT } from "../../scripts/harness/fixtures.js";
+import { untilPrinted } from "../../scripts/harness/printed.js";
 import { BINARY, childEnv } from "../../scripts/harness/process.js";
 
 /** Debian's jars a Ring agent runs on (libdata-json-clojure, libring-core-clojure, libring-jetty-adapter-clojure). */
@@ -35,28 +36,14 @@ export function startJetty(namespace: string, opts: { startMs: number; args?: st
   child.stderr.setEncoding("utf8");
   child.stderr.on("data", (d: string) => (stderr += d));
   const line = new RegExp(`^listening ${Array.from({ length: servers }, () => String.raw`(http:\/\/127\.0\.0\.1:\d+)`).join(" ")}\n`);
-  return new Promise<Jetty>((resolve, reject) => {
-    let out = "";
-    const guard = setTimeout(() => reject(new Error(`${what} did not start within ${opts.startMs} ms; stderr:\n${stderr}`)), opts.startMs);
-    child.on("error", (e) => {
-      clearTimeout(guard);
-      reject(e);
-    });
-    child.on("exit", (code) => {
-      clearTimeout(guard);
-      reject(new Error(`${what} exited (${code}) before listening; stderr:\n${stderr}`));
-    });
-    child.stdout.setEncoding("utf8");
-    child.stdout.on("data", (d: string) => {
-      out += d;
-      const m = line.exec(out);
-      if (m) {
-        clearTimeout(guard);
-        const urls = m.slice(1) as string[];
-        resolve({ child, urls, url: urls[0] as string, stderr: () => stderr });
-      }
-    });
-  });
+  return untilPrinted(
+    child,
+    (out) => {
+      const urls = line.exec(out)?.slice(1);
+      return urls && { child, urls, url: urls[0] as string, stderr: () => stderr };
+    },
+    { what, ms: opts.startMs, stderr: () => stderr },
+  );
 }
 
 /** SIGKILLs every JVM this file started that is still running. */
